@@ -1,0 +1,23 @@
+package v1alpha1
+
+// Labels and annotations that link pods to Tephra's scheduling objects.
+const (
+	// PodGroupLabel names the PodGroup, in the pod's namespace, that a pod belongs to.
+	PodGroupLabel = "scheduling.tephra.dev/pod-group"
+	// TaskLabel names the task of its group that a pod belongs to (for minTaskMember).
+	TaskLabel = "scheduling.tephra.dev/task"
+	// QueueLabel names the Queue of a pod that belongs to no PodGroup.
+	QueueLabel = "scheduling.tephra.dev/queue"
+
+	// CoschedulingPodGroupLabel is scheduler-plugins' pod-group label, accepted as PodGroupLabel.
+	CoschedulingPodGroupLabel = "scheduling.x-k8s.io/pod-group"
+	// VolcanoGroupNameAnnotation is Volcano's pod-group annotation, accepted as PodGroupLabel.
+	VolcanoGroupNameAnnotation = "scheduling.k8s.io/group-name"
+
+	// SchedulerName is the name of Tephra's scheduling profile.
+	SchedulerName = "tephra-scheduler"
+	// RootQueue is the top of the queue tree; its capacity is the cluster's.
+	RootQueue = "root"
+	// DefaultQueue holds workloads that name no queue.
+	DefaultQueue = "default"
+)

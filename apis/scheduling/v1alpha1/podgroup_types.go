@@ -1,0 +1,133 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PodGroupPhase is where a pod group is in its life.
+// +kubebuilder:validation:Enum=Pending;Inqueue;Running;Completed;Failed;Unknown
+type PodGroupPhase string
+
+const (
+	// PodGroupPending groups wait for their queue to admit their minimum.
+	PodGroupPending PodGroupPhase = "Pending"
+	// PodGroupInqueue groups are admitted by their queue and are being placed.
+	PodGroupInqueue PodGroupPhase = "Inqueue"
+	// PodGroupRunning groups have at least minMember pods running.
+	PodGroupRunning PodGroupPhase = "Running"
+	// PodGroupCompleted groups have finished: their pods succeeded.
+	PodGroupCompleted PodGroupPhase = "Completed"
+	// PodGroupFailed groups have too many failed pods to reach minMember again.
+	PodGroupFailed PodGroupPhase = "Failed"
+	// PodGroupUnknown groups have some pods running and too few to make up their minimum.
+	PodGroupUnknown PodGroupPhase = "Unknown"
+)
+
+// Condition types of a PodGroup.
+const (
+	// PodGroupUnschedulable is true while the group's minimum cannot be placed; its reason and
+	// message say why.
+	PodGroupUnschedulable = "Unschedulable"
+	// PodGroupScheduled is true once the group's minimum has been bound.
+	PodGroupScheduled = "Scheduled"
+)
+
+// PodGroupSpec says how many pods of a group must be placed together.
+type PodGroupSpec struct {
+	// MinMember is how many of the group's pods must be placed at once; none is bound before
+	// that many can be.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinMember int32 `json:"minMember,omitempty"`
+
+	// MinTaskMember is, per task (the pods' scheduling.tephra.dev/task label), how many pods of
+	// that task must be among those placed at once.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self[t] >= 1)",message="every minTaskMember count must be at least 1"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$'))",message="minTaskMember keys must be task names that are valid label values (63 characters at most, alphanumerics, '-', '_' or '.')"
+	// +optional
+	MinTaskMember map[string]int32 `json:"minTaskMember,omitempty"`
+
+	// MinResources is what the group's minimum needs in all; the scheduler admits the group only
+	// when that fits. Defaults to the sum of the requests of minMember of its pods.
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !string(self[r]).startsWith('-'))",message="minResources quantities must not be negative"
+	// +optional
+	MinResources corev1.ResourceList `json:"minResources,omitempty"`
+
+	// Queue is the leaf Queue the group runs in.
+	// +kubebuilder:default=default
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Queue string `json:"queue,omitempty"`
+
+	// PriorityClassName gives the group's priority, used to order groups and choose victims.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ScheduleTimeoutSeconds bounds how long placed members wait for the rest of the minimum
+	// before they are all released. Defaults to the scheduler's setting.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// PodGroupStatus is what happened to the group. The PodGroup controller is its only writer.
+type PodGroupStatus struct {
+	// Phase of the group.
+	// +optional
+	Phase PodGroupPhase `json:"phase,omitempty"`
+	// Running counts the group's running pods.
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// Succeeded counts the group's pods that ended successfully.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// Failed counts the group's pods that ended in failure.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Conditions such as Unschedulable with the reason.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PodGroup is a set of pods that must be placed together: none of them is bound before minMember
+// of them can be.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pg;tpg,categories=tephra
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="MinMember",type=integer,JSONPath=`.spec.minMember`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.succeeded`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`
+// +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PodGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	// +optional
+	Spec PodGroupSpec `json:"spec,omitempty"`
+	// +optional
+	Status PodGroupStatus `json:"status,omitempty"`
+}
+
+// PodGroupList is a list of PodGroups.
+//
+// +kubebuilder:object:root=true
+type PodGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodGroup `json:"items"`
+}

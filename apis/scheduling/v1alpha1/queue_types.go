@@ -1,0 +1,122 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// QueueState says whether a queue takes new workloads.
+// +kubebuilder:validation:Enum=Open;Closed
+type QueueState string
+
+const (
+	// QueueOpen queues schedule new workloads.
+	QueueOpen QueueState = "Open"
+	// QueueClosed queues keep running what runs, and start nothing new.
+	QueueClosed QueueState = "Closed"
+)
+
+// QueueSpec is a team's share of the cluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, !(r in self.capability) || !quantity(string(self.capability[r])).isLessThan(quantity(string(self.guarantee[r]))))",message="capability must be at least guarantee for every resource that both name",fieldPath=".capability",reason=FieldValueInvalid
+type QueueSpec struct {
+	// Parent is the queue this one takes its share from. Queues form a tree under `root`.
+	// +kubebuilder:default=root
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Parent string `json:"parent,omitempty"`
+
+	// Weight decides how the parent's capacity above the children's guarantees is shared among
+	// siblings: in proportion to their weights.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// Guarantee is what the queue always gets when it asks for it, even if others must be
+	// reclaimed to make room. It is a floor of the deserved share, not an addition to it.
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !string(self[r]).startsWith('-'))",message="guarantee quantities must not be negative"
+	// +optional
+	Guarantee corev1.ResourceList `json:"guarantee,omitempty"`
+
+	// Capability is the most the queue and everything below it may use, whatever is idle.
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !string(self[r]).startsWith('-'))",message="capability quantities must not be negative"
+	// +optional
+	Capability corev1.ResourceList `json:"capability,omitempty"`
+
+	// Reclaimable says whether capacity this queue borrowed above its deserved share may be
+	// reclaimed by other queues.
+	// +kubebuilder:default=true
+	// +optional
+	Reclaimable *bool `json:"reclaimable,omitempty"`
+
+	// State is Open or Closed. A closed queue keeps running what runs and starts nothing new.
+	// +kubebuilder:default=Open
+	// +optional
+	State QueueState `json:"state,omitempty"`
+}
+
+// QueueStatus is what the queue uses and deserves now. The Queue controller is its only writer.
+type QueueStatus struct {
+	// Allocated is the sum of the requests of the queue's bound pods (and its children's).
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+	// Deserved is the queue's fair share of its parent at the current demand.
+	// +optional
+	Deserved corev1.ResourceList `json:"deserved,omitempty"`
+	// Pending counts pod groups waiting to enter the queue.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// Inqueue counts pod groups admitted to the queue and not yet running.
+	// +optional
+	Inqueue int32 `json:"inqueue,omitempty"`
+	// Running counts pod groups with their minimum running.
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// Conditions of the queue, such as guarantees that do not fit in the parent.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Queue is a node of the tree that divides the cluster between teams: a guarantee it always
+// gets, a capability it never exceeds, and a weight for sharing what is idle.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tq,categories=tephra
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent`
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`
+// +kubebuilder:printcolumn:name="Guarantee",type=string,JSONPath=`.spec.guarantee`
+// +kubebuilder:printcolumn:name="Capability",type=string,JSONPath=`.spec.capability`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated`
+// +kubebuilder:printcolumn:name="Deserved",type=string,JSONPath=`.status.deserved`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'root' || self.spec.parent != self.metadata.name",message="a Queue cannot be its own parent",fieldPath=".spec.parent"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name != 'root' || self.spec.parent == 'root'",message="the root Queue is the top of the tree and has no parent: leave spec.parent unset",fieldPath=".spec.parent"
+type Queue struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	// +optional
+	Spec QueueSpec `json:"spec,omitempty"`
+	// +optional
+	Status QueueStatus `json:"status,omitempty"`
+}
+
+// QueueList is a list of Queues.
+//
+// +kubebuilder:object:root=true
+type QueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Queue `json:"items"`
+}

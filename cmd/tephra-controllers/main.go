@@ -1,0 +1,85 @@
+// Command tephra-controllers runs Tephra's controllers (Job lifecycle, PodGroup status, Queue
+// accounting) in one controller-runtime manager with leader election.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/controllers/queue"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr, leaderElectionNamespace string
+		leaderElect, showVersion                        bool
+		qps                                             float64
+		burst                                           int
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica acts at a time")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own)")
+	flag.Float64Var(&qps, "kube-api-qps", 200, "queries per second to the apiserver")
+	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
+	flag.BoolVar(&showVersion, "version", false, "print the version and exit")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	if showVersion {
+		fmt.Println(version.String("tephra-controllers"))
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+	log.Info("starting", "version", version.Version)
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+
+	config := ctrl.GetConfigOrDie()
+	config.QPS, config.Burst = float32(qps), burst
+	mgr, err := ctrl.NewManager(config, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "tephra-controllers",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		// Release the lease on a clean shutdown so that a restarted replica takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Error(err, "cannot create the controller manager")
+		os.Exit(1)
+	}
+	if err := setupControllers(mgr); err != nil {
+		log.Error(err, "cannot set up controllers")
+		os.Exit(1)
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "controller manager stopped")
+		os.Exit(1)
+	}
+}
+
+// setupControllers registers every Tephra controller with the manager.
+func setupControllers(mgr ctrl.Manager) error {
+	return mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()})
+}

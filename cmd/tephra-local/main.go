@@ -1,0 +1,208 @@
+// Command tephra-local runs a local Tephra cluster for trying Tephra out: a real apiserver with
+// simulated (kwok) nodes, Tephra's scheduler and controllers. `make up` and `make down` call it.
+//
+//	tephra-local up [--dir .tephra] [--nodes 4]   start in the background, run the demo, return
+//	tephra-local down [--dir .tephra]             stop it
+//	tephra-local run [--dir .tephra] [--nodes 4]  run in the foreground until interrupted
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	dir := flags.String("dir", ".tephra", "folder for the cluster's state, kubeconfig and logs")
+	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each)")
+	demo := flags.Bool("demo", true, "run the demo job once the cluster is up")
+	_ = flags.Parse(os.Args[2:])
+
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(*dir, *nodes, *demo)
+	case "down":
+		err = down(*dir)
+	case "run":
+		err = run(*dir, *nodes)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tephra-local:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: tephra-local up|down|run [--dir DIR] [--nodes N]")
+	os.Exit(2)
+}
+
+func pidFile(dir string) string   { return filepath.Join(dir, "tephra-local.pid") }
+func readyFile(dir string) string { return filepath.Join(dir, "ready") }
+
+// up starts `tephra-local run` in the background, detached from the terminal, and waits until
+// the cluster is ready.
+func up(dir string, nodes int, demo bool) error {
+	if pid, ok := runningPID(dir); ok {
+		return fmt.Errorf("a local cluster is already running (pid %d); `make down` stops it", pid)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(readyFile(dir))
+	logFile, err := os.Create(filepath.Join(dir, "logs", "tephra-local.log"))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "run", "--dir", dir, "--nodes", strconv.Itoa(nodes))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Printf("starting a local Tephra cluster in %s (progress in %s)\n", dir, logFile.Name())
+	deadline := time.After(30 * time.Minute) // the first run builds Kubernetes from source
+	for {
+		if _, err := os.Stat(readyFile(dir)); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			_ = os.Remove(pidFile(dir))
+			return fmt.Errorf("the cluster did not start (%v); last lines of %s:\n%s", err, logFile.Name(), lastLines(logFile.Name(), 40))
+		case <-deadline:
+			return errors.New("the cluster did not become ready within 30 minutes")
+		case <-time.After(time.Second):
+		}
+	}
+	kubeconfig, _ := filepath.Abs(filepath.Join(dir, "kubeconfig"))
+	if demo {
+		if err := runDemo(kubeconfig); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	fmt.Printf(`
+The local Tephra cluster is up: a real kube-apiserver, %d simulated nodes, tephra-scheduler and
+tephra-controllers. Logs are in %s/logs/.
+
+  export KUBECONFIG=%s
+  kubectl get nodes,queues
+  kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
+
+Stop it with: make down
+`, nodes, dir, kubeconfig)
+	return nil
+}
+
+// run starts the cluster and keeps it up until SIGINT or SIGTERM.
+func run(dir string, nodes int) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(pidFile(dir))
+	// A fresh cluster every time: stale etcd data or certificates would only confuse.
+	for _, stale := range []string{"etcd", "pki", "kubeconfig", "ready"} {
+		_ = os.RemoveAll(filepath.Join(dir, stale))
+	}
+	cluster, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stdout})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	if _, err := cluster.CreateNodes(ctx, "kwok-node", nodes, localcluster.DefaultNodeShape); err != nil {
+		return err
+	}
+	if err := localcluster.WaitDefaultQueues(ctx, cluster.Config); err != nil {
+		return err
+	}
+	if err := os.WriteFile(readyFile(dir), []byte(time.Now().Format(time.RFC3339)), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("stopping")
+	return nil
+}
+
+// down stops the cluster that `up` started and waits until every process is gone.
+func down(dir string) error {
+	pid, ok := runningPID(dir)
+	if !ok {
+		fmt.Println("no local cluster is running")
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for range 600 {
+		if !alive(pid) {
+			fmt.Println("stopped the local cluster")
+			_ = os.Remove(readyFile(dir))
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Its components die with it (they are started with a parent-death signal).
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	return nil
+}
+
+func runningPID(dir string) (int, bool) {
+	data, err := os.ReadFile(pidFile(dir))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || !alive(pid) {
+		return 0, false
+	}
+	return pid, true
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A zombie (exited, not yet reaped) counts as gone.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || !strings.Contains(string(stat), ") Z ")
+}
+
+func lastLines(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

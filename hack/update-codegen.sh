@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerates everything derived from apis/: deepcopy functions, CRD manifests and the typed
+# clientset, listers and informers that the scheduler plugins use. Called by `make generate`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${CONTROLLER_GEN:?set CONTROLLER_GEN to the controller-gen binary (make generate does)}"
+
+"$CONTROLLER_GEN" object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+rm -f manifests/crds/*_*.yaml
+"$CONTROLLER_GEN" crd paths=./apis/... output:crd:artifacts:config=manifests/crds
+# The Job embeds pod templates; their upstream descriptions make the CRD too large for
+# client-side `kubectl apply`.
+for crd in manifests/crds/*_*.yaml; do
+  case "$crd" in
+    *batch.tephra.dev_jobs.yaml) go run ./hack/crdpatch "$crd" spec.tasks.template ;;
+    *) go run ./hack/crdpatch "$crd" ;;
+  esac
+done
+
+# The generators come from k8s.io/code-generator at the version this module pins.
+CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+GOBIN="$PWD/bin/codegen-$(go list -m -f '{{.Version}}' k8s.io/code-generator)"
+export GOBIN
+mkdir -p "$GOBIN"
+# shellcheck source=/dev/null
+source "$CODEGEN_PKG/kube_codegen.sh"
+kube::codegen::gen_client \
+  --with-watch \
+  --output-dir apis/client \
+  --output-pkg github.com/tephra-dev/tephra/apis/client \
+  --boilerplate hack/boilerplate.go.txt \
+  apis

@@ -1,0 +1,167 @@
+// Package framework runs one local control plane per e2e test package and gives tests what they
+// need on it: clients, a namespace of their own, and waits on what a user would see.
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// Env is the cluster shared by the tests of one package.
+type Env struct {
+	Cluster *localcluster.Cluster
+	Kube    kubernetes.Interface
+	Tephra  versioned.Interface
+}
+
+var shared *Env
+
+// Main starts a cluster for the package's tests, runs setup on it, runs the tests and stops the
+// cluster. With -short it runs the tests without a cluster; e2e tests then skip themselves.
+// Component logs of a failed run are printed, and kept with TEPHRA_E2E_KEEP=1.
+func Main(m *testing.M, opts localcluster.Options, setup func(*Env) error) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "tephra-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	opts.Dir = dir
+	opts.Log = os.Stderr
+	cluster, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
+		return 1
+	}
+	env := &Env{Cluster: cluster, Kube: cluster.Client}
+	if env.Tephra, err = versioned.NewForConfig(cluster.Config); err == nil && setup != nil {
+		err = setup(env)
+	}
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the local cluster:", err)
+	} else {
+		shared = env
+		code = m.Run()
+	}
+	cluster.Stop()
+	if code != 0 {
+		dumpLogs(dir)
+	}
+	if code == 0 && os.Getenv("TEPHRA_E2E_KEEP") == "" {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "cluster state and logs kept in", dir)
+	}
+	return code
+}
+
+// Shared returns the package's cluster, skipping the test under -short.
+func Shared(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e test: needs the local control plane (run without -short)")
+	}
+	if shared == nil {
+		t.Fatal("no shared cluster: call framework.Main from TestMain")
+	}
+	return shared
+}
+
+// Context returns a context that ends with the test, or after timeout.
+func Context(t testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Namespace creates a namespace for one test and deletes it when the test ends.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	ns, err := e.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: strings.TrimRight(name, "-") + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// WaitPod waits until cond holds for the pod and returns it; on timeout it fails the test with
+// the pod's last state and the events about it.
+func (e *Env) WaitPod(t testing.TB, namespace, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pod, err := e.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = pod
+		return cond(pod), nil
+	})
+	if err != nil {
+		state := "not found"
+		if last != nil {
+			state = fmt.Sprintf("phase %s, node %q, conditions %v", last.Status.Phase, last.Spec.NodeName, last.Status.Conditions)
+		}
+		t.Fatalf("pod %s/%s: waited %v for it to be %s: %s; events: %s", namespace, name, timeout, what, state, e.Events(namespace, name))
+	}
+	return last
+}
+
+// Events describes the events about an object, for failure messages.
+func (e *Env) Events(namespace, name string) string {
+	list, err := e.Kube.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + name,
+	})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, ev := range list.Items {
+		out = append(out, fmt.Sprintf("%s %s: %s", ev.Type, ev.Reason, ev.Message))
+	}
+	return "[" + strings.Join(out, "; ") + "]"
+}
+
+func dumpLogs(dir string) {
+	for _, component := range []string{localcluster.Scheduler, localcluster.Controllers, localcluster.Kwok, localcluster.APIServer} {
+		path := filepath.Join(dir, "logs", component+".log")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", path, strings.Join(lines, "\n"))
+	}
+}

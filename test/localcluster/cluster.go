@@ -1,0 +1,522 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+)
+
+// Component names, also the names of their log files.
+const (
+	Etcd              = "etcd"
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+	Kwok              = "kwok"
+	Scheduler         = "tephra-scheduler"
+	Controllers       = "tephra-controllers"
+)
+
+// serviceClusterIP is the apiserver's address inside the service range.
+const serviceClusterIP = "10.96.0.1"
+
+// Options shape a local cluster.
+type Options struct {
+	// Dir holds the cluster's state: certificates, etcd data, kubeconfig and logs/. Required.
+	Dir string
+	// Root is the Tephra repository (for bin/ and manifests/); found from the working directory
+	// if empty.
+	Root string
+	// Log receives progress messages; nothing is printed if nil.
+	Log io.Writer
+	// Binaries to run; built with Build if nil.
+	Binaries *Binaries
+
+	// SchedulerConfig is the KubeSchedulerConfiguration the scheduler runs with; the shipped
+	// manifests/scheduler/config.yaml if empty. Its clientConnection.kubeconfig is pointed at the
+	// local cluster.
+	SchedulerConfig string
+	// SchedulerVerbosity is the scheduler's --v (default 2, which logs every bind).
+	SchedulerVerbosity int
+	// WithoutScheduler and WithoutControllers leave Tephra's components out, e.g. for a baseline.
+	WithoutScheduler, WithoutControllers bool
+	// FeatureGates for the apiserver, controller manager and scheduler, as in --feature-gates.
+	FeatureGates string
+	// RuntimeConfig enables API versions in the apiserver, as in --runtime-config.
+	RuntimeConfig string
+	// APIServerArgs are added to the apiserver's flags.
+	APIServerArgs []string
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig string
+	// Config is the admin client configuration.
+	Config *rest.Config
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+
+	opts  Options
+	bins  *Binaries
+	pki   *pki
+	ports map[string]int
+	log   io.Writer
+
+	mu    sync.Mutex
+	procs map[string]*process
+}
+
+// Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,
+// and Tephra's scheduler and controllers, waiting until each is healthy. On error everything
+// already started is stopped again.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.Dir == "" {
+		return nil, errors.New("localcluster: Options.Dir is required")
+	}
+	if opts.Root == "" {
+		if opts.Root, err = RepoRoot(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
+	if opts.SchedulerConfig == "" {
+		opts.SchedulerConfig = filepath.Join(opts.Root, "manifests", "scheduler", "config.yaml")
+	}
+	if opts.SchedulerVerbosity == 0 {
+		opts.SchedulerVerbosity = 2
+	}
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	bins := opts.Binaries
+	if bins == nil {
+		if bins, err = Build(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+	}
+	for _, sub := range []string{"logs", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	p, err := newPKI(filepath.Join(opts.Dir, "pki"))
+	if err != nil {
+		return nil, fmt.Errorf("creating certificates: %w", err)
+	}
+	c = &Cluster{
+		Kubeconfig: filepath.Join(opts.Dir, "kubeconfig"),
+		opts:       opts, bins: bins, pki: p, log: log,
+		ports: map[string]int{},
+		procs: map[string]*process{},
+	}
+	for _, name := range []string{"etcd-client", "etcd-peer", APIServer, ControllerManager, Kwok, Scheduler, "controllers-metrics", "controllers-probe"} {
+		if c.ports[name], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	steps := []string{Etcd, APIServer, "crds", ControllerManager, Kwok}
+	if !opts.WithoutControllers {
+		steps = append(steps, Controllers)
+	}
+	if !opts.WithoutScheduler {
+		steps = append(steps, Scheduler)
+	}
+	for _, step := range steps {
+		start := time.Now()
+		if step == "crds" {
+			err = c.installCRDs(ctx)
+		} else {
+			err = c.StartComponent(ctx, step)
+		}
+		if err != nil {
+			return c, err
+		}
+		fmt.Fprintf(log, "%-24s ready in %v\n", step, time.Since(start).Round(10*time.Millisecond))
+	}
+	return c, nil
+}
+
+// Dir is the folder that holds the cluster's state and logs/.
+func (c *Cluster) Dir() string { return c.opts.Dir }
+
+// LogPath is the path of a component's log file.
+func (c *Cluster) LogPath(component string) string {
+	return filepath.Join(c.opts.Dir, "logs", component+".log")
+}
+
+// StartComponent starts one component (again) and waits until it is healthy.
+func (c *Cluster) StartComponent(ctx context.Context, name string) error {
+	bin, args, env, err := c.command(name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if p := c.procs[name]; p != nil {
+		if ok, _ := p.exited(); !ok {
+			c.mu.Unlock()
+			return fmt.Errorf("%s is already running", name)
+		}
+	}
+	p, err := startProcess(name, filepath.Join(c.opts.Dir, "logs"), bin, args, env)
+	if err == nil {
+		c.procs[name] = p
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.waitHealthy(ctx, name, p); err != nil {
+		return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, p.logPath, tail(p.logPath, 30))
+	}
+	if name == APIServer {
+		return c.connect()
+	}
+	return nil
+}
+
+// StopComponent stops one component gracefully (SIGTERM, then SIGKILL after 20 s).
+func (c *Cluster) StopComponent(name string) {
+	if p := c.process(name); p != nil {
+		p.stop(20 * time.Second)
+	}
+}
+
+// KillComponent kills one component at once, as a crash would.
+func (c *Cluster) KillComponent(name string) {
+	if p := c.process(name); p != nil {
+		p.kill()
+	}
+}
+
+// Stop stops every component, the most dependent first.
+func (c *Cluster) Stop() {
+	for _, name := range []string{Scheduler, Controllers, Kwok, ControllerManager, APIServer, Etcd} {
+		c.StopComponent(name)
+	}
+}
+
+// Running says whether a component's process is alive.
+func (c *Cluster) Running(name string) bool {
+	p := c.process(name)
+	if p == nil {
+		return false
+	}
+	exited, _ := p.exited()
+	return !exited
+}
+
+func (c *Cluster) process(name string) *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.procs[name]
+}
+
+func (c *Cluster) command(name string) (bin string, args, env []string, err error) {
+	dir, p := c.opts.Dir, c.pki
+	switch name {
+	case Etcd:
+		client := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-client"])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-peer"])
+		return c.bins.Etcd, []string{
+			"--name=tephra", "--data-dir=" + filepath.Join(dir, "etcd"),
+			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=tephra=" + peer,
+			// A throwaway cluster: durability is not worth an fsync per write.
+			"--unsafe-no-fsync=true",
+			"--quota-backend-bytes=8589934592",
+			"--log-level=warn",
+		}, nil, nil
+	case APIServer:
+		args = []string{
+			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports["etcd-client"]),
+			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", c.ports[APIServer]),
+			"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
+			"--client-ca-file=" + p.CACert,
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + p.ServiceAccountPub,
+			"--service-account-signing-key-file=" + p.ServiceAccountKey,
+			"--service-cluster-ip-range=10.96.0.0/16",
+			"--authorization-mode=Node,RBAC",
+			// Simulated pods need no service account token, and new namespaces would otherwise
+			// reject pods until the controller manager has created their default account.
+			"--disable-admission-plugins=ServiceAccount",
+			"--allow-privileged=true",
+			"--event-ttl=2h",
+			// The advertised address is loopback, which the endpoints reconciler of the
+			// kubernetes Service refuses; nothing in a local cluster needs that Service.
+			"--endpoint-reconciler-type=none",
+		}
+		if c.opts.FeatureGates != "" {
+			args = append(args, "--feature-gates="+c.opts.FeatureGates)
+		}
+		if c.opts.RuntimeConfig != "" {
+			args = append(args, "--runtime-config="+c.opts.RuntimeConfig)
+		}
+		return c.bins.APIServer, append(args, c.opts.APIServerArgs...), nil, nil
+	case ControllerManager:
+		args = []string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports[ControllerManager]),
+			"--cert-dir=" + filepath.Join(dir, "pki", "kcm"),
+			"--leader-elect=false",
+			"--service-account-private-key-file=" + p.ServiceAccountKey,
+			"--root-ca-file=" + p.CACert,
+			"--use-service-account-credentials=false",
+			"--kube-api-qps=500", "--kube-api-burst=1000",
+		}
+		if c.opts.FeatureGates != "" {
+			args = append(args, "--feature-gates="+c.opts.FeatureGates)
+		}
+		return c.bins.ControllerManager, args, nil, nil
+	case Kwok:
+		return c.bins.Kwok, []string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--config=" + filepath.Join(c.opts.Root, "manifests", "kwok", "stages.yaml"),
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			fmt.Sprintf("--server-address=127.0.0.1:%d", c.ports[Kwok]),
+			"--node-lease-duration-seconds=40",
+		}, []string{"HOME=" + dir}, nil
+	case Scheduler:
+		config, err := c.schedulerConfig()
+		if err != nil {
+			return "", nil, nil, err
+		}
+		args = []string{
+			"--config=" + config,
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports[Scheduler]),
+			"--cert-dir=" + filepath.Join(dir, "pki", "scheduler"),
+			"--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
+			fmt.Sprintf("--v=%d", c.opts.SchedulerVerbosity),
+		}
+		if c.opts.FeatureGates != "" {
+			args = append(args, "--feature-gates="+c.opts.FeatureGates)
+		}
+		return c.bins.Scheduler, args, nil, nil
+	case Controllers:
+		return c.bins.Controllers, []string{
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.ports["controllers-metrics"]),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.ports["controllers-probe"]),
+			"--leader-elect", "--leader-election-namespace=kube-system",
+		}, []string{"KUBECONFIG=" + c.Kubeconfig}, nil
+	}
+	return "", nil, nil, fmt.Errorf("unknown component %q", name)
+}
+
+// schedulerConfig writes the scheduler's configuration with its client pointed at this cluster.
+func (c *Cluster) schedulerConfig() (string, error) {
+	data, err := os.ReadFile(c.opts.SchedulerConfig)
+	if err != nil {
+		return "", err
+	}
+	var config map[string]any
+	if err := yaml.Unmarshal(data, &config); err != nil {
+		return "", fmt.Errorf("%s: %w", c.opts.SchedulerConfig, err)
+	}
+	connection, _ := config["clientConnection"].(map[string]any)
+	if connection == nil {
+		connection = map[string]any{}
+	}
+	connection["kubeconfig"] = c.Kubeconfig
+	config["clientConnection"] = connection
+	out, err := yaml.Marshal(config)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.opts.Dir, "scheduler-config.yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) error {
+	var url string
+	switch name {
+	case Etcd:
+		url = fmt.Sprintf("http://127.0.0.1:%d/health", c.ports["etcd-client"])
+	case APIServer:
+		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[APIServer])
+	case ControllerManager:
+		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports[ControllerManager])
+	case Kwok:
+		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ports[Kwok])
+	case Scheduler:
+		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[Scheduler])
+	case Controllers:
+		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports["controllers-probe"])
+	}
+	httpClient := &http.Client{
+		Timeout: 5 * time.Second,
+		// Health endpoints of local components; the apiserver's /readyz is public.
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // local health probe
+	}
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if exited, err := p.exited(); exited {
+			return false, fmt.Errorf("%s exited: %v", name, err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			lastErr = fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && lastErr != nil && !strings.Contains(err.Error(), "exited") {
+		return fmt.Errorf("waiting for %s to be healthy: %w (last: %v)", name, err, lastErr)
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for %s to be healthy: %w", name, err)
+	}
+	return nil
+}
+
+// connect writes the admin kubeconfig and the clients, once the apiserver is up.
+func (c *Cluster) connect() error {
+	caData, err := os.ReadFile(c.pki.CACert)
+	if err != nil {
+		return err
+	}
+	certData, err := os.ReadFile(c.pki.AdminCert)
+	if err != nil {
+		return err
+	}
+	keyData, err := os.ReadFile(c.pki.AdminKey)
+	if err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", c.ports[APIServer])
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["tephra"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
+	kubeconfig.AuthInfos["tephra-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: certData, ClientKeyData: keyData}
+	kubeconfig.Contexts["tephra"] = &clientcmdapi.Context{Cluster: "tephra", AuthInfo: "tephra-admin"}
+	kubeconfig.CurrentContext = "tephra"
+	if err := clientcmd.WriteToFile(*kubeconfig, c.Kubeconfig); err != nil {
+		return err
+	}
+	c.Config = &rest.Config{
+		Host:            server,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caData, CertData: certData, KeyData: keyData},
+		QPS:             500,
+		Burst:           1000,
+	}
+	c.Client, err = kubernetes.NewForConfig(c.Config)
+	return err
+}
+
+// installCRDs creates (or updates) every CRD under manifests/crds and waits until each is served.
+func (c *Cluster) installCRDs(ctx context.Context) error {
+	client, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(c.opts.Root, "manifests", "crds", "*_*.yaml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	var names []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		existing, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		case err == nil:
+			crd.ResourceVersion = existing.ResourceVersion
+			_, err = client.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("installing %s: %w", file, err)
+		}
+		names = append(names, crd.Name)
+	}
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Port is the port a component listens on (for its health and metrics endpoints).
+func (c *Cluster) Port(name string) int { return c.ports[name] }

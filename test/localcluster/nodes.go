@@ -1,0 +1,124 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// GPUResource is the extended resource simulated nodes offer as GPUs.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// KwokNodeAnnotation marks a node as simulated by kwok; any node with it is managed.
+const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// NodeShape is what a simulated node offers.
+type NodeShape struct {
+	CPU    string // e.g. "8"
+	Memory string // e.g. "32Gi"
+	Pods   int    // default 110
+	GPUs   int
+	// Labels are added to the node's, e.g. to keep a test's pods on its own nodes.
+	Labels map[string]string
+	// Taints of the node.
+	Taints []corev1.Taint
+}
+
+// DefaultNodeShape is the shape of `make up`'s nodes.
+var DefaultNodeShape = NodeShape{CPU: "8", Memory: "32Gi", Pods: 110, GPUs: 4}
+
+// SimulatedNode returns a Node object that kwok will run, with the given shape.
+func SimulatedNode(name string, shape NodeShape) *corev1.Node {
+	pods := shape.Pods
+	if pods == 0 {
+		pods = 110
+	}
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(shape.CPU),
+		corev1.ResourceMemory: resource.MustParse(shape.Memory),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}
+	if shape.GPUs > 0 {
+		resources[GPUResource] = *resource.NewQuantity(int64(shape.GPUs), resource.DecimalSI)
+	}
+	labels := map[string]string{
+		"type":                   "kwok",
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+	}
+	for k, v := range shape.Labels {
+		labels[k] = v
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      labels,
+			Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{Taints: shape.Taints},
+		Status: corev1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources,
+			Phase:       corev1.NodeRunning,
+		},
+	}
+}
+
+// CreateNodes creates count simulated nodes named prefix-0, prefix-1, ... and waits until they
+// are Ready and untainted by the node lifecycle controller.
+func (c *Cluster) CreateNodes(ctx context.Context, prefix string, count int, shape NodeShape) ([]string, error) {
+	names := make([]string, 0, count)
+	for i := range count {
+		node := SimulatedNode(fmt.Sprintf("%s-%d", prefix, i), shape)
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return names, fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+		names = append(names, node.Name)
+	}
+	return names, c.WaitNodesReady(ctx, names...)
+}
+
+// WaitNodesReady waits until the named nodes are Ready and carry no not-ready taint.
+func (c *Cluster) WaitNodesReady(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if !nodeReady(node) {
+				last = "not Ready"
+				return false, nil
+			}
+			for _, taint := range node.Spec.Taints {
+				if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+					last = "tainted " + taint.Key
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for node %s to be Ready (%s): %w", name, last, err)
+		}
+	}
+	return nil
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
