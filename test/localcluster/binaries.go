@@ -92,17 +92,29 @@ func Build(ctx context.Context, root string, log io.Writer) (*Binaries, error) {
 			return nil, err
 		}
 	}
-	// The Makefile stamps versions into these; a plain rebuild here keeps what it stamped
-	// unless the sources changed.
+	// Stamped as the Makefile stamps them, so that neither build undoes the other's.
+	ldflags := TephraLDFlags(k8s, TephraVersion(ctx, root))
 	for _, target := range []struct{ path, pkg string }{
 		{b.Scheduler, "./cmd/tephra-scheduler"},
 		{b.Controllers, "./cmd/tephra-controllers"},
 	} {
-		if err := goBuild(ctx, root, target.path, target.pkg, TephraLDFlags(k8s, ""), log); err != nil {
+		if err := goBuild(ctx, root, target.path, target.pkg, ldflags, log); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// TephraVersion is the version the Makefile stamps: `git describe --tags --always --dirty`, or
+// "dev" outside a git checkout.
+func TephraVersion(ctx context.Context, root string) string {
+	cmd := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil || len(bytes.TrimSpace(out)) == 0 {
+		return "dev"
+	}
+	return string(bytes.TrimSpace(out))
 }
 
 // KubernetesLDFlags stamps the Kubernetes version into a binary built from k8s.io/kubernetes, as
@@ -115,13 +127,9 @@ func KubernetesLDFlags(k8sVersion string) string {
 		pkg, k8sVersion, pkg, major, pkg, minor, pkg)
 }
 
-// TephraLDFlags stamps Tephra's version (if not empty) and the Kubernetes one.
+// TephraLDFlags stamps Tephra's version and the Kubernetes one into Tephra's binaries.
 func TephraLDFlags(k8sVersion, tephraVersion string) string {
-	flags := KubernetesLDFlags(k8sVersion)
-	if tephraVersion != "" {
-		flags += " -X github.com/tephra-dev/tephra/cmd/internal/version.Version=" + tephraVersion
-	}
-	return flags
+	return KubernetesLDFlags(k8sVersion) + " -X github.com/tephra-dev/tephra/cmd/internal/version.Version=" + tephraVersion
 }
 
 func goBuild(ctx context.Context, root, out, pkg, ldflags string, log io.Writer) error {

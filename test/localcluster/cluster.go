@@ -518,5 +518,8 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// Binaries are the programs the cluster runs.
+func (c *Cluster) Binaries() *Binaries { return c.bins }
+
 // Port is the port a component listens on (for its health and metrics endpoints).
 func (c *Cluster) Port(name string) int { return c.ports[name] }

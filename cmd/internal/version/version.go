@@ -7,21 +7,35 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Version of Tephra; "dev" in builds that were not stamped.
 var Version = "dev"
 
-// KubernetesVersion is the version of k8s.io/kubernetes compiled in.
+// KubernetesVersion is the version of Kubernetes compiled in: k8s.io/kubernetes in the scheduler,
+// the matching client-go (v0.X.Y for Kubernetes v1.X.Y) in the controllers.
 func KubernetesVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == "k8s.io/kubernetes" {
-				return dep.Version
-			}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	clientGo := ""
+	for _, dep := range info.Deps {
+		if dep.Replace != nil {
+			dep = dep.Replace
+		}
+		switch dep.Path {
+		case "k8s.io/kubernetes":
+			return dep.Version
+		case "k8s.io/client-go":
+			clientGo = strings.Replace(dep.Version, "v0.", "v1.", 1)
 		}
 	}
-	return "unknown"
+	if clientGo == "" {
+		return "unknown"
+	}
+	return clientGo
 }
 
 // String describes a binary's version for --version.
