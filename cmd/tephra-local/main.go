@@ -96,7 +96,7 @@ func up(dir string, nodes int, demo bool) error {
 		select {
 		case err := <-exited:
 			_ = os.Remove(pidFile(dir))
-			return fmt.Errorf("the cluster did not start (%v); last lines of %s:\n%s", err, logFile.Name(), lastLines(logFile.Name(), 40))
+			return fmt.Errorf("the cluster did not start (%w); last lines of %s:\n%s", err, logFile.Name(), lastLines(logFile.Name(), 40))
 		case <-deadline:
 			return errors.New("the cluster did not become ready within 30 minutes")
 		case <-time.After(time.Second):

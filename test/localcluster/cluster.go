@@ -384,7 +384,8 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if exited, err := p.exited(); exited {
-			return false, fmt.Errorf("%s exited: %v", name, err)
+			lastErr = nil
+			return false, fmt.Errorf("%s exited: %w", name, err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := httpClient.Do(req)
@@ -400,13 +401,14 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 		}
 		return true, nil
 	})
-	if err != nil && lastErr != nil && !strings.Contains(err.Error(), "exited") {
-		return fmt.Errorf("waiting for %s to be healthy: %w (last: %v)", name, err, lastErr)
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case lastErr != nil:
+		return fmt.Errorf("waiting for %s to be healthy: %w (last: %w)", name, err, lastErr)
+	default:
 		return fmt.Errorf("waiting for %s to be healthy: %w", name, err)
 	}
-	return nil
 }
 
 // connect writes the admin kubeconfig and the clients, once the apiserver is up.
