@@ -55,6 +55,14 @@ func usage() {
 	os.Exit(2)
 }
 
+// binDir is the repository's bin/, where `make up` puts kubectl.
+func binDir() string {
+	if root, err := localcluster.RepoRoot(); err == nil {
+		return filepath.Join(root, "bin")
+	}
+	return "bin"
+}
+
 func pidFile(dir string) string   { return filepath.Join(dir, "tephra-local.pid") }
 func readyFile(dir string) string { return filepath.Join(dir, "ready") }
 
@@ -112,12 +120,12 @@ func up(dir string, nodes int, demo bool) error {
 The local Tephra cluster is up: a real kube-apiserver, %d simulated nodes, tephra-scheduler and
 tephra-controllers. Logs are in %s/logs/.
 
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get nodes,queues
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
 
 Stop it with: make down
-`, nodes, dir, kubeconfig)
+`, nodes, dir, kubeconfig, binDir())
 	return nil
 }
 
