@@ -18,6 +18,7 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 )
 
@@ -81,5 +82,12 @@ func main() {
 
 // setupControllers registers every Tephra controller with the manager.
 func setupControllers(mgr ctrl.Manager) error {
-	return mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()})
+	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
+		return err
+	}
+	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName)}
+	if err := podGroups.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("pod group controller: %w", err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/plugins/gang"
 )
 
 func main() {
@@ -32,5 +33,7 @@ func main() {
 
 // pluginOptions registers every Tephra plugin with the scheduler framework.
 func pluginOptions() []app.Option {
-	return []app.Option{}
+	return []app.Option{
+		app.WithPlugin(gang.Name, gang.New),
+	}
 }

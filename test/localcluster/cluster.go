@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -525,3 +526,19 @@ func (c *Cluster) Binaries() *Binaries { return c.bins }
 
 // Port is the port a component listens on (for its health and metrics endpoints).
 func (c *Cluster) Port(name string) int { return c.ports[name] }
+
+// SchedulerMetrics returns the scheduler's Prometheus metrics as text.
+func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
+	config := rest.CopyConfig(c.Config)
+	config.Host = fmt.Sprintf("https://127.0.0.1:%d", c.ports[Scheduler])
+	// The scheduler serves with a self-signed certificate; the client still authenticates.
+	config.CAData = nil
+	config.Insecure = true
+	config.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	client, err := rest.UnversionedRESTClientFor(config)
+	if err != nil {
+		return "", err
+	}
+	data, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
+	return string(data), err
+}

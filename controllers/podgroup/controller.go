@@ -1,0 +1,154 @@
+// Package podgroup decides the status of every PodGroup from its member pods: its phase, how many
+// members run, succeeded and failed, whether its minimum has been scheduled, and why it cannot
+// be. It is the only writer of PodGroup status. tephra-scheduler writes nothing to PodGroups: it
+// explains itself in the PodScheduled conditions of the pods, which this controller lifts onto
+// the group where users look.
+package podgroup
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// ControllerName names the controller, in logs and as the reporting controller of its events.
+const ControllerName = "tephra-podgroup"
+
+// PodGroupIndex is the field index of pods by the name of the PodGroup they belong to (see
+// v1alpha1.PodGroupNameOf), registered by SetupWithManager. List a group's members with
+// client.InNamespace(ns) and client.MatchingFields{PodGroupIndex: name}.
+const PodGroupIndex = "tephra.podgroup"
+
+// Reconciler writes the status of a PodGroup from its member pods.
+type Reconciler struct {
+	client.Client
+	// Recorder records events on PodGroups: phase changes, and new reasons they cannot be placed.
+	Recorder events.EventRecorder
+}
+
+// SetupWithManager indexes pods by group, registers the tephra_podgroups metric, and runs the
+// reconciler for every PodGroup change and every change of a member pod.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, PodGroupIndex, podGroupIndexValue); err != nil {
+		return fmt.Errorf("index pods by pod group: %w", err)
+	}
+	if err := registerPhaseMetric(mgr.GetCache(), mgr.Elected()); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&schedulingv1alpha1.PodGroup{}).
+		// On a label change the handler maps both the old and the new pod, so the group a pod
+		// leaves is reconciled too.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForGroupOf)).
+		Complete(r)
+}
+
+// podGroupIndexValue is the PodGroupIndex value of a pod: its group's name, if it has one.
+func podGroupIndexValue(obj client.Object) []string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	if name, ok := schedulingv1alpha1.PodGroupNameOf(pod); ok && name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// requestForGroupOf maps a pod to the reconcile request of its group, if it has one.
+func requestForGroupOf(_ context.Context, obj client.Object) []reconcile.Request {
+	names := podGroupIndexValue(obj)
+	if len(names) == 0 {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: names[0]}}}
+}
+
+// Reconcile writes the status that the group's members call for, if it differs from the
+// group's, and records events for what changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	group := &schedulingv1alpha1.PodGroup{}
+	if err := r.Get(ctx, req.NamespacedName, group); err != nil {
+		// A deleted group needs nothing: its metric is computed from the cache.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingFields{PodGroupIndex: group.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list members of pod group %s: %w", req.NamespacedName, err)
+	}
+
+	status := desiredStatus(group, pods.Items)
+	if equality.Semantic.DeepEqual(group.Status, status) {
+		return ctrl.Result{}, nil
+	}
+	previous := group.Status
+	group.Status = status
+	if err := r.Status().Update(ctx, group); err != nil {
+		// A conflict means the group changed since the cache showed it, and that change is on
+		// its way to the queue as an event: the next reconcile starts from it. Reporting the
+		// error would only add a log line and a rate-limited retry.
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Events come after the write succeeds, so a transition is announced once, not once per
+	// attempt.
+	r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
+	return ctrl.Result{}, nil
+}
+
+// recordEvents announces a phase change (a Warning when the group failed, as it can no longer
+// complete) and a new reason the group cannot be placed. A changed message under the same
+// reason ("2 of 6 pods exist" becoming "3 of 6") is no news worth an event.
+func (r *Reconciler) recordEvents(group *schedulingv1alpha1.PodGroup, previous schedulingv1alpha1.PodGroupStatus, minMember int32, members int) {
+	if r.Recorder == nil {
+		return
+	}
+	status := group.Status
+	if status.Phase != previous.Phase {
+		eventType := corev1.EventTypeNormal
+		if status.Phase == schedulingv1alpha1.PodGroupFailed {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(group, nil, eventType, "PhaseChanged", "UpdateStatus", "%s",
+			phaseChangeNote(previous.Phase, status, minMember, members))
+	}
+	now := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+	before := meta.FindStatusCondition(previous.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+	if now != nil && now.Status == metav1.ConditionTrue && (before == nil || before.Status != metav1.ConditionTrue || before.Reason != now.Reason) {
+		r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, now.Reason, "Schedule", "%s", now.Message)
+	}
+}
+
+// phaseChangeNote reads like "Phase changed from Inqueue to Running: 6 of 6 pods running".
+func phaseChangeNote(from schedulingv1alpha1.PodGroupPhase, status schedulingv1alpha1.PodGroupStatus, minMember int32, members int) string {
+	note := fmt.Sprintf("Phase changed from %s to %s: %d of %d pods running", from, status.Phase, status.Running, members)
+	if from == "" {
+		note = fmt.Sprintf("Phase set to %s: %d of %d pods running", status.Phase, status.Running, members)
+	}
+	if status.Succeeded > 0 {
+		note += fmt.Sprintf(", %d succeeded", status.Succeeded)
+	}
+	if status.Failed > 0 {
+		note += fmt.Sprintf(", %d failed", status.Failed)
+	}
+	if status.Phase == schedulingv1alpha1.PodGroupFailed {
+		note += fmt.Sprintf("; fewer than minMember (%d) succeeded", minMember)
+	}
+	return note
+}

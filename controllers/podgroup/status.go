@@ -1,0 +1,261 @@
+package podgroup
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// Condition reasons this controller sets besides the scheduler's (v1alpha1.Reason*).
+const (
+	// ReasonMinMemberRunning: Scheduled is True, the group's minimum has run.
+	ReasonMinMemberRunning = "MinMemberRunning"
+	// ReasonMinMemberNotRunning: Scheduled is False, the group's minimum has not run yet.
+	ReasonMinMemberNotRunning = "MinMemberNotRunning"
+	// ReasonUnschedulable: Unschedulable is True for a reason the scheduler did not name.
+	ReasonUnschedulable = corev1.PodReasonUnschedulable
+	// ReasonScheduled: Unschedulable is False because the group's minimum has run.
+	ReasonScheduled = "Scheduled"
+	// ReasonSchedulable: Unschedulable is False because no member is reported unschedulable.
+	ReasonSchedulable = "Schedulable"
+	// ReasonFinished: Unschedulable is False because every member ended before the minimum ran.
+	ReasonFinished = "Finished"
+)
+
+// tephraReasons are the reasons tephra-scheduler writes into pods' PodScheduled messages.
+var tephraReasons = []string{
+	schedulingv1alpha1.ReasonNotEnoughResources,
+	schedulingv1alpha1.ReasonPodGroupNotFound,
+	schedulingv1alpha1.ReasonInvalidPodGroup,
+	schedulingv1alpha1.ReasonWaitingForMembers,
+	schedulingv1alpha1.ReasonTimeout,
+}
+
+// memberCounts sorts a group's members by where they are in their lives.
+type memberCounts struct {
+	running, succeeded, failed int32
+	// waiting members are neither running nor finished: not yet placed, starting, or being
+	// deleted (a deleted pod no longer counts as running, and may still end either way).
+	waiting int32
+}
+
+// live counts the members that can still make up the minimum: all but the failed.
+func (c memberCounts) live() int32 { return c.running + c.succeeded + c.waiting }
+
+func (c memberCounts) total() int32 { return c.live() + c.failed }
+
+func countMembers(pods []corev1.Pod) memberCounts {
+	var c memberCounts
+	for i := range pods {
+		switch pod := &pods[i]; {
+		case pod.Status.Phase == corev1.PodSucceeded:
+			c.succeeded++
+		case pod.Status.Phase == corev1.PodFailed:
+			c.failed++
+		case pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil:
+			c.running++
+		default:
+			c.waiting++
+		}
+	}
+	return c
+}
+
+// minMemberOf is spec.minMember, at least 1 as the CRD defaults it (objects that skipped the
+// apiserver, as in tests, may hold 0).
+func minMemberOf(group *schedulingv1alpha1.PodGroup) int32 {
+	return max(group.Spec.MinMember, 1)
+}
+
+// phaseOf decides a group's phase from its members, its minMember, and whether its minimum has
+// ever run (hasRun: the Scheduled condition is True). The first rule that matches wins:
+//
+//   - Pending: the group has no members.
+//   - Completed: no member is waiting or running, and at least minMember succeeded.
+//   - Failed: no member is waiting or running, and fewer than minMember succeeded: the group can
+//     no longer complete.
+//   - Running: at least minMember members are running or succeeded. This includes a group whose
+//     minimum has already succeeded while more members wait: it has not finished.
+//   - Unknown: the group has run before and now some, but fewer than minMember, members are
+//     running or succeeded: it lost part of its minimum.
+//   - Inqueue: at least minMember members that can still make up the minimum exist (failed ones
+//     cannot): the gang is being placed.
+//   - Pending: fewer than minMember such members exist; the group waits for more.
+func phaseOf(c memberCounts, minMember int32, hasRun bool) schedulingv1alpha1.PodGroupPhase {
+	placed := c.running + c.succeeded
+	switch {
+	case c.total() == 0:
+		return schedulingv1alpha1.PodGroupPending
+	case c.waiting == 0 && c.running == 0 && c.succeeded >= minMember:
+		return schedulingv1alpha1.PodGroupCompleted
+	case c.waiting == 0 && c.running == 0:
+		return schedulingv1alpha1.PodGroupFailed
+	case placed >= minMember:
+		return schedulingv1alpha1.PodGroupRunning
+	case hasRun && placed > 0:
+		return schedulingv1alpha1.PodGroupUnknown
+	case c.live() >= minMember:
+		return schedulingv1alpha1.PodGroupInqueue
+	default:
+		return schedulingv1alpha1.PodGroupPending
+	}
+}
+
+// desiredStatus decides the status of group from its member pods. It starts from the group's
+// current status so that conditions keep their lastTransitionTime while they hold.
+func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedulingv1alpha1.PodGroupStatus {
+	status := *group.Status.DeepCopy()
+	counts := countMembers(pods)
+	minMember := minMemberOf(group)
+	hasRun := meta.IsStatusConditionTrue(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
+
+	status.Phase = phaseOf(counts, minMember, hasRun)
+	status.Running, status.Succeeded, status.Failed = counts.running, counts.succeeded, counts.failed
+
+	scheduled := scheduledCondition(counts, minMember, hasRun)
+	unschedulable := unschedulableCondition(group, pods, counts, status.Phase, scheduled.Status == metav1.ConditionTrue)
+	for _, cond := range []metav1.Condition{scheduled, unschedulable} {
+		cond.ObservedGeneration = group.Generation
+		meta.SetStatusCondition(&status.Conditions, cond)
+	}
+	return status
+}
+
+// scheduledCondition is True from the first time minMember members are running or succeeded,
+// and stays True: it records that the gang was placed, which phaseOf needs to tell a group that
+// lost part of its minimum (Unknown) from one that is still being placed.
+func scheduledCondition(c memberCounts, minMember int32, hasRun bool) metav1.Condition {
+	if hasRun || c.running+c.succeeded >= minMember {
+		return metav1.Condition{
+			Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue,
+			Reason: ReasonMinMemberRunning, Message: "minMember pods of the group have run",
+		}
+	}
+	return metav1.Condition{
+		Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionFalse,
+		Reason:  ReasonMinMemberNotRunning,
+		Message: fmt.Sprintf("%d of %d pods are running or succeeded (minMember %d)", c.running+c.succeeded, minMember, minMember),
+	}
+}
+
+// unschedulableCondition says why a Pending or Inqueue group cannot be placed. Too few members
+// come first: the scheduler cannot place a minimum that does not exist, whatever else it
+// reports. Otherwise the group takes the most recent Unschedulable PodScheduled condition of
+// its members, by the Tephra reason the scheduler put in its message.
+func unschedulableCondition(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c memberCounts,
+	phase schedulingv1alpha1.PodGroupPhase, scheduled bool) metav1.Condition {
+	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupUnschedulable, Status: metav1.ConditionFalse}
+	switch {
+	case phase != schedulingv1alpha1.PodGroupPending && phase != schedulingv1alpha1.PodGroupInqueue:
+		cond.Reason, cond.Message = ReasonScheduled, "the group's minimum has run"
+		if !scheduled {
+			cond.Reason, cond.Message = ReasonFinished, "every member ended before the group's minimum ran"
+		}
+		return cond
+	}
+	if msg, short := missingMembers(group, pods, c); short {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, schedulingv1alpha1.ReasonWaitingForMembers, msg
+		return cond
+	}
+	podCond := latestUnschedulable(pods)
+	if podCond == nil {
+		cond.Reason, cond.Message = ReasonSchedulable, "no member is reported unschedulable"
+		return cond
+	}
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonUnschedulable, podCond.Message
+	if reason, from, ok := tephraReasonIn(podCond.Message); ok {
+		cond.Reason, cond.Message = reason, from
+	}
+	return cond
+}
+
+// missingMembers says how the group falls short of minMember, or of a task's minTaskMember,
+// counting the members that can still be placed. short is false when nothing is missing.
+func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c memberCounts) (msg string, short bool) {
+	minMember := minMemberOf(group)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d pods exist (minMember %d)", c.live(), minMember, minMember)
+	if c.failed > 0 {
+		fmt.Fprintf(&b, ", not counting %d failed", c.failed)
+	}
+	short = c.live() < minMember
+
+	perTask := map[string]int32{}
+	for i := range pods {
+		if pods[i].Status.Phase != corev1.PodFailed {
+			perTask[schedulingv1alpha1.TaskOf(&pods[i])]++
+		}
+	}
+	tasks := make([]string, 0, len(group.Spec.MinTaskMember))
+	for task := range group.Spec.MinTaskMember {
+		tasks = append(tasks, task)
+	}
+	slices.Sort(tasks) // a stable message, so that the status is not rewritten for nothing
+	for _, task := range tasks {
+		if have, want := perTask[task], group.Spec.MinTaskMember[task]; have < want {
+			fmt.Fprintf(&b, "; task %s: %d of %d pods exist (minTaskMember %d)", task, have, want, want)
+			short = true
+		}
+	}
+	return b.String(), short
+}
+
+// latestUnschedulable returns the most recent (by lastTransitionTime, then pod name for a
+// stable choice) PodScheduled=False condition with reason Unschedulable among the pods, or nil.
+func latestUnschedulable(pods []corev1.Pod) *corev1.PodCondition {
+	var latest *corev1.PodCondition
+	var latestPod string
+	for i := range pods {
+		for j := range pods[i].Status.Conditions {
+			cond := &pods[i].Status.Conditions[j]
+			if cond.Type != corev1.PodScheduled || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {
+				continue
+			}
+			newer := latest == nil || cond.LastTransitionTime.After(latest.LastTransitionTime.Time) ||
+				(cond.LastTransitionTime.Equal(&latest.LastTransitionTime) && pods[i].Name < latestPod)
+			if newer {
+				latest, latestPod = cond, pods[i].Name
+			}
+		}
+	}
+	return latest
+}
+
+// tephraReasonIn finds the earliest Tephra reason that starts a segment of a scheduler message
+// ("0/4 nodes are available: 4 Insufficient cpu. NotEnoughResources: 3 of 6 pods could be
+// placed") and returns it with the message from the reason on. A reason starts a segment when
+// it is followed by ": " and not preceded by a letter or digit, so that kube-scheduler's own
+// wording around it ("0/4 nodes are available: ", "4 ") does not hide it.
+func tephraReasonIn(message string) (reason, from string, ok bool) {
+	first := -1
+	for _, r := range tephraReasons {
+		for at := 0; ; {
+			i := strings.Index(message[at:], r+": ")
+			if i < 0 {
+				break
+			}
+			i += at
+			if i == 0 || !isAlphanumeric(message[i-1]) {
+				if first < 0 || i < first {
+					first, reason = i, r
+				}
+				break
+			}
+			at = i + 1
+		}
+	}
+	if first < 0 {
+		return "", "", false
+	}
+	return reason, message[first:], true
+}
+
+func isAlphanumeric(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}

@@ -1,0 +1,297 @@
+package podgroup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+const testNamespace = "team-a"
+
+var t0 = metav1.NewTime(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
+
+// member is a pod of group "train" in phase, with options applied.
+func member(name string, phase corev1.PodPhase, opts ...func(*corev1.Pod)) corev1.Pod {
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace,
+			Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "train"}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	for _, opt := range opts {
+		opt(&pod)
+	}
+	return pod
+}
+
+func inTask(task string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Labels[schedulingv1alpha1.TaskLabel] = task }
+}
+
+func deleting(p *corev1.Pod) { p.DeletionTimestamp = &t0 }
+
+func unschedulable(message string, at metav1.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: message, LastTransitionTime: at,
+		})
+	}
+}
+
+func pods(phases ...corev1.PodPhase) []corev1.Pod {
+	var out []corev1.Pod
+	for i, phase := range phases {
+		out = append(out, member(string(rune('a'+i)), phase))
+	}
+	return out
+}
+
+func group(minMember int32, minTaskMember map[string]int32) *schedulingv1alpha1.PodGroup {
+	return &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: testNamespace, Generation: 3},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: minMember, MinTaskMember: minTaskMember},
+	}
+}
+
+func TestCountMembers(t *testing.T) {
+	got := countMembers([]corev1.Pod{
+		member("run", corev1.PodRunning),
+		member("run-deleted", corev1.PodRunning, deleting),
+		member("pending", corev1.PodPending),
+		member("unknown", corev1.PodUnknown),
+		member("ok", corev1.PodSucceeded),
+		member("ok-deleted", corev1.PodSucceeded, deleting),
+		member("bad", corev1.PodFailed),
+	})
+	assert.Equal(t, memberCounts{running: 1, succeeded: 2, failed: 1, waiting: 3}, got)
+}
+
+func TestPhaseOf(t *testing.T) {
+	const (
+		pending   = schedulingv1alpha1.PodGroupPending
+		inqueue   = schedulingv1alpha1.PodGroupInqueue
+		running   = schedulingv1alpha1.PodGroupRunning
+		completed = schedulingv1alpha1.PodGroupCompleted
+		failed    = schedulingv1alpha1.PodGroupFailed
+		unknown   = schedulingv1alpha1.PodGroupUnknown
+	)
+	cases := []struct {
+		name   string
+		counts memberCounts
+		hasRun bool
+		want   schedulingv1alpha1.PodGroupPhase
+	}{
+		{"no members", memberCounts{}, false, pending},
+		{"no members after running", memberCounts{}, true, pending},
+		{"fewer than minMember exist", memberCounts{waiting: 3}, false, pending},
+		{"failed members do not make up the minimum", memberCounts{waiting: 3, failed: 1}, false, pending},
+		{"some placed, too few exist, never ran", memberCounts{running: 2, waiting: 1}, false, pending},
+		{"minMember exist, none placed", memberCounts{waiting: 4}, false, inqueue},
+		{"minMember exist, some placed", memberCounts{running: 2, waiting: 2}, false, inqueue},
+		{"succeeded members count as existing", memberCounts{succeeded: 1, waiting: 3}, false, inqueue},
+		{"all placed members lost after running, minimum recreated", memberCounts{waiting: 4}, true, inqueue},
+		{"all placed members lost after running, too few recreated", memberCounts{waiting: 2}, true, pending},
+		{"minMember running", memberCounts{running: 4}, false, running},
+		{"more than minMember, some waiting", memberCounts{running: 4, waiting: 2}, false, running},
+		{"running plus succeeded make the minimum", memberCounts{running: 1, succeeded: 3}, false, running},
+		{"minimum succeeded, one still waiting", memberCounts{succeeded: 4, waiting: 1}, true, running},
+		{"lost part of the minimum after running", memberCounts{running: 2, waiting: 2}, true, unknown},
+		{"lost part of the minimum, one finished", memberCounts{running: 1, succeeded: 1, failed: 2}, true, unknown},
+		{"all succeeded", memberCounts{succeeded: 4}, true, completed},
+		{"minimum succeeded, extras failed", memberCounts{succeeded: 4, failed: 2}, true, completed},
+		{"too few succeeded", memberCounts{succeeded: 3, failed: 1}, true, failed},
+		{"all failed before running", memberCounts{failed: 4}, false, failed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, phaseOf(tc.counts, 4, tc.hasRun))
+		})
+	}
+}
+
+func TestTephraReasonIn(t *testing.T) {
+	cases := []struct {
+		message, reason, from string
+	}{
+		{
+			"0/4 nodes are available: 4 Insufficient cpu. NotEnoughResources: 3 of 6 pods could be placed",
+			"NotEnoughResources", "NotEnoughResources: 3 of 6 pods could be placed",
+		},
+		{"PodGroupNotFound: pod group team-a/x does not exist", "PodGroupNotFound", "PodGroupNotFound: pod group team-a/x does not exist"},
+		{
+			"0/4 nodes are available: InvalidPodGroup: bad name. preemption: not helpful",
+			"InvalidPodGroup", "InvalidPodGroup: bad name. preemption: not helpful",
+		},
+		{
+			"ScheduleTimeout: waited 60s; WaitingForMembers: 2 of 6 pods exist",
+			"ScheduleTimeout", "ScheduleTimeout: waited 60s; WaitingForMembers: 2 of 6 pods exist",
+		},
+		{"0/4 nodes are available: 4 Insufficient cpu.", "", ""},
+		{"MyNotEnoughResources: inside a word", "", ""},
+		{"NotEnoughResources without a colon", "", ""},
+	}
+	for _, tc := range cases {
+		reason, from, ok := tephraReasonIn(tc.message)
+		assert.Equal(t, tc.reason != "", ok, tc.message)
+		assert.Equal(t, tc.reason, reason, tc.message)
+		assert.Equal(t, tc.from, from, tc.message)
+	}
+}
+
+func TestUnschedulableCondition(t *testing.T) {
+	later := metav1.NewTime(t0.Add(time.Minute))
+	cases := []struct {
+		name      string
+		group     *schedulingv1alpha1.PodGroup
+		pods      []corev1.Pod
+		phase     schedulingv1alpha1.PodGroupPhase
+		scheduled bool
+		status    metav1.ConditionStatus
+		reason    string
+		message   string
+	}{
+		{
+			name: "no members", group: group(6, nil), phase: schedulingv1alpha1.PodGroupPending,
+			status: metav1.ConditionTrue, reason: "WaitingForMembers", message: "0 of 6 pods exist (minMember 6)",
+		},
+		{
+			name: "too few members win over the scheduler's reason", group: group(6, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("NotEnoughResources: 1 of 6 pods could be placed", t0)),
+				member("b", corev1.PodPending), member("c", corev1.PodFailed),
+			},
+			phase:  schedulingv1alpha1.PodGroupPending,
+			status: metav1.ConditionTrue, reason: "WaitingForMembers", message: "2 of 6 pods exist (minMember 6), not counting 1 failed",
+		},
+		{
+			name:  "short tasks are named, in order",
+			group: group(3, map[string]int32{"worker": 2, "ps": 1, "chief": 1}),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, inTask("worker")), member("b", corev1.PodPending, inTask("chief")),
+				member("c", corev1.PodPending, inTask("evaluator")), member("d", corev1.PodFailed, inTask("worker")),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "WaitingForMembers",
+			message: "3 of 3 pods exist (minMember 3), not counting 1 failed; task ps: 0 of 1 pods exist (minTaskMember 1); task worker: 1 of 2 pods exist (minTaskMember 2)",
+		},
+		{
+			name: "the most recent pod condition gives the Tephra reason", group: group(2, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("PodGroupNotFound: old news", t0)),
+				member("b", corev1.PodPending, unschedulable("0/4 nodes are available: 4 Insufficient cpu. NotEnoughResources: 1 of 2 pods could be placed; preemption: no victims", later)),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "NotEnoughResources",
+			message: "NotEnoughResources: 1 of 2 pods could be placed; preemption: no victims",
+		},
+		{
+			name: "equal times: the first pod by name", group: group(2, nil),
+			pods: []corev1.Pod{
+				member("b", corev1.PodPending, unschedulable("InvalidPodGroup: from b", t0)),
+				member("a", corev1.PodPending, unschedulable("PodGroupNotFound: from a", t0)),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "PodGroupNotFound", message: "PodGroupNotFound: from a",
+		},
+		{
+			name: "no Tephra reason: the pod's reason and message", group: group(2, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("0/4 nodes are available: 4 Insufficient cpu.", t0)),
+				member("b", corev1.PodPending),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "Unschedulable", message: "0/4 nodes are available: 4 Insufficient cpu.",
+		},
+		{
+			name: "nobody reported unschedulable", group: group(2, nil),
+			pods:   []corev1.Pod{member("a", corev1.PodPending), member("b", corev1.PodRunning)},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionFalse, reason: "Schedulable", message: "no member is reported unschedulable",
+		},
+		{
+			name: "a running group is not unschedulable, whatever its pods say", group: group(1, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodRunning),
+				member("b", corev1.PodPending, unschedulable("NotEnoughResources: 0 of 1", t0)),
+			},
+			phase: schedulingv1alpha1.PodGroupRunning, scheduled: true,
+			status: metav1.ConditionFalse, reason: "Scheduled", message: "the group's minimum has run",
+		},
+		{
+			name: "failed before running", group: group(2, nil), pods: pods(corev1.PodFailed, corev1.PodFailed),
+			phase:  schedulingv1alpha1.PodGroupFailed,
+			status: metav1.ConditionFalse, reason: "Finished", message: "every member ended before the group's minimum ran",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unschedulableCondition(tc.group, tc.pods, countMembers(tc.pods), tc.phase, tc.scheduled)
+			assert.Equal(t, metav1.Condition{
+				Type: "Unschedulable", Status: tc.status, Reason: tc.reason, Message: tc.message,
+			}, got)
+		})
+	}
+}
+
+func TestDesiredStatus(t *testing.T) {
+	t.Run("the minimum runs", func(t *testing.T) {
+		pg := group(2, nil)
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending))
+
+		assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase)
+		assert.Equal(t, [3]int32{2, 0, 0}, [3]int32{status.Running, status.Succeeded, status.Failed})
+		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
+		require.NotNil(t, scheduled)
+		assert.Equal(t, metav1.ConditionTrue, scheduled.Status)
+		assert.Equal(t, "MinMemberRunning", scheduled.Reason)
+		assert.Equal(t, int64(3), scheduled.ObservedGeneration)
+		unsched := meta.FindStatusCondition(status.Conditions, "Unschedulable")
+		require.NotNil(t, unsched)
+		assert.Equal(t, metav1.ConditionFalse, unsched.Status)
+		assert.Equal(t, "Scheduled", unsched.Reason)
+		assert.Equal(t, int64(3), unsched.ObservedGeneration)
+	})
+
+	t.Run("Scheduled stays True once the minimum ran, and the group becomes Unknown", func(t *testing.T) {
+		pg := group(2, nil)
+		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning))
+		since := meta.FindStatusCondition(pg.Status.Conditions, "Scheduled").LastTransitionTime
+
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending))
+
+		assert.Equal(t, schedulingv1alpha1.PodGroupUnknown, status.Phase)
+		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
+		assert.Equal(t, metav1.ConditionTrue, scheduled.Status)
+		assert.Equal(t, since, scheduled.LastTransitionTime)
+	})
+
+	t.Run("not scheduled yet", func(t *testing.T) {
+		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending))
+
+		assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, status.Phase)
+		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
+		require.NotNil(t, scheduled)
+		assert.Equal(t, metav1.ConditionFalse, scheduled.Status)
+		assert.Equal(t, "MinMemberNotRunning", scheduled.Reason)
+		assert.Equal(t, "1 of 3 pods are running or succeeded (minMember 3)", scheduled.Message)
+	})
+
+	t.Run("unset minMember counts as 1", func(t *testing.T) {
+		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded))
+		assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, status.Phase)
+	})
+
+	t.Run("the same inputs give the same status", func(t *testing.T) {
+		pg := group(2, nil)
+		members := pods(corev1.PodRunning, corev1.PodPending)
+		pg.Status = desiredStatus(pg, members)
+		assert.Equal(t, pg.Status, desiredStatus(pg, members))
+	})
+}

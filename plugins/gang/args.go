@@ -1,0 +1,75 @@
+package gang
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// Args configure the gang plugin, in the profile's pluginConfig:
+//
+//	pluginConfig:
+//	- name: TephraGang
+//	  args:
+//	    defaultScheduleTimeoutSeconds: 60
+type Args struct {
+	// DefaultScheduleTimeoutSeconds bounds how long the placed members of a group that sets no
+	// scheduleTimeoutSeconds wait at Permit for the rest of its minimum. Default 60.
+	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
+	// GroupBackoffSeconds is how long a group whose attempt just failed is held back before it is
+	// tried again; it doubles with each consecutive failure, up to MaxGroupBackoffSeconds.
+	// Default 1.
+	GroupBackoffSeconds *int64 `json:"groupBackoffSeconds,omitempty"`
+	// MaxGroupBackoffSeconds caps GroupBackoffSeconds. Default 10, as the scheduler's own
+	// podMaxBackoffSeconds.
+	MaxGroupBackoffSeconds *int64 `json:"maxGroupBackoffSeconds,omitempty"`
+}
+
+// SetDefaults fills what is unset.
+func (a *Args) SetDefaults() {
+	set := func(p **int64, v int64) {
+		if *p == nil {
+			*p = &v
+		}
+	}
+	set(&a.DefaultScheduleTimeoutSeconds, 60)
+	set(&a.GroupBackoffSeconds, 1)
+	set(&a.MaxGroupBackoffSeconds, 10)
+}
+
+// Validate says what is wrong with defaulted args.
+func (a *Args) Validate() error {
+	var errs []error
+	if v := *a.DefaultScheduleTimeoutSeconds; v < 1 || v > 86400 {
+		errs = append(errs, fmt.Errorf("defaultScheduleTimeoutSeconds: %d is not between 1 and 86400", v))
+	}
+	if v := *a.GroupBackoffSeconds; v < 0 {
+		errs = append(errs, fmt.Errorf("groupBackoffSeconds: %d must not be negative", v))
+	}
+	if v := *a.MaxGroupBackoffSeconds; v < *a.GroupBackoffSeconds {
+		errs = append(errs, fmt.Errorf("maxGroupBackoffSeconds: %d must be at least groupBackoffSeconds (%d)", v, *a.GroupBackoffSeconds))
+	}
+	return errors.Join(errs...)
+}
+
+// decodeArgs reads the plugin's args from the scheduler configuration (nil: all defaults).
+func decodeArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	if obj != nil {
+		raw, ok := obj.(*runtime.Unknown)
+		if !ok {
+			return nil, fmt.Errorf("%s args: want runtime.Unknown, got %T", Name, obj)
+		}
+		// Strict, so that a misspelled field is an error rather than a silent default.
+		if err := yaml.UnmarshalStrict(raw.Raw, args); err != nil {
+			return nil, fmt.Errorf("%s args: %w", Name, err)
+		}
+	}
+	args.SetDefaults()
+	if err := args.Validate(); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
+	}
+	return args, nil
+}

@@ -1,0 +1,525 @@
+// Package gang is Tephra's coscheduling plugin. It decides when the pods of a PodGroup may be
+// placed: all of a group's minimum (minMember, and minTaskMember per task) at once, or none.
+//
+//   - PreEnqueue keeps a group's pods out of the active queue until its minimum exists.
+//   - QueueSort orders by priority, then by group (creation time, or the last failure for a group
+//     that keeps failing), keeping a group's pods together so that gangs do not interleave.
+//   - PreFilter rejects a group at once when its minimum cannot fit the cluster's free capacity,
+//     and holds back a group that has just failed.
+//   - Permit holds each placed member until the whole minimum is placed, then lets all of them
+//     bind together; the wait is bounded by the group's scheduleTimeoutSeconds.
+//   - PostFilter and Unreserve release every waiting member of a group that cannot complete, so
+//     no partial gang holds resources: two gangs can never deadlock each other.
+//
+// Pods that name no group are groups of one and pass through untouched.
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	tephraclient "github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// Name of the plugin in scheduler profiles.
+const Name = "TephraGang"
+
+// podGroupIndex indexes the scheduler's pod informer by "namespace/group".
+const podGroupIndex = "tephra.podgroup"
+
+// podGroupEvent is the cluster event resource of Tephra's PodGroups (plural.version.group), which
+// the scheduler watches with a dynamic informer.
+const podGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.tephra.dev"
+
+// Gang is the coscheduling plugin.
+type Gang struct {
+	handle    fwk.Handle
+	args      *Args
+	podGroups schedulinglisters.PodGroupLister
+	members   cache.Indexer
+	groups    *tracker
+	// now is time.Now, replaceable in tests.
+	now func() time.Time
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &Gang{}
+	_ fwk.QueueSortPlugin   = &Gang{}
+	_ fwk.PreFilterPlugin   = &Gang{}
+	_ fwk.PostFilterPlugin  = &Gang{}
+	_ fwk.ReservePlugin     = &Gang{}
+	_ fwk.PermitPlugin      = &Gang{}
+	_ fwk.PostBindPlugin    = &Gang{}
+	_ fwk.EnqueueExtensions = &Gang{}
+)
+
+// New builds the plugin: it watches PodGroups with its own informer and indexes the scheduler's
+// pod informer by group.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	client, err := tephraclient.NewForConfig(handle.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	factory := tephrainformers.NewSharedInformerFactory(client, 0)
+	podGroupInformer := factory.Scheduling().V1alpha1().PodGroups()
+	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	// Every profile that enables the plugin builds one; they share the scheduler's pod informer.
+	if _, indexed := podInformer.GetIndexer().GetIndexers()[podGroupIndex]; !indexed {
+		if err := podInformer.AddIndexers(cache.Indexers{podGroupIndex: indexByGroup}); err != nil {
+			return nil, fmt.Errorf("indexing pods by pod group: %w", err)
+		}
+	}
+	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
+	if _, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if pg, ok := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); ok == nil {
+				ns, name, _ := cache.SplitMetaNamespaceKey(pg)
+				g.groups.forget(groupKey{ns, name})
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for typ, synced := range factory.WaitForCacheSync(syncCtx.Done()) {
+		if !synced {
+			return nil, fmt.Errorf("%s: cache of %v did not sync", Name, typ)
+		}
+	}
+	return g, nil
+}
+
+func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
+	return &Gang{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), now: time.Now}
+}
+
+// Name of the plugin.
+func (g *Gang) Name() string { return Name }
+
+func indexByGroup(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	name, ok := v1alpha1.PodGroupNameOf(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{pod.Namespace + "/" + name}, nil
+}
+
+// groupOf returns the key of the pod's group; ok is false for a pod without one.
+func groupOf(pod *corev1.Pod) (groupKey, bool) {
+	name, ok := v1alpha1.PodGroupNameOf(pod)
+	return groupKey{pod.Namespace, name}, ok
+}
+
+// PreEnqueue keeps a group's pods out of the active queue until the group exists and its
+// minimum (and every task's minimum) of pods exists.
+func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil
+	}
+	if problem := v1alpha1.InvalidPodGroupName(key.name); problem != "" {
+		msg := fmt.Sprintf("%s: pod group name %q is not valid: %s", v1alpha1.ReasonInvalidPodGroup, key.name, problem)
+		g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonInvalidPodGroup, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it", v1alpha1.ReasonPodGroupNotFound, key.name, key.namespace)
+		g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
+	count := g.countMembers(key, pod)
+	if short := count.shortOf(pg); short != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
+	}
+	return nil
+}
+
+// Less orders the active queue: higher priority first; then groups by their sort time (creation,
+// or last failure) and plain pods by their queue time; members of one group stay together.
+func (g *Gang) Less(a, b fwk.QueuedEntityInfo) bool {
+	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+		return pa > pb
+	}
+	ta, ka := g.sortKey(a)
+	tb, kb := g.sortKey(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
+
+func (g *Gang) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
+	if getter, ok := e.(podInfoGetter); ok {
+		if key, ok := groupOf(getter.GetPodInfo().GetPod()); ok {
+			if t, ok := g.groups.sortTime(key); ok {
+				return t, key.String()
+			}
+		}
+	}
+	return e.GetTimestamp(), ""
+}
+
+// PreFilter rejects a member of a group that is backing off after a failed attempt, and the
+// first member of an attempt whose group's minimum cannot fit the cluster's free capacity.
+func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
+	}
+	var backoff time.Duration
+	var placed int
+	g.groups.with(key, func(s *groupState) {
+		backoff = s.backoffUntil.Sub(g.now())
+		placed = len(s.assumed)
+	})
+	if backoff > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
+	}
+	if placed > 0 {
+		return nil, nil
+	}
+	count := g.countMembers(key, nil)
+	if count.bound >= int(pg.Spec.MinMember) {
+		return nil, nil // the minimum runs; this is an extra member
+	}
+	if lacking := lackingCapacity(g.minimumStillNeeded(pg, count), nodes); lacking != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions are not needed: the plugin filters no nodes.
+func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PostFilter runs when a member fits no node. If its group's minimum cannot be completed in this
+// attempt, every waiting member is released, so the partial gang holds nothing, and the group
+// backs off. Preemption is not tried for such a member: evicting pods for a gang that cannot
+// complete would only do harm.
+func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	count := g.countMembers(key, nil)
+	if count.placed >= int(pg.Spec.MinMember) {
+		// The minimum is placed; this member is extra and simply waits for room.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if count.placed == 0 {
+		// Nothing of the group is held (e.g. PreFilter found no room): nothing to release, and
+		// the pods wait for capacity events.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
+	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter")
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// Reserve records the member as assumed for its group's attempt.
+func (g *Gang) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	if key, ok := groupOf(pod); ok {
+		g.groups.with(key, func(s *groupState) { s.assumed[pod.UID] = v1alpha1.TaskOf(pod) })
+	}
+	return nil
+}
+
+// Unreserve runs when a reserved member will not bind: Permit rejected it or timed out, or
+// binding failed. If its group's minimum is not bound yet, the other waiting members are released
+// too, so that no partial gang keeps holding resources.
+func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	wasWaiting := false
+	g.groups.with(key, func(s *groupState) {
+		_, wasWaiting = s.waiting[pod.UID]
+		delete(s.assumed, pod.UID)
+		delete(s.waiting, pod.UID)
+	})
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return
+	}
+	count := g.countMembers(key, nil)
+	if count.bound >= int(pg.Spec.MinMember) {
+		return // the gang runs; this member retries on its own
+	}
+	reason := "unreserve"
+	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
+	if wasWaiting {
+		reason = "timeout"
+		msg = fmt.Sprintf("%s: %d of %d pods of pod group %s were placed within %v; releasing them", v1alpha1.ReasonTimeout, count.placed+1, pg.Spec.MinMember, key, g.timeout(pg))
+	}
+	g.fail(klog.FromContext(ctx), key, pg, msg, reason)
+}
+
+// Permit lets a member bind once its group's minimum, and every task's minimum, is placed; until
+// then the member waits, at most the group's schedule timeout.
+func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err)), 0
+	}
+	count := g.countMembers(key, nil)
+	if count.placedMeets(pg) {
+		var allowed []types.UID
+		g.groups.with(key, func(s *groupState) {
+			for uid := range s.waiting {
+				allowed = append(allowed, uid)
+			}
+			clear(s.waiting)
+			s.failures = 0
+			s.backoffUntil = time.Time{}
+		})
+		for _, uid := range allowed {
+			if waiting := g.handle.GetWaitingPod(uid); waiting != nil {
+				waiting.Allow(Name)
+			}
+		}
+		waitingPods.Set(float64(g.groups.waitingCount()))
+		klog.FromContext(ctx).V(4).Info("Gang minimum placed; allowing its members", "podGroup", key.String(), "placed", count.placed, "allowed", len(allowed)+1)
+		return nil, 0
+	}
+	first := false
+	g.groups.with(key, func(s *groupState) {
+		first = len(s.waiting) == 0
+		s.waiting[pod.UID] = struct{}{}
+	})
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	if first {
+		// The rest of the group may sit in backoff or among the unschedulable pods: bring them
+		// forward so that the attempt completes within its timeout.
+		g.handle.Activate(klog.FromContext(ctx), g.pendingMembers(key))
+	}
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d of %d pods of pod group %s to be placed", count.placed, pg.Spec.MinMember, key)), g.timeout(pg)
+}
+
+// PostBind measures the time from a group's first member created to its minimum bound.
+func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	g.groups.with(key, func(s *groupState) { delete(s.assumed, pod.UID) })
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return
+	}
+	members, _ := g.members.ByIndex(podGroupIndex, key.String())
+	bound, first := 1, time.Time{} // this pod is bound; the informer may not show it yet
+	for _, obj := range members {
+		member := obj.(*corev1.Pod)
+		if member.UID != pod.UID && member.Spec.NodeName != "" {
+			bound++
+		}
+		if first.IsZero() || member.CreationTimestamp.Time.Before(first) {
+			first = member.CreationTimestamp.Time
+		}
+	}
+	if bound < int(pg.Spec.MinMember) || first.IsZero() {
+		return
+	}
+	observe := false
+	g.groups.with(key, func(s *groupState) {
+		observe = !s.fullObserved
+		s.fullObserved = true
+	})
+	if observe {
+		timeToFull.Observe(g.now().Sub(first).Seconds())
+	}
+}
+
+// EventsToRegister says which cluster events may let a pod this plugin rejected go on.
+func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A new member may complete its group's minimum.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
+		// A pod that stops frees capacity a group may need.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPodDeleted},
+		// A node added or grown adds capacity.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: queueGroupMembers},
+		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: isSchedulableAfterPodGroupChange},
+	}, nil
+}
+
+func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T", newObj)
+	}
+	mine, ok := groupOf(pod)
+	theirs, ok2 := groupOf(added)
+	if ok && ok2 && mine == theirs {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (g *Gang) isSchedulableAfterPodDeleted(logger klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); !ok {
+		return fwk.QueueSkip, nil
+	}
+	deleted, ok := oldObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, nil // a tombstone: assume it freed something
+	}
+	if len(resourcehelper.PodRequests(deleted, resourcehelper.PodResourcesOptions{})) == 0 {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); ok {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	obj, ok := newObj.(interface {
+		GetNamespace() string
+		GetName() string
+	})
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// fail ends a group's attempt: its waiting members are released, it backs off, and it moves
+// behind the groups that have not failed since.
+func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg, reason string) {
+	now := g.now()
+	var waiting []types.UID
+	alreadyFailed := false
+	g.groups.with(key, func(s *groupState) {
+		alreadyFailed = !s.lastFailure.IsZero() && s.backoffUntil.After(now)
+		for uid := range s.waiting {
+			waiting = append(waiting, uid)
+		}
+		clear(s.waiting)
+		if alreadyFailed {
+			return
+		}
+		s.lastFailure = now
+		s.failures++
+		backoff := time.Duration(*g.args.GroupBackoffSeconds) * time.Second << min(s.failures-1, 10)
+		backoff = min(backoff, time.Duration(*g.args.MaxGroupBackoffSeconds)*time.Second)
+		s.backoffUntil = now.Add(backoff)
+	})
+	for _, uid := range waiting {
+		if w := g.handle.GetWaitingPod(uid); w != nil {
+			w.Reject(Name, msg)
+		}
+	}
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	if alreadyFailed {
+		return
+	}
+	groupsRejected.WithLabelValues(reason).Inc()
+	logger.V(3).Info("Gang attempt failed", "podGroup", key.String(), "reason", reason, "released", len(waiting), "message", msg)
+	g.groupEvent(pg, corev1.EventTypeWarning, strings.SplitN(msg, ":", 2)[0], msg)
+	// Bring the group back once its backoff is over, whatever events happened meanwhile.
+	backoff := time.Duration(0)
+	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
+	time.AfterFunc(backoff, func() { g.handle.Activate(logger, g.pendingMembers(key)) })
+}
+
+func (g *Gang) timeout(pg *v1alpha1.PodGroup) time.Duration {
+	if pg.Spec.ScheduleTimeoutSeconds != nil {
+		return time.Duration(*pg.Spec.ScheduleTimeoutSeconds) * time.Second
+	}
+	return time.Duration(*g.args.DefaultScheduleTimeoutSeconds) * time.Second
+}
+
+// pendingMembers are the group's members not yet bound, keyed as Activate wants.
+func (g *Gang) pendingMembers(key groupKey) map[string]*corev1.Pod {
+	members, _ := g.members.ByIndex(podGroupIndex, key.String())
+	pods := map[string]*corev1.Pod{}
+	for _, obj := range members {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			pods[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	return pods
+}
+
+func (g *Gang) podEvent(pod *corev1.Pod, eventType, reason, msg string) {
+	g.handle.EventRecorder().Eventf(pod, nil, eventType, reason, "Scheduling", msg)
+}
+
+func (g *Gang) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg string) {
+	ref := &corev1.ObjectReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
+		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+	g.handle.EventRecorder().Eventf(ref, nil, eventType, reason, "Scheduling", msg)
+}
+
+// sortedRequests returns the requests of pods, smallest CPU first.
+func sortedRequests(pods []*corev1.Pod) []corev1.ResourceList {
+	out := make([]corev1.ResourceList, 0, len(pods))
+	for _, pod := range pods {
+		out = append(out, resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Cpu().Cmp(*out[j].Cpu()) < 0 })
+	return out
+}

@@ -1,0 +1,209 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// memberCount is what a group's members are doing now.
+type memberCount struct {
+	// existing and existingByTask count live members (not ended, not being deleted).
+	existing       int
+	existingByTask map[string]int
+	// placed and placedByTask count members bound or assumed in this attempt.
+	placed       int
+	placedByTask map[string]int
+	// bound counts members bound to a node.
+	bound int
+	// unplaced are the live members neither bound nor assumed.
+	unplaced []*corev1.Pod
+	// placedRequests sums the requests of the placed members.
+	placedRequests corev1.ResourceList
+}
+
+// countMembers counts a group's members from the scheduler's pod informer (which holds no ended
+// pods) and the plugin's assumed set. extra is counted too if the informer does not show it yet.
+func (g *Gang) countMembers(key groupKey, extra *corev1.Pod) memberCount {
+	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var assumed map[string]bool
+	g.groups.with(key, func(s *groupState) {
+		assumed = make(map[string]bool, len(s.assumed))
+		for uid := range s.assumed {
+			assumed[string(uid)] = true
+		}
+	})
+	c := memberCount{existingByTask: map[string]int{}, placedByTask: map[string]int{}, placedRequests: corev1.ResourceList{}}
+	add := func(pod *corev1.Pod) {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			return
+		}
+		task := v1alpha1.TaskOf(pod)
+		c.existing++
+		c.existingByTask[task]++
+		if pod.Spec.NodeName != "" {
+			c.bound++
+		}
+		if pod.Spec.NodeName != "" || assumed[string(pod.UID)] {
+			c.placed++
+			c.placedByTask[task]++
+			addTo(c.placedRequests, podRequests(pod))
+			return
+		}
+		c.unplaced = append(c.unplaced, pod)
+	}
+	seenExtra := extra == nil
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		if !seenExtra && pod.UID == extra.UID {
+			seenExtra = true
+		}
+		add(pod)
+	}
+	if !seenExtra {
+		add(extra)
+	}
+	return c
+}
+
+// shortOf says which minimum of the group lacks pods ("" if none does).
+func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
+	if c.existing < int(pg.Spec.MinMember) {
+		return fmt.Sprintf("%d of %d pods of pod group %s/%s exist (minMember %d)", c.existing, pg.Spec.MinMember, pg.Namespace, pg.Name, pg.Spec.MinMember)
+	}
+	var short []string
+	for _, task := range sortedTasks(pg) {
+		if have, want := c.existingByTask[task], int(pg.Spec.MinTaskMember[task]); have < want {
+			short = append(short, fmt.Sprintf("task %s has %d of %d", task, have, want))
+		}
+	}
+	if len(short) > 0 {
+		return fmt.Sprintf("pod group %s/%s: %s (minTaskMember)", pg.Namespace, pg.Name, strings.Join(short, ", "))
+	}
+	return ""
+}
+
+// placedMeets says whether the placed members make up the group's minimum and every task's.
+func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
+	if c.placed < int(pg.Spec.MinMember) {
+		return false
+	}
+	for task, want := range pg.Spec.MinTaskMember {
+		if c.placedByTask[task] < int(want) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedTasks(pg *v1alpha1.PodGroup) []string {
+	tasks := make([]string, 0, len(pg.Spec.MinTaskMember))
+	for task := range pg.Spec.MinTaskMember {
+		tasks = append(tasks, task)
+	}
+	sort.Strings(tasks)
+	return tasks
+}
+
+// minimumStillNeeded is a lower bound of what the group's minimum still needs beyond what its
+// placed members hold: spec.minResources less the placed requests when it is set, else the
+// requests of the smallest unplaced members that would complete minMember. A lower bound, so
+// that the capacity check never rejects a group that could fit.
+func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount) corev1.ResourceList {
+	need := corev1.ResourceList{}
+	if len(pg.Spec.MinResources) > 0 {
+		for name, want := range pg.Spec.MinResources {
+			left := want.DeepCopy()
+			if have, ok := c.placedRequests[name]; ok {
+				left.Sub(have)
+			}
+			if left.Sign() > 0 {
+				need[name] = left
+			}
+		}
+		return need
+	}
+	missing := int(pg.Spec.MinMember) - c.placed
+	requests := sortedRequests(c.unplaced)
+	for i := 0; i < missing && i < len(requests); i++ {
+		addTo(need, requests[i])
+	}
+	return need
+}
+
+// lackingCapacity says which resources of need exceed the free capacity summed over nodes
+// ("" if none do). Free capacity counts pods assumed in this scheduler's cache.
+func lackingCapacity(need corev1.ResourceList, nodes []fwk.NodeInfo) string {
+	if len(need) == 0 {
+		return ""
+	}
+	free := make(map[corev1.ResourceName]int64, len(need))
+	for _, node := range nodes {
+		alloc, used := node.GetAllocatable(), node.GetRequested()
+		for name := range need {
+			var a, u int64
+			switch name {
+			case corev1.ResourceCPU:
+				a, u = alloc.GetMilliCPU(), used.GetMilliCPU()
+			case corev1.ResourceMemory:
+				a, u = alloc.GetMemory(), used.GetMemory()
+			case corev1.ResourceEphemeralStorage:
+				a, u = alloc.GetEphemeralStorage(), used.GetEphemeralStorage()
+			case corev1.ResourcePods:
+				a, u = int64(alloc.GetAllowedPodNumber()), int64(len(node.GetPods()))
+			default:
+				a, u = alloc.GetScalarResources()[name], used.GetScalarResources()[name]
+			}
+			if a > u {
+				free[name] += a - u
+			}
+		}
+	}
+	var lacking []string
+	for _, name := range sortedNames(need) {
+		want := need[name]
+		have := free[name]
+		var short bool
+		if name == corev1.ResourceCPU {
+			short = want.MilliValue() > have
+		} else {
+			short = want.Value() > have
+		}
+		if short {
+			freeQ := resource.NewQuantity(have, want.Format)
+			if name == corev1.ResourceCPU {
+				freeQ = resource.NewMilliQuantity(have, resource.DecimalSI)
+			}
+			lacking = append(lacking, fmt.Sprintf("%s %s (%s free)", name, want.String(), freeQ.String()))
+		}
+	}
+	return strings.Join(lacking, ", ")
+}
+
+func sortedNames(list corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(list))
+	for name := range list {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}
+
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	requests := sortedRequests([]*corev1.Pod{pod})
+	return requests[0]
+}
+
+func addTo(sum, add corev1.ResourceList) {
+	for name, q := range add {
+		total := sum[name]
+		total.Add(q)
+		sum[name] = total
+	}
+}

@@ -1,0 +1,41 @@
+package gang
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Metrics of the gang plugin, served on the scheduler's /metrics.
+var (
+	timeToFull = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "time_to_full_seconds",
+		Help:           "Time from a pod group's first member created to its minimum bound.",
+		Buckets:        metrics.ExponentialBuckets(0.05, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+	groupsRejected = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "rejected_total",
+		Help:           "Pod group attempts that failed and released their placed members, by reason (post-filter, timeout, unreserve).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	waitingPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "waiting_pods",
+		Help:           "Members placed and waiting at Permit for the rest of their pod group's minimum.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerMetrics sync.Once
+)
+
+func init() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(timeToFull, groupsRejected, waitingPods)
+	})
+}

@@ -1,0 +1,84 @@
+package gang
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// groupKey is namespace/name of a PodGroup.
+type groupKey struct{ namespace, name string }
+
+func (k groupKey) String() string { return k.namespace + "/" + k.name }
+
+// groupState is what the scheduler knows about a group beyond the API objects: the members it
+// has assumed (reserved but not yet bound), and how its last attempts went.
+type groupState struct {
+	// assumed maps the UID of each member reserved in this attempt to its task.
+	assumed map[types.UID]string
+	// waiting holds the members waiting at Permit.
+	waiting map[types.UID]struct{}
+	// created is the PodGroup's creation time; lastFailure when its last attempt failed.
+	created, lastFailure time.Time
+	// failures counts consecutive failed attempts, for the group's backoff.
+	failures int
+	// backoffUntil holds the group back after a failed attempt.
+	backoffUntil time.Time
+	// fullObserved is set once the group's minimum has been bound and measured.
+	fullObserved bool
+}
+
+// tracker holds the state of every group the plugin has seen. Its lock is held only for map
+// operations: scheduling cycles, binding cycles and event handlers all touch it.
+type tracker struct {
+	mu     sync.Mutex
+	groups map[groupKey]*groupState
+}
+
+func newTracker() *tracker { return &tracker{groups: map[groupKey]*groupState{}} }
+
+// with runs f on the group's state, creating it if needed, under the lock.
+func (t *tracker) with(key groupKey, f func(*groupState)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[key]
+	if g == nil {
+		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}}
+		t.groups[key] = g
+	}
+	f(g)
+}
+
+// sortTime orders groups in the queue: the later of its creation and its last failure, so a group
+// that keeps failing does not keep the head of the queue. ok is false for groups not seen yet.
+func (t *tracker) sortTime(key groupKey) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[key]
+	if g == nil || g.created.IsZero() {
+		return time.Time{}, false
+	}
+	if g.lastFailure.After(g.created) {
+		return g.lastFailure, true
+	}
+	return g.created, true
+}
+
+// waitingCount is the number of members waiting at Permit across all groups.
+func (t *tracker) waitingCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, g := range t.groups {
+		n += len(g.waiting)
+	}
+	return n
+}
+
+// forget drops a deleted group.
+func (t *tracker) forget(key groupKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.groups, key)
+}
