@@ -338,7 +338,7 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 	if first {
 		// The rest of the group may sit in backoff or among the unschedulable pods: bring them
 		// forward so that the attempt completes within its timeout.
-		g.handle.Activate(klog.FromContext(ctx), g.pendingMembers(key))
+		g.handle.Activate(klog.FromContext(ctx), g.pendingMembers(key, pod.UID))
 	}
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d of %d pods of pod group %s to be placed", count.placed, pg.Spec.MinMember, key)), g.timeout(pg)
 }
@@ -480,7 +480,7 @@ func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg
 	// Bring the group back once its backoff is over, whatever events happened meanwhile.
 	backoff := time.Duration(0)
 	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
-	time.AfterFunc(backoff, func() { g.handle.Activate(logger, g.pendingMembers(key)) })
+	time.AfterFunc(backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
 }
 
 func (g *Gang) timeout(pg *v1alpha1.PodGroup) time.Duration {
@@ -490,12 +490,13 @@ func (g *Gang) timeout(pg *v1alpha1.PodGroup) time.Duration {
 	return time.Duration(*g.args.DefaultScheduleTimeoutSeconds) * time.Second
 }
 
-// pendingMembers are the group's members not yet bound, keyed as Activate wants.
-func (g *Gang) pendingMembers(key groupKey) map[string]*corev1.Pod {
+// pendingMembers are the group's members not yet bound, but the one being scheduled, keyed as
+// Activate wants.
+func (g *Gang) pendingMembers(key groupKey, scheduling types.UID) map[string]*corev1.Pod {
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	pods := map[string]*corev1.Pod{}
 	for _, obj := range members {
-		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.UID != scheduling {
 			pods[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}

@@ -56,7 +56,7 @@ func (t *tracker) sortTime(key groupKey) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.groups[key]
-	if g == nil || g.created.IsZero() {
+	if g == nil || (g.created.IsZero() && g.lastFailure.IsZero()) {
 		return time.Time{}, false
 	}
 	if g.lastFailure.After(g.created) {

@@ -1,0 +1,360 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// fakeWaitingPod records what the plugin decides for a pod waiting at Permit.
+type fakeWaitingPod struct {
+	pod      *corev1.Pod
+	allowed  bool
+	rejected string
+}
+
+func (w *fakeWaitingPod) GetPod() *corev1.Pod         { return w.pod }
+func (w *fakeWaitingPod) GetPendingPlugins() []string { return []string{Name} }
+func (w *fakeWaitingPod) Allow(string)                { w.allowed = true }
+func (w *fakeWaitingPod) Reject(_, msg string) bool   { w.rejected = msg; return true }
+func (w *fakeWaitingPod) Preempt(_, msg string) bool  { w.rejected = msg; return true }
+
+// fakeHandle gives the plugin the framework functions it calls; the rest of fwk.Handle is nil.
+type fakeHandle struct {
+	fwk.Handle
+	waiting   map[types.UID]*fakeWaitingPod
+	activated []string
+	recorder  *events.FakeRecorder
+}
+
+func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	if w, ok := h.waiting[uid]; ok {
+		return w
+	}
+	return nil
+}
+
+func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
+	for key := range pods {
+		h.activated = append(h.activated, key)
+	}
+}
+
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return h.recorder }
+
+type fixture struct {
+	gang   *Gang
+	handle *fakeHandle
+	groups cache.Indexer
+	pods   cache.Indexer
+	now    time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	args, err := decodeArgs(nil)
+	require.NoError(t, err)
+	f := &fixture{
+		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100)},
+		groups: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: indexByGroup}),
+		now:    time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
+	}
+	f.gang = newGang(f.handle, args, schedulinglisters.NewPodGroupLister(f.groups), f.pods)
+	f.gang.now = func() time.Time { return f.now }
+	return f
+}
+
+func (f *fixture) group(t *testing.T, name string, minMember int32, minTask map[string]int32, created time.Time) *v1alpha1.PodGroup {
+	t.Helper()
+	pg := &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("pg-" + name), CreationTimestamp: metav1.NewTime(created)},
+		Spec:       v1alpha1.PodGroupSpec{MinMember: minMember, MinTaskMember: minTask, ScheduleTimeoutSeconds: ptr.To[int32](30)},
+	}
+	require.NoError(t, f.groups.Add(pg))
+	return pg
+}
+
+// member makes a pod of a group (group "" for a plain pod) with 1 CPU and adds it to the
+// informer.
+func (f *fixture) member(t *testing.T, name, group, task string) *corev1.Pod {
+	t.Helper()
+	w := st.MakePod().Namespace("ns").Name(name).UID(name).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "1"})
+	if group != "" {
+		w = w.Label(v1alpha1.PodGroupLabel, group)
+	}
+	if task != "" {
+		w = w.Label(v1alpha1.TaskLabel, task)
+	}
+	pod := w.Obj()
+	require.NoError(t, f.pods.Add(pod))
+	return pod
+}
+
+func (f *fixture) bind(t *testing.T, pod *corev1.Pod, node string) {
+	t.Helper()
+	pod.Spec.NodeName = node
+	require.NoError(t, f.pods.Update(pod))
+}
+
+// permit runs Reserve and Permit for a pod as the framework does, and registers it as waiting
+// when Permit says Wait.
+func (f *fixture) permit(t *testing.T, pod *corev1.Pod) *fwk.Status {
+	t.Helper()
+	ctx := context.Background()
+	require.True(t, f.gang.Reserve(ctx, nil, pod, "node").IsSuccess())
+	status, timeout := f.gang.Permit(ctx, nil, pod, "node")
+	if status.Code() == fwk.Wait {
+		assert.Equal(t, 30*time.Second, timeout, "the group's scheduleTimeoutSeconds bounds the wait")
+		f.handle.waiting[pod.UID] = &fakeWaitingPod{pod: pod}
+	}
+	return status
+}
+
+func TestArgsDefaultsAndValidation(t *testing.T) {
+	args, err := decodeArgs(nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
+	assert.Equal(t, int64(1), *args.GroupBackoffSeconds)
+	assert.Equal(t, int64(10), *args.MaxGroupBackoffSeconds)
+
+	for raw, want := range map[string]string{
+		`{"defaultScheduleTimeoutSeconds": 0}`:                    "defaultScheduleTimeoutSeconds: 0 is not between 1 and 86400",
+		`{"groupBackoffSeconds": -1}`:                             "groupBackoffSeconds: -1 must not be negative",
+		`{"groupBackoffSeconds": 5, "maxGroupBackoffSeconds": 2}`: "maxGroupBackoffSeconds: 2 must be at least groupBackoffSeconds (5)",
+		`{"defaultScheduleTimeoutSecond": 30}`:                    `unknown field "defaultScheduleTimeoutSecond"`,
+	} {
+		_, err := decodeArgs(&runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON})
+		require.Error(t, err, raw)
+		assert.Contains(t, err.Error(), want)
+	}
+	args, err = decodeArgs(&runtime.Unknown{Raw: []byte(`{"defaultScheduleTimeoutSeconds": 5}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), *args.DefaultScheduleTimeoutSeconds)
+}
+
+func queued(t *testing.T, pod *corev1.Pod, at time.Time) fwk.QueuedEntityInfo {
+	t.Helper()
+	info, err := framework.NewPodInfo(pod)
+	require.NoError(t, err)
+	return &framework.QueuedPodInfo{PodInfo: info, QueueingParams: framework.QueueingParams{Timestamp: at}}
+}
+
+func TestLessKeepsGroupsTogetherAndOrdersThemByCreation(t *testing.T) {
+	f := newFixture(t)
+	t0 := f.now
+	f.group(t, "old", 2, nil, t0)
+	f.group(t, "new", 2, nil, t0.Add(time.Minute))
+	oldA, oldB := f.member(t, "old-a", "old", ""), f.member(t, "old-b", "old", "")
+	newA := f.member(t, "new-a", "new", "")
+	plain := f.member(t, "plain", "", "")
+	for _, pod := range []*corev1.Pod{oldA, oldB, newA} {
+		f.gang.PreEnqueue(context.Background(), pod) // learns the groups' creation times
+	}
+
+	// Pods queued in an interleaved order: old-a late, new-a early.
+	qOldA, qOldB := queued(t, oldA, t0.Add(3*time.Minute)), queued(t, oldB, t0.Add(time.Minute))
+	qNewA := queued(t, newA, t0.Add(2*time.Minute))
+	assert.True(t, f.gang.Less(qOldA, qNewA), "the older group goes first whatever its pods' queue times")
+	assert.False(t, f.gang.Less(qNewA, qOldA))
+	assert.True(t, f.gang.Less(qOldB, qOldA), "within a group, by queue time")
+
+	qPlain := queued(t, plain, t0.Add(30*time.Second))
+	assert.True(t, f.gang.Less(qPlain, qNewA), "a plain pod is ordered by its queue time against groups' creation")
+	assert.False(t, f.gang.Less(qPlain, qOldA))
+
+	high := f.member(t, "high", "new", "")
+	high.Spec.Priority = ptr.To[int32](100)
+	assert.True(t, f.gang.Less(queued(t, high, t0.Add(time.Hour)), qOldA), "priority comes first")
+
+	// A failure moves the old group behind the new one.
+	f.gang.groups.with(groupKey{"ns", "old"}, func(s *groupState) { s.lastFailure = t0.Add(5 * time.Minute) })
+	assert.True(t, f.gang.Less(qNewA, qOldA), "a group that just failed goes behind")
+}
+
+func TestPreEnqueueWaitsForMinMemberAndTaskMinimums(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "job", 3, map[string]int32{"ps": 1, "worker": 2}, f.now)
+
+	w1 := f.member(t, "w1", "job", "worker")
+	status := f.gang.PreEnqueue(ctx, w1)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "WaitingForMembers: 1 of 3 pods of pod group ns/job exist (minMember 3)", status.Message())
+
+	f.member(t, "w2", "job", "worker")
+	w3 := f.member(t, "w3", "job", "worker")
+	status = f.gang.PreEnqueue(ctx, w3)
+	assert.Equal(t, "WaitingForMembers: pod group ns/job: task ps has 0 of 1 (minTaskMember)", status.Message(), "three pods exist but no ps")
+
+	ps := f.member(t, "ps", "job", "ps")
+	assert.True(t, f.gang.PreEnqueue(ctx, ps).IsSuccess())
+
+	// Ended or deleted members do not count.
+	w2, _, _ := f.pods.GetByKey("ns/w2")
+	ended := w2.(*corev1.Pod).DeepCopy()
+	ended.Status.Phase = corev1.PodFailed
+	require.NoError(t, f.pods.Update(ended))
+	deleting := w3.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: f.now}
+	require.NoError(t, f.pods.Update(deleting))
+	status = f.gang.PreEnqueue(ctx, ps)
+	assert.Equal(t, "WaitingForMembers: 2 of 3 pods of pod group ns/job exist (minMember 3)", status.Message())
+
+	assert.True(t, f.gang.PreEnqueue(ctx, f.member(t, "plain", "", "")).IsSuccess(), "a pod without a group is a group of one")
+}
+
+func TestPreEnqueueRejectsMissingAndMalformedGroups(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	status := f.gang.PreEnqueue(ctx, f.member(t, "orphan", "nowhere", ""))
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, `PodGroupNotFound: pod group "nowhere" does not exist in namespace "ns"; the pod waits for it`, status.Message())
+	assert.Contains(t, <-f.handle.recorder.Events, "Warning PodGroupNotFound")
+
+	status = f.gang.PreEnqueue(ctx, f.member(t, "bad", "Not_A_Name", ""))
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Contains(t, status.Message(), `InvalidPodGroup: pod group name "Not_A_Name" is not valid`)
+	assert.Contains(t, <-f.handle.recorder.Events, "Warning InvalidPodGroup")
+}
+
+func TestPermitHoldsMembersUntilTheMinimumThenAllowsAll(t *testing.T) {
+	f := newFixture(t)
+	f.group(t, "job", 3, map[string]int32{"ps": 1}, f.now)
+	pods := []*corev1.Pod{f.member(t, "w1", "job", "worker"), f.member(t, "w2", "job", "worker"), f.member(t, "ps", "job", "ps")}
+	f.member(t, "w3", "job", "worker")
+
+	assert.Equal(t, fwk.Wait, f.permit(t, pods[0]).Code())
+	assert.ElementsMatch(t, []string{"ns/w2", "ns/ps", "ns/w3"}, f.handle.activated, "the first waiting member brings its group forward")
+	assert.Equal(t, fwk.Wait, f.permit(t, pods[1]).Code(), "two workers make minMember 3 without the ps task")
+	assert.Equal(t, float64(2), gaugeValue(t), "two members wait")
+	assert.True(t, f.permit(t, pods[2]).IsSuccess(), "the ps completes the minimum")
+	assert.True(t, f.handle.waiting["w1"].allowed)
+	assert.True(t, f.handle.waiting["w2"].allowed)
+	assert.Equal(t, float64(0), gaugeValue(t))
+
+	// Bound members count toward a later attempt of the same group: a fourth pod passes at once.
+	for _, pod := range pods {
+		f.bind(t, pod, "node")
+		f.gang.PostBind(context.Background(), nil, pod, "node")
+	}
+	w3, _, _ := f.pods.GetByKey("ns/w3")
+	assert.True(t, f.permit(t, w3.(*corev1.Pod)).IsSuccess(), "an extra member of a running gang binds")
+}
+
+func TestUnreserveReleasesTheWholeIncompleteGangAndBacksOff(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "job", 3, nil, f.now)
+	a, b := f.member(t, "a", "job", ""), f.member(t, "b", "job", "")
+	f.member(t, "c", "job", "")
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+
+	// a times out at Permit: the framework unreserves it; b must be released too.
+	f.gang.Unreserve(ctx, nil, a, "node")
+	assert.Equal(t, "ScheduleTimeout: 2 of 3 pods of pod group ns/job were placed within 30s; releasing them", f.handle.waiting["b"].rejected)
+	assert.Contains(t, <-f.handle.recorder.Events, "Warning ScheduleTimeout")
+
+	// The group backs off: its next member is held back at PreFilter.
+	c, _, _ := f.pods.GetByKey("ns/c")
+	_, status := f.gang.PreFilter(ctx, nil, c.(*corev1.Pod), nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "backing off for 1s after a failed attempt")
+	sortTime, _ := f.gang.groups.sortTime(groupKey{"ns", "job"})
+	assert.Equal(t, f.now, sortTime, "the failure moves the group behind those created before it")
+
+	// b's own unreserve does not count a second failure.
+	f.gang.Unreserve(ctx, nil, b, "node")
+	f.now = f.now.Add(1500 * time.Millisecond)
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
+	_, status = f.gang.PreFilter(ctx, nil, c.(*corev1.Pod), []fwk.NodeInfo{node})
+	assert.True(t, status.IsSuccess(), "after the backoff the group is tried again: %v", status)
+}
+
+func TestPostFilterReleasesPlacedMembersOnlyForIncompleteGangs(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "job", 2, nil, f.now)
+	a, b := f.member(t, "a", "job", ""), f.member(t, "b", "job", "")
+	extra := f.member(t, "extra", "job", "")
+
+	_, status := f.gang.PostFilter(ctx, nil, a, nil)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "nothing placed: nothing to release, and no preemption for a gang member")
+
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	_, status = f.gang.PostFilter(ctx, nil, b, nil)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "NotEnoughResources: 1 of 2 pods of pod group ns/job could be placed; releasing them", status.Message())
+	assert.Equal(t, status.Message(), f.handle.waiting["a"].rejected)
+
+	// Once the minimum runs, an extra member that does not fit just waits.
+	f.gang.Unreserve(ctx, nil, a, "node")
+	f.bind(t, a, "node")
+	f.bind(t, b, "node")
+	_, status = f.gang.PostFilter(ctx, nil, extra, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Empty(t, status.Message())
+
+	_, status = f.gang.PostFilter(ctx, nil, f.member(t, "plain", "", ""), nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "plain pods go on to preemption")
+}
+
+func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", 8, nil, f.now)
+	var first *corev1.Pod
+	for i := range 8 {
+		pod := f.member(t, fmt.Sprintf("m%d", i), "big", "")
+		if first == nil {
+			first = pod
+		}
+	}
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "7", corev1.ResourcePods: "110"}).Obj())
+	_, status := f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{node})
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message())
+
+	big := node.Snapshot()
+	big.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
+	assert.True(t, status.IsSuccess(), "%v", status)
+
+	// minResources, when set, is what the group needs.
+	pg, _, _ := f.groups.GetByKey("ns/big")
+	withMin := pg.(*v1alpha1.PodGroup).DeepCopy()
+	withMin.Spec.MinResources = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+	require.NoError(t, f.groups.Update(withMin))
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs nvidia.com/gpu 2 (0 free)", status.Message())
+}
+
+func gaugeValue(t *testing.T) float64 {
+	t.Helper()
+	v, err := testutil.GetGaugeMetricValue(waitingPods)
+	require.NoError(t, err)
+	return v
+}
