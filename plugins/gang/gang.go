@@ -17,6 +17,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -349,16 +350,21 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 	if !ok {
 		return
 	}
-	g.groups.with(key, func(s *groupState) { delete(s.assumed, pod.UID) })
+	var boundByUs map[types.UID]struct{}
+	g.groups.with(key, func(s *groupState) {
+		delete(s.assumed, pod.UID)
+		s.bound[pod.UID] = struct{}{}
+		boundByUs = maps.Clone(s.bound)
+	})
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	if err != nil {
 		return
 	}
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
-	bound, first := 1, time.Time{} // this pod is bound; the informer may not show it yet
+	bound, first := 0, time.Time{}
 	for _, obj := range members {
 		member := obj.(*corev1.Pod)
-		if member.UID != pod.UID && member.Spec.NodeName != "" {
+		if _, ours := boundByUs[member.UID]; ours || member.Spec.NodeName != "" {
 			bound++
 		}
 		if first.IsZero() || member.CreationTimestamp.Time.Before(first) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -107,6 +108,7 @@ func (f *fixture) member(t *testing.T, name, group, task string) *corev1.Pod {
 		w = w.Label(v1alpha1.TaskLabel, task)
 	}
 	pod := w.Obj()
+	pod.CreationTimestamp = metav1.NewTime(f.now)
 	require.NoError(t, f.pods.Add(pod))
 	return pod
 }
@@ -253,10 +255,17 @@ func TestPermitHoldsMembersUntilTheMinimumThenAllowsAll(t *testing.T) {
 	assert.True(t, f.handle.waiting["w2"].allowed)
 	assert.Equal(t, float64(0), gaugeValue(t))
 
+	// The time to full is measured once the minimum is bound, even before the pod informer
+	// shows the binds.
+	before := histogramCount(t, "tephra_gang_time_to_full_seconds")
+	for _, pod := range pods {
+		f.gang.PostBind(context.Background(), nil, pod, "node")
+	}
+	assert.Equal(t, before+1, histogramCount(t, "tephra_gang_time_to_full_seconds"), "one gang became full")
+
 	// Bound members count toward a later attempt of the same group: a fourth pod passes at once.
 	for _, pod := range pods {
 		f.bind(t, pod, "node")
-		f.gang.PostBind(context.Background(), nil, pod, "node")
 	}
 	w3, _, _ := f.pods.GetByKey("ns/w3")
 	assert.True(t, f.permit(t, w3.(*corev1.Pod)).IsSuccess(), "an extra member of a running gang binds")
@@ -350,6 +359,18 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	require.NoError(t, f.groups.Update(withMin))
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
 	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs nvidia.com/gpu 2 (0 free)", status.Message())
+}
+
+func histogramCount(t *testing.T, name string) uint64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, family := range families {
+		if family.GetName() == name {
+			return family.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
 }
 
 func gaugeValue(t *testing.T) float64 {

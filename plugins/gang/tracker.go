@@ -19,6 +19,8 @@ type groupState struct {
 	assumed map[types.UID]string
 	// waiting holds the members waiting at Permit.
 	waiting map[types.UID]struct{}
+	// bound holds the members this scheduler has bound, which the pod informer may not show yet.
+	bound map[types.UID]struct{}
 	// created is the PodGroup's creation time; lastFailure when its last attempt failed.
 	created, lastFailure time.Time
 	// failures counts consecutive failed attempts, for the group's backoff.
@@ -44,7 +46,7 @@ func (t *tracker) with(key groupKey, f func(*groupState)) {
 	defer t.mu.Unlock()
 	g := t.groups[key]
 	if g == nil {
-		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}}
+		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}, bound: map[types.UID]struct{}{}}
 		t.groups[key] = g
 	}
 	f(g)

@@ -241,6 +241,21 @@ func TestManyMixedGangsAllFinish(t *testing.T) {
 		return finished == len(sizes), fmt.Sprintf("%d of %d gangs finished", finished, len(sizes))
 	})
 	assert.Empty(t, violations, "every gang is bound all at once")
+
+	// Each PodGroup ends Completed with all its pods counted as succeeded.
+	eventually(t, time.Minute, "every PodGroup to be Completed", func() (bool, string) {
+		groups, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var wrong []string
+		for _, pg := range groups.Items {
+			if pg.Status.Phase != schedulingv1alpha1.PodGroupCompleted || pg.Status.Succeeded != pg.Spec.MinMember || pg.Status.Running != 0 {
+				wrong = append(wrong, fmt.Sprintf("%s: %s %d/%d succeeded", pg.Name, pg.Status.Phase, pg.Status.Succeeded, pg.Spec.MinMember))
+			}
+		}
+		return len(groups.Items) == len(sizes) && len(wrong) == 0, fmt.Sprint(wrong)
+	})
 }
 
 // Members of a gang wait at Permit for a member held back by a scheduling gate. The scheduler is
