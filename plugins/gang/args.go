@@ -54,8 +54,9 @@ func (a *Args) Validate() error {
 	return errors.Join(errs...)
 }
 
-// decodeArgs reads the plugin's args from the scheduler configuration (nil: all defaults).
-func decodeArgs(obj runtime.Object) (*Args, error) {
+// ParseArgs reads, defaults and validates the plugin's args from a scheduler configuration
+// (nil: all defaults).
+func ParseArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
 	if obj != nil {
 		raw, ok := obj.(*runtime.Unknown)

@@ -72,7 +72,7 @@ var (
 // New builds the plugin: it watches PodGroups with its own informer and indexes the scheduler's
 // pod informer by group.
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-	args, err := decodeArgs(obj)
+	args, err := ParseArgs(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	args, err := decodeArgs(nil)
+	args, err := ParseArgs(nil)
 	require.NoError(t, err)
 	f := &fixture{
 		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100)},
@@ -134,7 +134,7 @@ func (f *fixture) permit(t *testing.T, pod *corev1.Pod) *fwk.Status {
 }
 
 func TestArgsDefaultsAndValidation(t *testing.T) {
-	args, err := decodeArgs(nil)
+	args, err := ParseArgs(nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
 	assert.Equal(t, int64(1), *args.GroupBackoffSeconds)
@@ -146,11 +146,11 @@ func TestArgsDefaultsAndValidation(t *testing.T) {
 		`{"groupBackoffSeconds": 5, "maxGroupBackoffSeconds": 2}`: "maxGroupBackoffSeconds: 2 must be at least groupBackoffSeconds (5)",
 		`{"defaultScheduleTimeoutSecond": 30}`:                    `unknown field "defaultScheduleTimeoutSecond"`,
 	} {
-		_, err := decodeArgs(&runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON})
+		_, err := ParseArgs(&runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON})
 		require.Error(t, err, raw)
 		assert.Contains(t, err.Error(), want)
 	}
-	args, err = decodeArgs(&runtime.Unknown{Raw: []byte(`{"defaultScheduleTimeoutSeconds": 5}`), ContentType: runtime.ContentTypeJSON})
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"defaultScheduleTimeoutSeconds": 5}`), ContentType: runtime.ContentTypeJSON})
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), *args.DefaultScheduleTimeoutSeconds)
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+
+	"github.com/tephra-dev/tephra/plugins/gang"
+)
+
+// TestShippedSchedulerConfigs loads every KubeSchedulerConfiguration under manifests/scheduler as
+// kube-scheduler does and checks that it is valid, raises the client's QPS, and names only
+// plugins this binary has, with args they accept.
+func TestShippedSchedulerConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../manifests/scheduler/config*.yaml")
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	known := map[string]bool{gang.Name: true}
+	for name := range plugins.NewInTreeRegistry() {
+		known[name] = true
+	}
+	wantProfile := map[string]string{"config.yaml": "tephra-scheduler", "config-replace-default.yaml": "default-scheduler"}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			cfg, err := options.LoadConfigFromFile(klog.Background(), file)
+			require.NoError(t, err)
+			require.NoError(t, validation.ValidateKubeSchedulerConfiguration(cfg))
+			assert.GreaterOrEqual(t, cfg.ClientConnection.QPS, float32(500), "the client default of 50 QPS would cap binds at about 50/s")
+			assert.True(t, cfg.LeaderElection.LeaderElect)
+			require.Len(t, cfg.Profiles, 1)
+			profile := cfg.Profiles[0]
+			assert.Equal(t, wantProfile[filepath.Base(file)], profile.SchedulerName)
+			for _, set := range []config.PluginSet{profile.Plugins.QueueSort, profile.Plugins.PreEnqueue, profile.Plugins.PreFilter,
+				profile.Plugins.PostFilter, profile.Plugins.Reserve, profile.Plugins.Permit, profile.Plugins.PostBind} {
+				for _, p := range set.Enabled {
+					assert.True(t, known[p.Name], "plugin %s is registered", p.Name)
+				}
+			}
+			assert.Equal(t, []config.Plugin{{Name: gang.Name}}, profile.Plugins.QueueSort.Enabled)
+			var postFilter []string
+			for _, p := range profile.Plugins.PostFilter.Enabled {
+				postFilter = append(postFilter, p.Name)
+			}
+			assert.Equal(t, []string{gang.Name, "DefaultPreemption"}, postFilter, "the gang plugin decides before preemption")
+			parsed := false
+			for _, pc := range profile.PluginConfig {
+				if pc.Name == gang.Name {
+					args, err := gang.ParseArgs(pc.Args)
+					require.NoError(t, err)
+					assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
+					parsed = true
+				}
+			}
+			assert.True(t, parsed, "the profile configures %s", gang.Name)
+		})
+	}
+}
