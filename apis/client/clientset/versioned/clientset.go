@@ -14,6 +14,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/scheduling/v1alpha1"
+	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/topology/v1alpha2"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -23,6 +24,7 @@ type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	BatchV1alpha1() batchv1alpha1.BatchV1alpha1Interface
 	SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface
+	TopologyV1alpha2() topologyv1alpha2.TopologyV1alpha2Interface
 }
 
 // Clientset contains the clients for groups.
@@ -30,6 +32,7 @@ type Clientset struct {
 	*discovery.DiscoveryClient
 	batchV1alpha1      *batchv1alpha1.BatchV1alpha1Client
 	schedulingV1alpha1 *schedulingv1alpha1.SchedulingV1alpha1Client
+	topologyV1alpha2   *topologyv1alpha2.TopologyV1alpha2Client
 }
 
 // BatchV1alpha1 retrieves the BatchV1alpha1Client
@@ -40,6 +43,11 @@ func (c *Clientset) BatchV1alpha1() batchv1alpha1.BatchV1alpha1Interface {
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
 func (c *Clientset) SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface {
 	return c.schedulingV1alpha1
+}
+
+// TopologyV1alpha2 retrieves the TopologyV1alpha2Client
+func (c *Clientset) TopologyV1alpha2() topologyv1alpha2.TopologyV1alpha2Interface {
+	return c.topologyV1alpha2
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -94,6 +102,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.topologyV1alpha2, err = topologyv1alpha2.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -117,6 +129,7 @@ func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.batchV1alpha1 = batchv1alpha1.New(c)
 	cs.schedulingV1alpha1 = schedulingv1alpha1.New(c)
+	cs.topologyV1alpha2 = topologyv1alpha2.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

@@ -18,6 +18,7 @@ import (
 	batch "github.com/tephra-dev/tephra/apis/client/informers/externalversions/batch"
 	internalinterfaces "github.com/tephra-dev/tephra/apis/client/informers/externalversions/internalinterfaces"
 	scheduling "github.com/tephra-dev/tephra/apis/client/informers/externalversions/scheduling"
+	topology "github.com/tephra-dev/tephra/apis/client/informers/externalversions/topology"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -318,6 +319,7 @@ type SharedInformerFactory interface {
 
 	Batch() batch.Interface
 	Scheduling() scheduling.Interface
+	Topology() topology.Interface
 }
 
 func (f *sharedInformerFactory) Batch() batch.Interface {
@@ -326,4 +328,8 @@ func (f *sharedInformerFactory) Batch() batch.Interface {
 
 func (f *sharedInformerFactory) Scheduling() scheduling.Interface {
 	return scheduling.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Topology() topology.Interface {
+	return topology.New(f, f.namespace, f.tweakListOptions)
 }

@@ -13,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	v1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -52,6 +53,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().PodGroups().Informer()}, nil
 	case schedulingv1alpha1.SchemeGroupVersion.WithResource("queues"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().Queues().Informer()}, nil
+
+		// Group=topology.node.k8s.io, Version=v1alpha2
+	case v1alpha2.SchemeGroupVersion.WithResource("noderesourcetopologies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Topology().V1alpha2().NodeResourceTopologies().Informer()}, nil
 
 	}
 

@@ -14,6 +14,8 @@ import (
 	fakebatchv1alpha1 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/batch/v1alpha1/fake"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/scheduling/v1alpha1"
 	fakeschedulingv1alpha1 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/scheduling/v1alpha1/fake"
+	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/topology/v1alpha2"
+	faketopologyv1alpha2 "github.com/tephra-dev/tephra/apis/client/clientset/versioned/typed/topology/v1alpha2/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -95,4 +97,9 @@ func (c *Clientset) BatchV1alpha1() batchv1alpha1.BatchV1alpha1Interface {
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
 func (c *Clientset) SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface {
 	return &fakeschedulingv1alpha1.FakeSchedulingV1alpha1{Fake: &c.Fake}
+}
+
+// TopologyV1alpha2 retrieves the TopologyV1alpha2Client
+func (c *Clientset) TopologyV1alpha2() topologyv1alpha2.TopologyV1alpha2Interface {
+	return &faketopologyv1alpha2.FakeTopologyV1alpha2{Fake: &c.Fake}
 }
