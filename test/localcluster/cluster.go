@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 )
 
 // Component names, also the names of their log files.
@@ -77,6 +79,8 @@ type Cluster struct {
 	Config *rest.Config
 	// Client is an admin clientset.
 	Client kubernetes.Interface
+	// Tephra is an admin clientset of Tephra's APIs.
+	Tephra versioned.Interface
 
 	opts  Options
 	bins  *Binaries
@@ -444,7 +448,10 @@ func (c *Cluster) connect() error {
 		QPS:             500,
 		Burst:           1000,
 	}
-	c.Client, err = kubernetes.NewForConfig(c.Config)
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return err
+	}
+	c.Tephra, err = versioned.NewForConfig(c.Config)
 	return err
 }
 

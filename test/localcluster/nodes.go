@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
 )
 
 // GPUResource is the extended resource simulated nodes offer as GPUs.
@@ -28,10 +30,23 @@ type NodeShape struct {
 	Labels map[string]string
 	// Taints of the node.
 	Taints []corev1.Taint
+	// NUMA, if set, publishes a NodeResourceTopology for the node, as NFD's topology-updater
+	// would on a real one.
+	NUMA *NUMAShape
 }
 
-// DefaultNodeShape is the shape of `make up`'s nodes.
-var DefaultNodeShape = NodeShape{CPU: "8", Memory: "32Gi", Pods: 110, GPUs: 4}
+// NUMAShape is how a simulated node's resources split into NUMA zones.
+type NUMAShape struct {
+	// Zones splits CPU, memory and GPUs evenly into this many zones named node-0, node-1, ...
+	Zones int
+	// Policy and Scope are kubelet's Topology Manager settings the node reports:
+	// single-numa-node, restricted, best-effort or none; container or pod.
+	Policy, Scope string
+}
+
+// DefaultNodeShape is the shape of `make up`'s nodes: 2 NUMA zones under single-numa-node.
+var DefaultNodeShape = NodeShape{CPU: "8", Memory: "32Gi", Pods: 110, GPUs: 4,
+	NUMA: &NUMAShape{Zones: 2, Policy: "single-numa-node", Scope: "container"}}
 
 // SimulatedNode returns a Node object that kwok will run, with the given shape.
 func SimulatedNode(name string, shape NodeShape) *corev1.Node {
@@ -71,6 +86,37 @@ func SimulatedNode(name string, shape NodeShape) *corev1.Node {
 	}
 }
 
+// SimulatedTopology is the NodeResourceTopology of a simulated node: its CPUs, memory and GPUs
+// split evenly into shape.NUMA.Zones zones, all available.
+func SimulatedTopology(name string, shape NodeShape) *topologyv1alpha2.NodeResourceTopology {
+	zones := int64(shape.NUMA.Zones)
+	cpu, memory := resource.MustParse(shape.CPU), resource.MustParse(shape.Memory)
+	perZone := map[string]resource.Quantity{
+		"cpu":    *resource.NewMilliQuantity(cpu.MilliValue()/zones, resource.DecimalSI),
+		"memory": *resource.NewQuantity(memory.Value()/zones, resource.BinarySI),
+	}
+	if shape.GPUs > 0 {
+		perZone[string(GPUResource)] = *resource.NewQuantity(int64(shape.GPUs)/zones, resource.DecimalSI)
+	}
+	topology := &topologyv1alpha2.NodeResourceTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Attributes: topologyv1alpha2.AttributeList{
+			{Name: topologyv1alpha2.AttributeTopologyManagerPolicy, Value: shape.NUMA.Policy},
+			{Name: topologyv1alpha2.AttributeTopologyManagerScope, Value: shape.NUMA.Scope},
+		},
+	}
+	for z := range shape.NUMA.Zones {
+		zone := topologyv1alpha2.Zone{Name: fmt.Sprintf("node-%d", z), Type: topologyv1alpha2.ZoneTypeNode}
+		for _, name := range []string{"cpu", "memory", string(GPUResource)} {
+			if q, ok := perZone[name]; ok {
+				zone.Resources = append(zone.Resources, topologyv1alpha2.ResourceInfo{Name: name, Capacity: q, Allocatable: q, Available: q})
+			}
+		}
+		topology.Zones = append(topology.Zones, zone)
+	}
+	return topology
+}
+
 // CreateNodes creates count simulated nodes named prefix-0, prefix-1, ... and waits until they
 // are Ready and untainted by the node lifecycle controller.
 func (c *Cluster) CreateNodes(ctx context.Context, prefix string, count int, shape NodeShape) ([]string, error) {
@@ -81,6 +127,12 @@ func (c *Cluster) CreateNodes(ctx context.Context, prefix string, count int, sha
 			return names, fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
 		names = append(names, node.Name)
+		if shape.NUMA != nil {
+			topology := SimulatedTopology(node.Name, shape)
+			if _, err := c.Tephra.TopologyV1alpha2().NodeResourceTopologies().Create(ctx, topology, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return names, fmt.Errorf("creating the NodeResourceTopology of %s: %w", node.Name, err)
+			}
+		}
 	}
 	return names, c.WaitNodesReady(ctx, names...)
 }

@@ -52,8 +52,8 @@ func Main(m *testing.M, opts localcluster.Options, setup func(*Env) error) int {
 		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
 		return 1
 	}
-	env := &Env{Cluster: cluster, Kube: cluster.Client}
-	if env.Tephra, err = versioned.NewForConfig(cluster.Config); err == nil && setup != nil {
+	env := &Env{Cluster: cluster, Kube: cluster.Client, Tephra: cluster.Tephra}
+	if setup != nil {
 		err = setup(env)
 	}
 	code := 1
