@@ -29,7 +29,7 @@ func main() {
 	}
 	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := flags.String("dir", ".tephra", "folder for the cluster's state, kubeconfig and logs")
-	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each)")
+	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each, in 2 NUMA zones)")
 	demo := flags.Bool("demo", true, "run the demo job once the cluster is up")
 	_ = flags.Parse(os.Args[2:])
 
@@ -121,7 +121,8 @@ The local Tephra cluster is up: a real kube-apiserver, %d simulated nodes, tephr
 tephra-controllers. Logs are in %s/logs/.
 
   export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get nodes,queues
+  kubectl get nodes,queues,podgroups
+  kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
 
 Stop it with: make down
