@@ -15,6 +15,7 @@ import (
 
 	"github.com/tephra-dev/tephra/cmd/internal/version"
 	"github.com/tephra-dev/tephra/plugins/gang"
+	"github.com/tephra-dev/tephra/plugins/numa"
 )
 
 func main() {
@@ -35,5 +36,6 @@ func main() {
 func pluginOptions() []app.Option {
 	return []app.Option{
 		app.WithPlugin(gang.Name, gang.New),
+		app.WithPlugin(numa.Name, numa.New),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
 	"github.com/tephra-dev/tephra/plugins/gang"
+	"github.com/tephra-dev/tephra/plugins/numa"
 )
 
 // TestShippedSchedulerConfigs loads every KubeSchedulerConfiguration under manifests/scheduler as
@@ -22,7 +23,7 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 	files, err := filepath.Glob("../../manifests/scheduler/config*.yaml")
 	require.NoError(t, err)
 	require.Len(t, files, 2)
-	known := map[string]bool{gang.Name: true}
+	known := map[string]bool{gang.Name: true, numa.Name: true}
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}
@@ -38,7 +39,8 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 			profile := cfg.Profiles[0]
 			assert.Equal(t, wantProfile[filepath.Base(file)], profile.SchedulerName)
 			for _, set := range []config.PluginSet{profile.Plugins.QueueSort, profile.Plugins.PreEnqueue, profile.Plugins.PreFilter,
-				profile.Plugins.PostFilter, profile.Plugins.Reserve, profile.Plugins.Permit, profile.Plugins.PostBind} {
+				profile.Plugins.Filter, profile.Plugins.PostFilter, profile.Plugins.PreScore, profile.Plugins.Score,
+				profile.Plugins.Reserve, profile.Plugins.Permit, profile.Plugins.PostBind} {
 				for _, p := range set.Enabled {
 					assert.True(t, known[p.Name], "plugin %s is registered", p.Name)
 				}
@@ -59,6 +61,13 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 				}
 			}
 			assert.True(t, parsed, "the profile configures %s", gang.Name)
+			for _, pc := range profile.PluginConfig {
+				if pc.Name == numa.Name {
+					args, err := numa.ParseArgs(pc.Args)
+					require.NoError(t, err)
+					assert.Equal(t, numa.MostAllocated, args.ScoringStrategy)
+				}
+			}
 		})
 	}
 }

@@ -31,9 +31,15 @@ func SchedulerConfigWithVanillaProfile() (string, error) {
 		return "", err
 	}
 	profiles := config["profiles"].([]any)
+	var queueSortArgs []any
+	for _, pc := range profiles[0].(map[string]any)["pluginConfig"].([]any) {
+		if pc.(map[string]any)["name"] == "TephraGang" {
+			queueSortArgs = append(queueSortArgs, pc)
+		}
+	}
 	config["profiles"] = append(profiles, map[string]any{
 		"schedulerName": VanillaScheduler,
-		"pluginConfig":  profiles[0].(map[string]any)["pluginConfig"],
+		"pluginConfig":  queueSortArgs,
 		"plugins": map[string]any{
 			"queueSort": map[string]any{
 				"enabled":  []any{map[string]any{"name": "TephraGang"}},
