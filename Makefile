@@ -99,3 +99,13 @@ kind-down: ## Delete the kind cluster.
 .PHONY: clean
 clean: down ## Remove built binaries and local cluster state.
 	rm -rf $(BIN) .tephra
+
+##@ Benchmark
+
+.PHONY: bench
+bench: ## Benchmark L, B0, B1 and C on local control planes (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP); writes docs/benchmarks.md.
+	$(GO) run ./cmd/tephra-bench
+
+.PHONY: bench-smoke
+bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
+	$(GO) run ./cmd/tephra-bench --smoke

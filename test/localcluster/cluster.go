@@ -69,6 +69,12 @@ type Options struct {
 	RuntimeConfig string
 	// APIServerArgs are added to the apiserver's flags.
 	APIServerArgs []string
+	// WithoutControllerManager leaves kube-controller-manager out, e.g. for a benchmark that
+	// keeps the node lifecycle controller's traffic out of its measurements. Without it nothing
+	// would lift the not-ready taint that the apiserver's TaintNodesByCondition admission puts on
+	// new nodes, so that admission plugin is turned off too; nodes then stay Ready, with nothing
+	// watching their heartbeats.
+	WithoutControllerManager bool
 }
 
 // Cluster is a running local control plane.
@@ -149,7 +155,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
-	steps := []string{Etcd, APIServer, "crds", ControllerManager, Kwok}
+	steps := []string{Etcd, APIServer, "crds"}
+	if !opts.WithoutControllerManager {
+		steps = append(steps, ControllerManager)
+	}
+	steps = append(steps, Kwok)
 	if !opts.WithoutControllers {
 		steps = append(steps, Controllers)
 	}
@@ -288,6 +298,10 @@ func (c *Cluster) command(name string) (bin string, args, env []string, err erro
 		}
 		if c.opts.RuntimeConfig != "" {
 			args = append(args, "--runtime-config="+c.opts.RuntimeConfig)
+		}
+		if c.opts.WithoutControllerManager {
+			// Adds to the list above: a repeated list flag appends.
+			args = append(args, "--disable-admission-plugins=TaintNodesByCondition")
 		}
 		return c.bins.APIServer, append(args, c.opts.APIServerArgs...), nil, nil
 	case ControllerManager:
@@ -536,6 +550,19 @@ func (c *Cluster) Binaries() *Binaries { return c.bins }
 
 // Port is the port a component listens on (for its health and metrics endpoints).
 func (c *Cluster) Port(name string) int { return c.ports[name] }
+
+// Pid is the process id of a running component (e.g. to read its CPU time and memory from
+// /proc), or 0 if it is not running.
+func (c *Cluster) Pid(name string) int {
+	p := c.process(name)
+	if p == nil {
+		return 0
+	}
+	if exited, _ := p.exited(); exited {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
 
 // SchedulerMetrics returns the scheduler's Prometheus metrics as text.
 func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {

@@ -1,0 +1,76 @@
+// Command tephra-bench runs Tephra's scheduling benchmark (test/bench): for each configuration
+// (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra) a fresh local control
+// plane with simulated nodes, and on it each scenario's backlog drained while an informer records
+// every bind. `make bench` and `make bench-smoke` call it.
+//
+//	tephra-bench           full run: results under test/bench/out/, and docs/benchmarks.md
+//	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
+//	                       configuration completes (test/bench/out/ only)
+//
+// Sizes come from BENCH_NODES (1000), BENCH_PODS (10000), BENCH_REPS (3); BENCH_SWEEP=500,1000,...
+// measures scenario P against node counts instead; BENCH_CONFIGS and BENCH_SCENARIOS pick a
+// subset; BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tephra-dev/tephra/test/bench"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+func main() {
+	smoke := flag.Bool("smoke", false, "smoke run: 100 nodes, a few hundred pods, one repetition; checks completion, not speed")
+	flag.Parse()
+	if err := run(*smoke); err != nil {
+		fmt.Fprintln(os.Stderr, "tephra-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(smoke bool) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(root, "test", "bench", "out")
+	s := bench.Settings{OutDir: out, DocsDir: filepath.Join(root, "docs")}
+	if smoke {
+		s = bench.SmokeSettings(out)
+	}
+	if err := s.FromEnv(); err != nil {
+		return err
+	}
+	if smoke {
+		// The smoke run's sizes are fixed; only the output and subset variables apply.
+		s.Nodes, s.Pods, s.Reps, s.Sweep = bench.SmokeNodes, bench.SmokePods, 1, nil
+	}
+	s.Log, s.Progress = os.Stderr, os.Stderr
+
+	res, err := bench.Run(ctx, s)
+	if res != nil {
+		res.WriteText(os.Stdout)
+		fmt.Printf("\nresults, plot, report and the clusters' logs: %s\n", res.Dir)
+	}
+	if err != nil {
+		return err
+	}
+	if failures := res.Failures(); len(failures) > 0 {
+		return fmt.Errorf("%d runs did not complete; docs/ left as it was", len(failures))
+	}
+	if s.DocsDir != "" {
+		if err := res.Publish(s.DocsDir); err != nil {
+			return err
+		}
+		fmt.Printf("report: %s\n", filepath.Join(s.DocsDir, "benchmarks.md"))
+	}
+	return nil
+}

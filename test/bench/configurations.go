@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
+)
+
+// GangAPI is how a configuration's workloads express gangs.
+type GangAPI string
+
+const (
+	// NoGangs: pods carry no gang; the scheduler places them one by one.
+	NoGangs GangAPI = "none"
+	// TephraGangs: scheduling.tephra.dev/v1alpha1 PodGroups and the pods' pod-group label.
+	TephraGangs GangAPI = "tephra"
+	// UpstreamGangs: scheduling.k8s.io/v1beta1 PodGroups with a gang policy and the pods'
+	// spec.schedulingGroup.podGroupName.
+	UpstreamGangs GangAPI = "upstream"
+)
+
+// Configuration is one way of scheduling the same workloads on the same cluster.
+type Configuration struct {
+	// Name is the short name used in tables: L, B0, B1, C.
+	Name string `json:"name"`
+	// Title says what it is.
+	Title string `json:"title"`
+	// Gangs is how its workloads express gangs.
+	Gangs GangAPI `json:"gangs"`
+	// Binder is set for L: no scheduler runs; the benchmark's binder binds the pods.
+	Binder bool `json:"binder,omitempty"`
+	// FeatureGates and RuntimeConfig for the apiserver and the scheduler.
+	FeatureGates  string `json:"featureGates,omitempty"`
+	RuntimeConfig string `json:"runtimeConfig,omitempty"`
+
+	// schedulerConfig writes the scheduler's KubeSchedulerConfiguration under dir and returns
+	// its path; nil for L.
+	schedulerConfig func(root, dir string) (string, error)
+}
+
+// Configurations are the configurations of a run, in the order they are interleaved.
+var Configurations = []*Configuration{
+	{
+		Name:   "L",
+		Title:  "limit: no scheduler; a client binds the pending pods round-robin (pods/binding, same QPS)",
+		Gangs:  NoGangs,
+		Binder: true,
+	},
+	{
+		Name:            "B0",
+		Title:           "vanilla: tephra-scheduler with upstream's default profile, no Tephra plugin",
+		Gangs:           NoGangs,
+		schedulerConfig: vanillaSchedulerConfig,
+	},
+	{
+		Name:            "B1",
+		Title:           "upstream gangs: B0 with GenericWorkload, gangs as scheduling.k8s.io/v1beta1 PodGroups",
+		Gangs:           UpstreamGangs,
+		FeatureGates:    "GenericWorkload=true",
+		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
+		schedulerConfig: vanillaSchedulerConfig,
+	},
+	{
+		Name:            "C",
+		Title:           "Tephra: the shipped manifests/scheduler/config.yaml, gangs as Tephra PodGroups",
+		Gangs:           TephraGangs,
+		schedulerConfig: tephraSchedulerConfig,
+	},
+}
+
+func configurationByName(name string) *Configuration {
+	for _, c := range Configurations {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func configurationNames() []string {
+	names := make([]string, len(Configurations))
+	for i, c := range Configurations {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// apiServerArgs take the apiserver's own limits out of the way: no priority and fairness, no cap
+// on requests in flight. Etcd already runs without fsync (test/localcluster).
+var apiServerArgs = []string{
+	"--enable-priority-and-fairness=false",
+	"--max-requests-inflight=0",
+	"--max-mutating-requests-inflight=0",
+}
+
+// schedulerVerbosity keeps the schedulers' logs (in the cluster's logs/) small: --v=2 would log
+// every bind.
+const schedulerVerbosity = 1
+
+// shippedSchedulerConfig reads manifests/scheduler/config.yaml.
+func shippedSchedulerConfig(root string) (map[string]any, error) {
+	path := filepath.Join(root, "manifests", "scheduler", "config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var config map[string]any
+	if err := yaml.Unmarshal(data, &config); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return config, nil
+}
+
+// clientLimits are the shipped configuration's clientConnection qps and burst, which every
+// configuration uses, the binder of L included.
+func clientLimits(root string) (qps float32, burst int, err error) {
+	config, err := shippedSchedulerConfig(root)
+	if err != nil {
+		return 0, 0, err
+	}
+	connection, _ := config["clientConnection"].(map[string]any)
+	q, qok := connection["qps"].(float64)
+	b, bok := connection["burst"].(float64)
+	if !qok || !bok {
+		return 0, 0, fmt.Errorf("manifests/scheduler/config.yaml sets no clientConnection qps and burst")
+	}
+	return float32(q), int(b), nil
+}
+
+// tephraSchedulerConfig is the shipped configuration as it is, but for leader election: a
+// benchmark cluster runs one scheduler, and lease renewals would only add to the apiserver's
+// mutating requests.
+func tephraSchedulerConfig(root, dir string) (string, error) {
+	config, err := shippedSchedulerConfig(root)
+	if err != nil {
+		return "", err
+	}
+	config["leaderElection"] = map[string]any{"leaderElect": false}
+	return writeYAML(filepath.Join(dir, "scheduler-tephra.yaml"), config)
+}
+
+// vanillaSchedulerConfig has upstream's default profile under Tephra's scheduler name, with the
+// shipped configuration's client limits.
+func vanillaSchedulerConfig(root, dir string) (string, error) {
+	qps, burst, err := clientLimits(root)
+	if err != nil {
+		return "", err
+	}
+	config := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"qps": qps, "burst": burst},
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"profiles":         []any{map[string]any{"schedulerName": schedulerName}},
+	}
+	return writeYAML(filepath.Join(dir, "scheduler-vanilla.yaml"), config)
+}
+
+func writeYAML(path string, v any) (string, error) {
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, data, 0o644)
+}

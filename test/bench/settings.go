@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Settings say what a benchmark run does. FromEnv reads them from BENCH_* variables.
+type Settings struct {
+	// Nodes is the number of simulated nodes (BENCH_NODES, default 1000).
+	Nodes int
+	// Pods is the number of pods of each scenario (BENCH_PODS, default 10 000); see scenarios.go
+	// for how each scenario uses it.
+	Pods int
+	// Reps is the number of repetitions of every configuration (BENCH_REPS, default 3).
+	Reps int
+	// Sweep, if set, switches to the sweep: scenario P only, once per node count
+	// (BENCH_SWEEP=500,1000,2000,5000), for the cost curve of throughput against cluster size.
+	Sweep []int
+	// Configs and Scenarios restrict the run to some configurations and scenarios
+	// (BENCH_CONFIGS=L,C; BENCH_SCENARIOS=P,G8); all if empty.
+	Configs, Scenarios []string
+	// Smoke marks the smoke run: it checks that every configuration completes, not how fast.
+	Smoke bool
+
+	// OutDir receives raw results, plots, the rendered report and the clusters' logs
+	// (BENCH_OUT, default test/bench/out under the repository).
+	OutDir string
+	// DocsDir, if set, also receives the results and the report for the documentation: the
+	// report as DocsDir/benchmarks.md, the rest under DocsDir/benchmarks/. Empty in smoke runs.
+	DocsDir string
+	// Keep keeps each cluster's etcd data and certificates (BENCH_KEEP=1); logs are always kept.
+	Keep bool
+
+	// Log receives progress messages and Progress the progress bars; nothing is printed if nil.
+	Log, Progress io.Writer
+}
+
+// Default sizes of a full run and of the smoke run.
+const (
+	DefaultNodes = 1000
+	DefaultPods  = 10000
+	DefaultReps  = 3
+
+	SmokeNodes = 100
+	SmokePods  = 300
+)
+
+// SmokeSettings are those of `make bench-smoke`: 100 nodes, a few hundred pods per scenario, one
+// repetition of every configuration, output under outDir only.
+func SmokeSettings(outDir string) Settings {
+	return Settings{Nodes: SmokeNodes, Pods: SmokePods, Reps: 1, Smoke: true, OutDir: outDir}
+}
+
+// FromEnv completes s from BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP, BENCH_CONFIGS,
+// BENCH_SCENARIOS, BENCH_OUT and BENCH_KEEP. Fields already set are overridden only by variables
+// that are set.
+func (s *Settings) FromEnv() error {
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{"BENCH_NODES", &s.Nodes}, {"BENCH_PODS", &s.Pods}, {"BENCH_REPS", &s.Reps}} {
+		if text := os.Getenv(v.name); text != "" {
+			n, err := strconv.Atoi(text)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%s=%q: want a positive number", v.name, text)
+			}
+			*v.dst = n
+		}
+	}
+	if text := os.Getenv("BENCH_SWEEP"); text != "" {
+		s.Sweep = nil
+		for _, field := range splitList(text) {
+			n, err := strconv.Atoi(field)
+			if err != nil || n < 1 {
+				return fmt.Errorf("BENCH_SWEEP=%q: want node counts such as 500,1000,2000,5000", text)
+			}
+			s.Sweep = append(s.Sweep, n)
+		}
+		slices.Sort(s.Sweep)
+	}
+	if text := os.Getenv("BENCH_CONFIGS"); text != "" {
+		s.Configs = splitList(text)
+	}
+	if text := os.Getenv("BENCH_SCENARIOS"); text != "" {
+		s.Scenarios = splitList(text)
+	}
+	if text := os.Getenv("BENCH_OUT"); text != "" {
+		s.OutDir = text
+	}
+	if text := os.Getenv("BENCH_KEEP"); text != "" && text != "0" {
+		s.Keep = true
+	}
+	return nil
+}
+
+// withDefaults fills what is unset and checks the rest.
+func (s Settings) withDefaults() (Settings, error) {
+	if s.Nodes == 0 {
+		s.Nodes = DefaultNodes
+	}
+	if s.Pods == 0 {
+		s.Pods = DefaultPods
+	}
+	if s.Reps == 0 {
+		s.Reps = DefaultReps
+	}
+	if s.Log == nil {
+		s.Log = io.Discard
+	}
+	if s.OutDir == "" {
+		return s, fmt.Errorf("bench: Settings.OutDir is required")
+	}
+	for _, name := range s.Configs {
+		if configurationByName(name) == nil {
+			return s, fmt.Errorf("unknown configuration %q (have %s)", name, strings.Join(configurationNames(), ", "))
+		}
+	}
+	for _, name := range s.Scenarios {
+		if scenarioByName(name) == nil {
+			return s, fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarioNames(), ", "))
+		}
+	}
+	if s.Pods < 64 {
+		return s, fmt.Errorf("%d pods per scenario: want at least 64, one gang of G64", s.Pods)
+	}
+	return s, nil
+}
+
+// Command is the command line that repeats a run with these settings.
+func (s Settings) Command() string {
+	target := "make bench"
+	if s.Smoke {
+		target = "make bench-smoke"
+	}
+	var vars []string
+	if !s.Smoke {
+		if s.Nodes != DefaultNodes && len(s.Sweep) == 0 {
+			vars = append(vars, fmt.Sprintf("BENCH_NODES=%d", s.Nodes))
+		}
+		if s.Pods != DefaultPods {
+			vars = append(vars, fmt.Sprintf("BENCH_PODS=%d", s.Pods))
+		}
+		if s.Reps != DefaultReps {
+			vars = append(vars, fmt.Sprintf("BENCH_REPS=%d", s.Reps))
+		}
+		if len(s.Sweep) > 0 {
+			counts := make([]string, len(s.Sweep))
+			for i, n := range s.Sweep {
+				counts[i] = strconv.Itoa(n)
+			}
+			vars = append(vars, "BENCH_SWEEP="+strings.Join(counts, ","))
+		}
+	}
+	if len(s.Configs) > 0 {
+		vars = append(vars, "BENCH_CONFIGS="+strings.Join(s.Configs, ","))
+	}
+	if len(s.Scenarios) > 0 {
+		vars = append(vars, "BENCH_SCENARIOS="+strings.Join(s.Scenarios, ","))
+	}
+	return strings.TrimSpace(target + " " + strings.Join(vars, " "))
+}
+
+func splitList(text string) []string {
+	var out []string
+	for field := range strings.SplitSeq(text, ",") {
+		if field = strings.TrimSpace(field); field != "" {
+			out = append(out, field)
+		}
+	}
+	return out
+}
