@@ -398,6 +398,9 @@ func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 	}, nil
 }
 
+// isSchedulableAfterMemberAdded queues a group's pods when the added member completes the
+// group's minimum (or a task's). Members added before that cannot help, nor can members beyond
+// it: queueing on every addition would retry a big group's pods once per member.
 func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	added, ok := newObj.(*corev1.Pod)
 	if !ok {
@@ -405,7 +408,19 @@ func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod
 	}
 	mine, ok := groupOf(pod)
 	theirs, ok2 := groupOf(added)
-	if ok && ok2 && mine == theirs {
+	if !ok || !ok2 || mine != theirs {
+		return fwk.QueueSkip, nil
+	}
+	pg, err := g.podGroups.PodGroups(mine.namespace).Get(mine.name)
+	if err != nil {
+		return fwk.QueueSkip, nil // the PodGroup's own creation will queue the pod
+	}
+	count := g.countMembers(mine, added)
+	if count.shortOf(pg) != "" {
+		return fwk.QueueSkip, nil
+	}
+	task := v1alpha1.TaskOf(added)
+	if count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

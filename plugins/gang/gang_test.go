@@ -379,3 +379,19 @@ func gaugeValue(t *testing.T) float64 {
 	require.NoError(t, err)
 	return v
 }
+
+func TestMemberAddedQueuesTheGroupOnlyWhenItCompletesTheMinimum(t *testing.T) {
+	f := newFixture(t)
+	f.group(t, "job", 3, map[string]int32{"ps": 1}, f.now)
+	waiting := f.member(t, "w1", "job", "worker")
+	hint := func(added *corev1.Pod) fwk.QueueingHint {
+		h, err := f.gang.isSchedulableAfterMemberAdded(klog.Background(), waiting, nil, added)
+		require.NoError(t, err)
+		return h
+	}
+	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "w2", "job", "worker")), "2 of 3: still short")
+	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "w3", "job", "worker")), "3 of 3 but the ps task is short")
+	assert.Equal(t, fwk.Queue, hint(f.member(t, "ps", "job", "ps")), "the ps completes the minimum")
+	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "w4", "job", "worker")), "members beyond the minimum do not help")
+	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "other", "other-job", "")), "another group's member")
+}
