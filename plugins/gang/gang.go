@@ -67,6 +67,7 @@ var (
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.PostBindPlugin    = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
+	_ fwk.SignPlugin        = &Gang{}
 )
 
 // New builds the plugin: it watches PodGroups with its own informer and indexes the scheduler's
@@ -193,6 +194,16 @@ func (g *Gang) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 		}
 	}
 	return e.GetTimestamp(), ""
+}
+
+// SignPod lets the scheduler batch pods without a group, which this plugin leaves alone (an
+// enabled PreFilter plugin that signs nothing turns batching off for every pod). Members of a
+// group are not batched: whether they may go on depends on their group's state.
+func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if _, ok := groupOf(pod); ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "a pod group member's placement depends on its group")
+	}
+	return nil, nil
 }
 
 // PreFilter rejects a member of a group that is backing off after a failed attempt, and the

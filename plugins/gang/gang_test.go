@@ -395,3 +395,12 @@ func TestMemberAddedQueuesTheGroupOnlyWhenItCompletesTheMinimum(t *testing.T) {
 	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "w4", "job", "worker")), "members beyond the minimum do not help")
 	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "other", "other-job", "")), "another group's member")
 }
+
+func TestSignPodBatchesOnlyPodsWithoutAGroup(t *testing.T) {
+	f := newFixture(t)
+	fragments, status := f.gang.SignPod(context.Background(), f.member(t, "plain", "", ""))
+	assert.True(t, status.IsSuccess())
+	assert.Empty(t, fragments)
+	_, status = f.gang.SignPod(context.Background(), f.member(t, "member", "job", ""))
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "group members are not batched")
+}
