@@ -17,7 +17,6 @@ package gang
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -31,10 +30,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	tephraclient "github.com/tephra-dev/tephra/apis/client/clientset/versioned"
-	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // Name of the plugin in scheduler profiles.
@@ -77,11 +75,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	client, err := tephraclient.NewForConfig(handle.KubeConfig())
+	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
 		return nil, err
 	}
-	factory := tephrainformers.NewSharedInformerFactory(client, 0)
 	podGroupInformer := factory.Scheduling().V1alpha1().PodGroups()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Every profile that enables the plugin builds one; they share the scheduler's pod informer.
@@ -91,23 +88,19 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		}
 	}
 	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
-	if _, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
-			if pg, ok := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); ok == nil {
-				ns, name, _ := cache.SplitMetaNamespaceKey(pg)
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				ns, name, _ := cache.SplitMetaNamespaceKey(key)
 				g.groups.forget(groupKey{ns, name})
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for typ, synced := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !synced {
-			return nil, fmt.Errorf("%s: cache of %v did not sync", Name, typ)
-		}
+	if err := setup.StartAndSync(ctx, Name, factory, registration); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -361,34 +354,29 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 	if !ok {
 		return
 	}
-	var boundByUs map[types.UID]struct{}
+	pg, _ := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	members, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var first time.Time
+	observe := false
 	g.groups.with(key, func(s *groupState) {
 		delete(s.assumed, pod.UID)
 		s.bound[pod.UID] = struct{}{}
-		boundByUs = maps.Clone(s.bound)
-	})
-	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
-	if err != nil {
-		return
-	}
-	members, _ := g.members.ByIndex(podGroupIndex, key.String())
-	bound, first := 0, time.Time{}
-	for _, obj := range members {
-		member := obj.(*corev1.Pod)
-		if _, ours := boundByUs[member.UID]; ours || member.Spec.NodeName != "" {
-			bound++
+		if pg == nil || s.fullObserved {
+			return
 		}
-		if first.IsZero() || member.CreationTimestamp.Time.Before(first) {
-			first = member.CreationTimestamp.Time
+		bound := 0
+		for _, obj := range members {
+			member := obj.(*corev1.Pod)
+			// The pod informer may not show this scheduler's binds yet.
+			if _, ours := s.bound[member.UID]; ours || member.Spec.NodeName != "" {
+				bound++
+			}
+			if first.IsZero() || member.CreationTimestamp.Time.Before(first) {
+				first = member.CreationTimestamp.Time
+			}
 		}
-	}
-	if bound < int(pg.Spec.MinMember) || first.IsZero() {
-		return
-	}
-	observe := false
-	g.groups.with(key, func(s *groupState) {
-		observe = !s.fullObserved
-		s.fullObserved = true
+		observe = bound >= int(pg.Spec.MinMember) && !first.IsZero()
+		s.fullObserved = observe
 	})
 	if observe {
 		timeToFull.Observe(g.now().Sub(first).Seconds())

@@ -32,43 +32,39 @@ type memberCount struct {
 // pods) and the plugin's assumed set. extra is counted too if the informer does not show it yet.
 func (g *Gang) countMembers(key groupKey, extra *corev1.Pod) memberCount {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
-	var assumed map[string]bool
+	c := memberCount{existingByTask: map[string]int{}, placedByTask: map[string]int{}, placedRequests: corev1.ResourceList{}}
+	// Counted under the group's lock: binding cycles change its assumed set meanwhile.
 	g.groups.with(key, func(s *groupState) {
-		assumed = make(map[string]bool, len(s.assumed))
-		for uid := range s.assumed {
-			assumed[string(uid)] = true
+		add := func(pod *corev1.Pod) {
+			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				return
+			}
+			task := v1alpha1.TaskOf(pod)
+			c.existing++
+			c.existingByTask[task]++
+			if pod.Spec.NodeName != "" {
+				c.bound++
+			}
+			if _, assumed := s.assumed[pod.UID]; pod.Spec.NodeName != "" || assumed {
+				c.placed++
+				c.placedByTask[task]++
+				addTo(c.placedRequests, podRequests(pod))
+				return
+			}
+			c.unplaced = append(c.unplaced, pod)
+		}
+		seenExtra := extra == nil
+		for _, obj := range objs {
+			pod := obj.(*corev1.Pod)
+			if !seenExtra && pod.UID == extra.UID {
+				seenExtra = true
+			}
+			add(pod)
+		}
+		if !seenExtra {
+			add(extra)
 		}
 	})
-	c := memberCount{existingByTask: map[string]int{}, placedByTask: map[string]int{}, placedRequests: corev1.ResourceList{}}
-	add := func(pod *corev1.Pod) {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			return
-		}
-		task := v1alpha1.TaskOf(pod)
-		c.existing++
-		c.existingByTask[task]++
-		if pod.Spec.NodeName != "" {
-			c.bound++
-		}
-		if pod.Spec.NodeName != "" || assumed[string(pod.UID)] {
-			c.placed++
-			c.placedByTask[task]++
-			addTo(c.placedRequests, podRequests(pod))
-			return
-		}
-		c.unplaced = append(c.unplaced, pod)
-	}
-	seenExtra := extra == nil
-	for _, obj := range objs {
-		pod := obj.(*corev1.Pod)
-		if !seenExtra && pod.UID == extra.UID {
-			seenExtra = true
-		}
-		add(pod)
-	}
-	if !seenExtra {
-		add(extra)
-	}
 	return c
 }
 

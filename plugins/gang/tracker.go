@@ -36,6 +36,9 @@ type groupState struct {
 type tracker struct {
 	mu     sync.Mutex
 	groups map[groupKey]*groupState
+	// waiting is the number of members waiting at Permit across all groups, kept as groups change
+	// so that the gauge costs nothing per call.
+	waiting int
 }
 
 func newTracker() *tracker { return &tracker{groups: map[groupKey]*groupState{}} }
@@ -49,7 +52,9 @@ func (t *tracker) with(key groupKey, f func(*groupState)) {
 		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}, bound: map[types.UID]struct{}{}}
 		t.groups[key] = g
 	}
+	before := len(g.waiting)
 	f(g)
+	t.waiting += len(g.waiting) - before
 }
 
 // sortTime orders groups in the queue: the later of its creation and its last failure, so a group
@@ -71,16 +76,15 @@ func (t *tracker) sortTime(key groupKey) (time.Time, bool) {
 func (t *tracker) waitingCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for _, g := range t.groups {
-		n += len(g.waiting)
-	}
-	return n
+	return t.waiting
 }
 
 // forget drops a deleted group.
 func (t *tracker) forget(key groupKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if g := t.groups[key]; g != nil {
+		t.waiting -= len(g.waiting)
+	}
 	delete(t.groups, key)
 }

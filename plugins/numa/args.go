@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
+
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // Scoring strategies: how nodes on which a pod takes the same number of NUMA zones are ordered.
@@ -46,20 +47,5 @@ func (a *Args) Validate() error {
 // ParseArgs reads, defaults and validates the plugin's args from a scheduler configuration
 // (nil: all defaults).
 func ParseArgs(obj runtime.Object) (*Args, error) {
-	args := &Args{}
-	if obj != nil {
-		raw, ok := obj.(*runtime.Unknown)
-		if !ok {
-			return nil, fmt.Errorf("%s args: want runtime.Unknown, got %T", Name, obj)
-		}
-		// Strict, so that a misspelled field is an error rather than a silent default.
-		if err := yaml.UnmarshalStrict(raw.Raw, args); err != nil {
-			return nil, fmt.Errorf("%s args: %w", Name, err)
-		}
-	}
-	args.SetDefaults()
-	if err := args.Validate(); err != nil {
-		return nil, fmt.Errorf("%s args: %w", Name, err)
-	}
-	return args, nil
+	return setup.ParseArgs[Args](Name, obj)
 }

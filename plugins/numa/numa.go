@@ -30,10 +30,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	tephraclient "github.com/tephra-dev/tephra/apis/client/clientset/versioned"
-	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	topologylisters "github.com/tephra-dev/tephra/apis/client/listers/topology/v1alpha2"
 	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // Name of the plugin in scheduler profiles.
@@ -83,11 +82,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	client, err := tephraclient.NewForConfig(handle.KubeConfig())
+	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
 		return nil, err
 	}
-	factory := tephrainformers.NewSharedInformerFactory(client, 0)
 	nrtInformer := factory.Topology().V1alpha2().NodeResourceTopologies()
 	// The scheduler's node informer, registered now: the scheduler starts its informers once
 	// every plugin is built.
@@ -101,11 +99,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(n.podHandler()); err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, registration.HasSynced) {
-		return nil, fmt.Errorf("%s: cache of NodeResourceTopologies did not sync", Name)
+	if err := setup.StartAndSync(ctx, Name, factory, registration); err != nil {
+		return nil, err
 	}
 	go func() {
 		if cache.WaitForNamedCacheSyncWithContext(ctx, nodesSynced) {
