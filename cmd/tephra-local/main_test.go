@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+)
+
+// TestUpAndDown runs what `make up` and `make down` run: up starts the local cluster in the
+// background and runs the demo; the cluster has 4 Ready nodes and the root and default queues;
+// down leaves no process of it behind.
+func TestUpAndDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local control plane")
+	}
+	bin := filepath.Join(t.TempDir(), "tephra-local")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = exec.Command(bin, "down", "--dir", dir).Run() })
+
+	out, err = exec.Command(bin, "up", "--dir", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "demo: ", "the demo ran")
+	assert.Regexp(t, `demo: \S+ Succeeded on kwok-node-\d`, string(out))
+	assert.Contains(t, string(out), "kubectl get nodes,queues")
+
+	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	require.NoError(t, err)
+	kube := kubernetes.NewForConfigOrDie(config)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	ready := 0
+	for _, node := range nodes.Items {
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	assert.Equal(t, 4, ready, "4 Ready nodes")
+	queues, err := versioned.NewForConfigOrDie(config).SchedulingV1alpha1().Queues().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, q := range queues.Items {
+		names = append(names, q.Name)
+	}
+	assert.ElementsMatch(t, []string{"root", "default"}, names)
+
+	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "stopped the local cluster")
+	assert.Empty(t, processesMentioning(t, dir), "make down leaves no process of the cluster")
+}
+
+// processesMentioning lists the command lines of live processes whose arguments name dir.
+func processesMentioning(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var found []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), dir) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if strings.Contains(string(stat), ") Z ") {
+			continue // exited, not yet reaped
+		}
+		found = append(found, strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return found
+}
