@@ -85,6 +85,10 @@ func setupControllers(mgr ctrl.Manager) error {
 	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
 		return err
 	}
+	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName)}
+	if err := queues.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("queue controller: %w", err)
+	}
 	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName)}
 	if err := podGroups.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("pod group controller: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/tephra-dev/tephra/cmd/internal/version"
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/queue"
 )
 
 func main() {
@@ -37,5 +38,6 @@ func pluginOptions() []app.Option {
 	return []app.Option{
 		app.WithPlugin(gang.Name, gang.New),
 		app.WithPlugin(numa.Name, numa.New),
+		app.WithPlugin(queue.Name, queue.New),
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/queue"
 )
 
 // TestShippedSchedulerConfigs loads every KubeSchedulerConfiguration under manifests/scheduler as
@@ -23,7 +24,7 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 	files, err := filepath.Glob("../../manifests/scheduler/config*.yaml")
 	require.NoError(t, err)
 	require.Len(t, files, 2)
-	known := map[string]bool{gang.Name: true, numa.Name: true}
+	known := map[string]bool{gang.Name: true, numa.Name: true, queue.Name: true}
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}
@@ -50,7 +51,7 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 			for _, p := range profile.Plugins.PostFilter.Enabled {
 				postFilter = append(postFilter, p.Name)
 			}
-			assert.Equal(t, []string{gang.Name, "DefaultPreemption"}, postFilter, "the gang plugin decides before preemption")
+			assert.Equal(t, []string{queue.Name, gang.Name}, postFilter, "queue-aware reclaim replaces DefaultPreemption; then the gang plugin releases gangs that cannot complete")
 			parsed := false
 			for _, pc := range profile.PluginConfig {
 				if pc.Name == gang.Name {

@@ -54,6 +54,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// On a label change the handler maps both the old and the new pod, so the group a pod
 		// leaves is reconciled too.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForGroupOf)).
+		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.requestsForQueue)).
 		Complete(r)
 }
 
@@ -91,7 +92,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("list members of pod group %s: %w", req.NamespacedName, err)
 	}
 
-	status := desiredStatus(group, pods.Items)
+	var queues schedulingv1alpha1.QueueList
+	if err := r.List(ctx, &queues); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list queues: %w", err)
+	}
+	queuePtrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
+	for i := range queues.Items {
+		queuePtrs[i] = &queues.Items[i]
+	}
+	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs))
 	if equality.Semantic.DeepEqual(group.Status, status) {
 		return ctrl.Result{}, nil
 	}

@@ -36,6 +36,10 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, schedulingv1alpha1.AddToScheme(scheme))
 	f := &fixture{recorder: events.NewFakeRecorder(100)}
+	// The queues that tephra-controllers creates in every cluster.
+	objs = append(objs,
+		&schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.RootQueue}},
+		&schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultQueue}, Spec: schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue}})
 	f.client = fake.NewClientBuilder().
 		WithScheme(scheme).
 		WithObjects(objs...).

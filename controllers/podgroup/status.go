@@ -35,6 +35,10 @@ var tephraReasons = []string{
 	schedulingv1alpha1.ReasonInvalidPodGroup,
 	schedulingv1alpha1.ReasonWaitingForMembers,
 	schedulingv1alpha1.ReasonTimeout,
+	schedulingv1alpha1.ReasonQueueUnavailable,
+	schedulingv1alpha1.ReasonQueueCapability,
+	schedulingv1alpha1.ReasonQueueOverShare,
+	schedulingv1alpha1.ReasonNeverFits,
 }
 
 // memberCounts sorts a group's members by where they are in their lives.
@@ -109,7 +113,10 @@ func phaseOf(c memberCounts, minMember int32, hasRun bool) schedulingv1alpha1.Po
 
 // desiredStatus decides the status of group from its member pods. It starts from the group's
 // current status so that conditions keep their lastTransitionTime while they hold.
-func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedulingv1alpha1.PodGroupStatus {
+//
+// A group whose minimum exists enters its queue (Inqueue) only when the queue admits it: hold
+// says why it does not ("" when it does), and the group stays Pending with that reason.
+func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold queueHold) schedulingv1alpha1.PodGroupStatus {
 	status := *group.Status.DeepCopy()
 	counts := countMembers(pods)
 	minMember := minMemberOf(group)
@@ -120,6 +127,10 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedu
 
 	scheduled := scheduledCondition(counts, minMember, hasRun)
 	unschedulable := unschedulableCondition(group, pods, counts, status.Phase, scheduled.Status == metav1.ConditionTrue)
+	if status.Phase == schedulingv1alpha1.PodGroupInqueue && counts.running+counts.succeeded == 0 && hold.reason != "" {
+		status.Phase = schedulingv1alpha1.PodGroupPending
+		unschedulable.Status, unschedulable.Reason, unschedulable.Message = metav1.ConditionTrue, hold.reason, hold.message
+	}
 	for _, cond := range []metav1.Condition{scheduled, unschedulable} {
 		cond.ObservedGeneration = group.Generation
 		meta.SetStatusCondition(&status.Conditions, cond)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -243,7 +244,7 @@ func TestUnschedulableCondition(t *testing.T) {
 func TestDesiredStatus(t *testing.T) {
 	t.Run("the minimum runs", func(t *testing.T) {
 		pg := group(2, nil)
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending))
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending), queueHold{})
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase)
 		assert.Equal(t, [3]int32{2, 0, 0}, [3]int32{status.Running, status.Succeeded, status.Failed})
@@ -261,10 +262,10 @@ func TestDesiredStatus(t *testing.T) {
 
 	t.Run("Scheduled stays True once the minimum ran, and the group becomes Unknown", func(t *testing.T) {
 		pg := group(2, nil)
-		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning))
+		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning), queueHold{})
 		since := meta.FindStatusCondition(pg.Status.Conditions, "Scheduled").LastTransitionTime
 
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending))
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending), queueHold{})
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupUnknown, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -273,7 +274,7 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("not scheduled yet", func(t *testing.T) {
-		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending))
+		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending), queueHold{})
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -284,14 +285,46 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("unset minMember counts as 1", func(t *testing.T) {
-		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded))
+		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded), queueHold{})
 		assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, status.Phase)
 	})
 
 	t.Run("the same inputs give the same status", func(t *testing.T) {
 		pg := group(2, nil)
 		members := pods(corev1.PodRunning, corev1.PodPending)
-		pg.Status = desiredStatus(pg, members)
-		assert.Equal(t, pg.Status, desiredStatus(pg, members))
+		pg.Status = desiredStatus(pg, members, queueHold{})
+		assert.Equal(t, pg.Status, desiredStatus(pg, members, queueHold{}))
 	})
+}
+
+func TestQueueHoldKeepsGroupPending(t *testing.T) {
+	pg := group(2, nil)
+	pg.Spec.Queue = "team"
+	pg.Spec.MinResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	members := pods(corev1.PodPending, corev1.PodPending)
+	team := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team"}, Spec: schedulingv1alpha1.QueueSpec{
+		Parent: "root", Capability: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+	}}
+	team.Status.Allocated = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+
+	hold := queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})
+	status := desiredStatus(pg, members, hold)
+	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
+	cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+	require.NotNil(t, cond)
+	assert.Equal(t, schedulingv1alpha1.ReasonQueueCapability, cond.Reason)
+	assert.Contains(t, cond.Message, `capability of queue "team" (cpu 5 > 4)`)
+
+	team.Status.Allocated = nil
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})).Phase)
+
+	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("5")
+	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}).reason)
+
+	team.Spec.State = schedulingv1alpha1.QueueClosed
+	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})
+	assert.Equal(t, schedulingv1alpha1.ReasonQueueUnavailable, hold.reason)
+	assert.Contains(t, hold.message, `queue "team" is closed`)
+	pg.Spec.Queue = "nope"
+	assert.Contains(t, queueHoldOf(pg, nil).message, `queue "nope" does not exist`)
 }

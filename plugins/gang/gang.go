@@ -39,7 +39,7 @@ import (
 const Name = "TephraGang"
 
 // podGroupIndex indexes the scheduler's pod informer by "namespace/group".
-const podGroupIndex = "tephra.podgroup"
+const podGroupIndex = setup.PodGroupIndex
 
 // podGroupEvent is the cluster event resource of Tephra's PodGroups (plural.version.group), which
 // the scheduler watches with a dynamic informer.
@@ -81,11 +81,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	}
 	podGroupInformer := factory.Scheduling().V1alpha1().PodGroups()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
-	// Every profile that enables the plugin builds one; they share the scheduler's pod informer.
-	if _, indexed := podInformer.GetIndexer().GetIndexers()[podGroupIndex]; !indexed {
-		if err := podInformer.AddIndexers(cache.Indexers{podGroupIndex: indexByGroup}); err != nil {
-			return nil, fmt.Errorf("indexing pods by pod group: %w", err)
-		}
+	if err := setup.IndexPodsByGroup(podInformer); err != nil {
+		return nil, err
 	}
 	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -111,18 +108,6 @@ func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroup
 
 // Name of the plugin.
 func (g *Gang) Name() string { return Name }
-
-func indexByGroup(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	name, ok := v1alpha1.PodGroupNameOf(pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{pod.Namespace + "/" + name}, nil
-}
 
 // groupOf returns the key of the pod's group; ok is false for a pod without one.
 func groupOf(pod *corev1.Pod) (groupKey, bool) {

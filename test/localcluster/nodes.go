@@ -26,6 +26,9 @@ type NodeShape struct {
 	Memory string // e.g. "32Gi"
 	Pods   int    // default 110
 	GPUs   int
+	// Extended adds extended resources, e.g. a resource of a test's own that no other test's
+	// nodes offer, so that queue shares computed from the cluster total involve only its nodes.
+	Extended map[corev1.ResourceName]int64
 	// Labels are added to the node's, e.g. to keep a test's pods on its own nodes.
 	Labels map[string]string
 	// Taints of the node.
@@ -61,6 +64,9 @@ func SimulatedNode(name string, shape NodeShape) *corev1.Node {
 	}
 	if shape.GPUs > 0 {
 		resources[GPUResource] = *resource.NewQuantity(int64(shape.GPUs), resource.DecimalSI)
+	}
+	for name, v := range shape.Extended {
+		resources[name] = *resource.NewQuantity(v, resource.DecimalSI)
 	}
 	labels := map[string]string{
 		"type":                   "kwok",

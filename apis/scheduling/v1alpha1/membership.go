@@ -47,3 +47,44 @@ const (
 	// ReasonTimeout: the group's placed members waited scheduleTimeoutSeconds for the rest.
 	ReasonTimeout = "ScheduleTimeout"
 )
+
+// CountsInQueues says whether a pod's requests count against Tephra's queues: pods scheduled by
+// tephra-scheduler, and pods of any scheduler that name a queue or a pod group. The scheduler's
+// ledger and the Queue controller both use this rule, so they agree on every queue's usage.
+func CountsInQueues(pod *corev1.Pod) bool {
+	if pod.Spec.SchedulerName == SchedulerName {
+		return true
+	}
+	if _, ok := pod.Labels[QueueLabel]; ok {
+		return true
+	}
+	_, ok := PodGroupNameOf(pod)
+	return ok
+}
+
+// QueueOfPod returns the queue of a pod: its PodGroup's spec.queue when it belongs to one
+// (groupQueue, "" when the group is unknown), else its queue label, else the default queue.
+func QueueOfPod(pod *corev1.Pod, groupQueue string) string {
+	if _, grouped := PodGroupNameOf(pod); grouped {
+		if groupQueue != "" {
+			return groupQueue
+		}
+		return DefaultQueue
+	}
+	if q := pod.Labels[QueueLabel]; q != "" {
+		return q
+	}
+	return DefaultQueue
+}
+
+// Reasons that tephra-scheduler gives for a workload its queue holds back.
+const (
+	// ReasonQueueUnavailable: the queue is missing, not a leaf, or closed.
+	ReasonQueueUnavailable = "QueueUnavailable"
+	// ReasonQueueCapability: the workload would take its queue (or an ancestor) past its capability.
+	ReasonQueueCapability = "QueueCapabilityExceeded"
+	// ReasonQueueOverShare: the queue uses its deserved share while other queues wait for theirs.
+	ReasonQueueOverShare = "QueueOverDeservedShare"
+	// ReasonNeverFits: the workload's minimum is larger than its queue's capability.
+	ReasonNeverFits = "ExceedsQueueCapability"
+)

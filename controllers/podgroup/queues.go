@@ -1,0 +1,68 @@
+package podgroup
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+// queueHold is why a group's queue does not admit its minimum now; empty when it does.
+type queueHold struct{ reason, message string }
+
+// queueHoldOf checks the group's minimum against its queue as the Queue controller reports it:
+// the queue must be a usable leaf, and minResources must fit under the capability of the queue
+// and its ancestors beside what they have allocated. The scheduler applies the same rules when
+// it places the pods; this is what users see on the group meanwhile.
+func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue) queueHold {
+	name := group.Spec.Queue
+	if name == "" {
+		name = schedulingv1alpha1.DefaultQueue
+	}
+	tree := quota.NewTree(queues)
+	leaf, why := tree.WorkloadQueue(name)
+	if why != "" {
+		return queueHold{schedulingv1alpha1.ReasonQueueUnavailable, fmt.Sprintf("%s: %s; the group waits", schedulingv1alpha1.ReasonQueueUnavailable, why)}
+	}
+	need := quota.FromList(group.Spec.MinResources)
+	allocated := map[string]quota.Amounts{}
+	for _, q := range queues {
+		allocated[q.Name] = quota.FromList(q.Status.Allocated)
+	}
+	for _, n := range leaf.Ancestry() {
+		if over := need.Exceeding(n.Capability); over != "" {
+			return queueHold{schedulingv1alpha1.ReasonNeverFits, fmt.Sprintf("%s: the group's minResources exceed the capability of queue %q (%s); it can never run there", schedulingv1alpha1.ReasonNeverFits, n.Name, over)}
+		}
+		used := allocated[n.Name].Clone()
+		for r, v := range need {
+			if _, limited := n.Capability[r]; limited {
+				used[r] += v
+			}
+		}
+		if over := used.Exceeding(n.Capability); over != "" {
+			return queueHold{schedulingv1alpha1.ReasonQueueCapability, fmt.Sprintf("%s: the group's minimum waits for room under the capability of queue %q (%s)", schedulingv1alpha1.ReasonQueueCapability, n.Name, over)}
+		}
+	}
+	return queueHold{}
+}
+
+// requestsForQueue maps a Queue to the groups that are not running yet: a queue created, opened
+// or grown may admit them.
+func (r *Reconciler) requestsForQueue(ctx context.Context, _ client.Object) []reconcile.Request {
+	var groups schedulingv1alpha1.PodGroupList
+	if err := r.List(ctx, &groups); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, g := range groups.Items {
+		if g.Status.Phase == "" || g.Status.Phase == schedulingv1alpha1.PodGroupPending || g.Status.Phase == schedulingv1alpha1.PodGroupInqueue {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+// ControllerName names the controller, in logs and as the reporting controller of its events.
+const ControllerName = "tephra-queue"
+
+// Condition types of a Queue.
+const (
+	// ConditionValid is False when the queue is not in the tree (its parent is missing, or it is
+	// its own ancestor): its workloads wait.
+	ConditionValid = "Valid"
+	// ConditionGuaranteesFit is False when the children's guarantees exceed the queue's own
+	// guarantee (or, for root, the cluster): they are scaled down in proportion.
+	ConditionGuaranteesFit = "GuaranteesFit"
+)
+
+// allQueues is the one reconcile request: shares depend on every queue and every pod, so all
+// statuses are computed together.
+var allQueues = reconcile.Request{NamespacedName: types.NamespacedName{Name: "all-queues"}}
+
+// Reconciler writes every Queue's status from the pods, nodes and PodGroups: allocated and
+// deserved resources, workload counts and conditions. It keeps nothing in memory, so its status
+// never drifts and is right again at once after a restart.
+type Reconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Delay batches changes: a burst of pod events costs one recomputation per Delay.
+	Delay time.Duration
+}
+
+// SetupWithManager runs the reconciler on any change of Queues, pods, nodes and PodGroups.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Delay == 0 {
+		r.Delay = 500 * time.Millisecond
+	}
+	if err := registerMetrics(); err != nil {
+		return err
+	}
+	enqueue := batchingHandler{delay: r.Delay}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&schedulingv1alpha1.Queue{}), enqueue)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Pod{}), enqueue)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Node{}), enqueue)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&schedulingv1alpha1.PodGroup{}), enqueue)).
+		Complete(r)
+}
+
+// batchingHandler maps every event to allQueues after a delay; the work queue keeps one entry.
+type batchingHandler struct{ delay time.Duration }
+
+var _ handler.EventHandler = batchingHandler{}
+
+func (h batchingHandler) Create(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q.AddAfter(allQueues, h.delay)
+}
+func (h batchingHandler) Update(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q.AddAfter(allQueues, h.delay)
+}
+func (h batchingHandler) Delete(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q.AddAfter(allQueues, h.delay)
+}
+func (h batchingHandler) Generic(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q.AddAfter(allQueues, h.delay)
+}
+
+// Reconcile recomputes every queue's status and writes those that changed.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var queues schedulingv1alpha1.QueueList
+	if err := r.List(ctx, &queues); err != nil {
+		return ctrl.Result{}, err
+	}
+	var pods corev1.PodList
+	// The pods are only read: sparing the deep copy of every pod keeps big clusters cheap.
+	if err := r.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, err
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, err
+	}
+	var groups schedulingv1alpha1.PodGroupList
+	if err := r.List(ctx, &groups); err != nil {
+		return ctrl.Result{}, err
+	}
+	ptrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
+	for i := range queues.Items {
+		ptrs[i] = &queues.Items[i]
+	}
+	acct := Account(ptrs, pods.Items, nodes.Items, groups.Items)
+	exportMetrics(acct)
+	var errs []error
+	for i := range queues.Items {
+		q := &queues.Items[i]
+		status := acct.Status(q)
+		if equality.Semantic.DeepEqual(q.Status, status) {
+			continue
+		}
+		previous := q.Status
+		q.Status = status
+		if err := r.Status().Update(ctx, q); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				// The queue changed meanwhile: its event brings another reconcile.
+				continue
+			}
+			errs = append(errs, fmt.Errorf("update status of queue %s: %w", q.Name, err))
+			continue
+		}
+		r.recordEvents(q, previous)
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, errs[0]
+	}
+	return ctrl.Result{}, nil
+}
+
+// recordEvents announces conditions that turned False.
+func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous schedulingv1alpha1.QueueStatus) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range q.Status.Conditions {
+		before := meta.FindStatusCondition(previous.Conditions, c.Type)
+		if c.Status == metav1.ConditionFalse && (before == nil || before.Status != metav1.ConditionFalse || before.Message != c.Message) {
+			r.Recorder.Eventf(q, nil, corev1.EventTypeWarning, c.Reason, "UpdateStatus", "%s", c.Message)
+		}
+	}
+}
+
+// Accounting is every queue's usage and share, computed from the cluster's objects with the
+// same rules as the scheduler's ledger.
+type Accounting struct {
+	Tree      *quota.Tree
+	Total     quota.Amounts
+	Allocated map[string]quota.Amounts // by queue, subtrees summed
+	Pending   map[string]quota.Amounts // by leaf queue
+	Deserved  map[string]quota.Amounts
+	// Workloads counts pod groups (and pods without a group) by queue and state.
+	Workloads      map[string]*WorkloadCounts
+	overGuaranteed map[string]string
+}
+
+// WorkloadCounts counts a queue's workloads.
+type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
+
+// Account computes what every queue uses, waits for and deserves.
+func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup) *Accounting {
+	a := &Accounting{
+		Tree:      quota.NewTree(queues),
+		Total:     quota.Amounts{},
+		Allocated: map[string]quota.Amounts{},
+		Pending:   map[string]quota.Amounts{},
+		Workloads: map[string]*WorkloadCounts{},
+	}
+	for i := range nodes {
+		alloc := quota.FromList(nodes[i].Status.Allocatable)
+		delete(alloc, corev1.ResourcePods)
+		a.Total.Add(alloc)
+	}
+	groupQueue := map[string]string{}
+	for i := range groups {
+		g := &groups[i]
+		queue := g.Spec.Queue
+		if queue == "" {
+			queue = schedulingv1alpha1.DefaultQueue
+		}
+		groupQueue[g.Namespace+"/"+g.Name] = queue
+		counts := a.counts(queue)
+		switch g.Status.Phase {
+		case schedulingv1alpha1.PodGroupPending, "":
+			counts.Pending++
+		case schedulingv1alpha1.PodGroupInqueue:
+			counts.Inqueue++
+		case schedulingv1alpha1.PodGroupRunning:
+			counts.Running++
+		}
+	}
+	leafAllocated := map[string]quota.Amounts{}
+	for i := range pods {
+		pod := &pods[i]
+		if !schedulingv1alpha1.CountsInQueues(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		queue := ""
+		name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
+		if grouped {
+			q, ok := groupQueue[pod.Namespace+"/"+name]
+			if !ok {
+				continue // the scheduler counts such pods nowhere either
+			}
+			queue = q
+		} else {
+			queue = schedulingv1alpha1.QueueOfPod(pod, "")
+		}
+		requests := podRequests(pod)
+		switch {
+		case pod.Spec.NodeName != "":
+			add(leafAllocated, queue, requests)
+			if !grouped {
+				a.counts(queue).Running++
+			}
+		case pod.DeletionTimestamp == nil:
+			add(a.Pending, queue, requests)
+			if !grouped {
+				a.counts(queue).Pending++
+			}
+		}
+	}
+	demand := map[string]quota.Amounts{}
+	for queue, v := range leafAllocated {
+		add(demand, queue, v)
+	}
+	for queue, v := range a.Pending {
+		add(demand, queue, v)
+	}
+	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)
+	for _, n := range a.Tree.Nodes() {
+		for _, anc := range n.Ancestry() {
+			if n.Leaf() {
+				add(a.Allocated, anc.Name, leafAllocated[n.Name])
+			}
+		}
+	}
+	// Parents count their children's workloads.
+	for _, n := range a.Tree.Nodes() {
+		if !n.Leaf() {
+			continue
+		}
+		c := a.Workloads[n.Name]
+		if c == nil {
+			continue
+		}
+		for p := n.Parent; p != nil; p = p.Parent {
+			pc := a.counts(p.Name)
+			pc.Pending += c.Pending
+			pc.Inqueue += c.Inqueue
+			pc.Running += c.Running
+		}
+	}
+	a.overGuaranteed = a.Tree.OverGuaranteed(a.Total)
+	return a
+}
+
+func (a *Accounting) counts(queue string) *WorkloadCounts {
+	c := a.Workloads[queue]
+	if c == nil {
+		c = &WorkloadCounts{}
+		a.Workloads[queue] = c
+	}
+	return c
+}
+
+// Status is the status the queue should have.
+func (a *Accounting) Status(q *schedulingv1alpha1.Queue) schedulingv1alpha1.QueueStatus {
+	status := schedulingv1alpha1.QueueStatus{Conditions: q.Status.DeepCopy().Conditions}
+	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "InTree", Message: "the queue is part of the queue tree", ObservedGeneration: q.Generation}
+	if problem, bad := a.Tree.Problems[q.Name]; bad {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, "NotInTree", problem+"; its workloads wait"
+	}
+	meta.SetStatusCondition(&status.Conditions, valid)
+	fit := metav1.Condition{Type: ConditionGuaranteesFit, Status: metav1.ConditionTrue, Reason: "Fit", Message: "the children's guarantees fit in the queue", ObservedGeneration: q.Generation}
+	if msg, over := a.overGuaranteed[q.Name]; over {
+		fit.Status, fit.Reason, fit.Message = metav1.ConditionFalse, "GuaranteesExceedParent", msg+"; they are scaled down in proportion"
+	}
+	meta.SetStatusCondition(&status.Conditions, fit)
+	// Keep the transition times of unchanged conditions, so an unchanged status is not rewritten.
+	for i := range status.Conditions {
+		if old := meta.FindStatusCondition(q.Status.Conditions, status.Conditions[i].Type); old != nil && old.Status == status.Conditions[i].Status {
+			status.Conditions[i].LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	if a.Tree.Get(q.Name) == nil {
+		return status
+	}
+	if l := a.Allocated[q.Name].List(); len(l) > 0 {
+		status.Allocated = l
+	}
+	if l := a.Deserved[q.Name].List(); len(l) > 0 {
+		status.Deserved = l
+	}
+	if c := a.Workloads[q.Name]; c != nil {
+		status.Pending, status.Inqueue, status.Running = c.Pending, c.Inqueue, c.Running
+	}
+	return status
+}
+
+func add(sums map[string]quota.Amounts, key string, v quota.Amounts) {
+	if len(v) == 0 {
+		return
+	}
+	if sums[key] == nil {
+		sums[key] = quota.Amounts{}
+	}
+	sums[key].Add(v)
+}

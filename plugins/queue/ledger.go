@@ -1,0 +1,313 @@
+package queue
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+// podEntry is what the ledger knows of one pod that counts in a queue.
+type podEntry struct {
+	queue    string // "" while the pod's PodGroup is unknown: it counts nowhere yet
+	group    string // namespace/name of its PodGroup, "" for none
+	requests quota.Amounts
+	priority int32
+	// bound: the informer shows it on a node; assumed: this scheduler reserved it.
+	bound, assumed bool
+	terminating    bool
+	nominated      bool
+	// nominatedAt is when PostFilter nominated the pod; until the informer catches up (or a
+	// while has passed), the nomination counts even if the pod object does not show it yet.
+	nominatedAt time.Time
+}
+
+// nominationGrace is how long a nomination made by PostFilter counts without the informer
+// showing it.
+const nominationGrace = 30 * time.Second
+
+func (e *podEntry) placed() bool { return e.bound || e.assumed }
+
+// ledger is the scheduler's one account of every queue: requests placed (bound, or assumed by
+// this scheduler between Reserve and bind) and pending, per leaf queue, and the cluster's total.
+// Informer events and Reserve/Unreserve update it under one lock; scheduling cycles read it.
+// Since cycles run one at a time and Reserve records a pod before the next cycle starts, no two
+// cycles can both admit into the last free share of a queue.
+type ledger struct {
+	mu   sync.RWMutex
+	pods map[types.UID]*podEntry
+	// allocated, terminating, pending and nominated sum the entries by leaf queue.
+	allocated, terminating, pending, nominated map[string]quota.Amounts
+	// groupPlaced sums the placed requests of each PodGroup, and groupCount counts them.
+	groupPlaced map[string]quota.Amounts
+	groupCount  map[string]int
+	// unresolved holds pods whose PodGroup was not known yet, by group.
+	unresolved map[string]map[types.UID]*corev1.Pod
+	nodes      map[string]quota.Amounts
+	total      quota.Amounts
+	// version changes with every change, so derived values can be cached.
+	version uint64
+}
+
+func newLedger() *ledger {
+	return &ledger{
+		pods:        map[types.UID]*podEntry{},
+		allocated:   map[string]quota.Amounts{},
+		terminating: map[string]quota.Amounts{},
+		pending:     map[string]quota.Amounts{},
+		nominated:   map[string]quota.Amounts{},
+		groupPlaced: map[string]quota.Amounts{},
+		groupCount:  map[string]int{},
+		unresolved:  map[string]map[types.UID]*corev1.Pod{},
+		nodes:       map[string]quota.Amounts{},
+		total:       quota.Amounts{},
+	}
+}
+
+// podRequests are the requests a pod counts for in its queue.
+func podRequests(pod *corev1.Pod) quota.Amounts {
+	return quota.FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+}
+
+// observe records a pod as the informer shows it. resolve returns the queue of a PodGroup
+// ("" when it does not exist).
+func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) string) {
+	if !v1alpha1.CountsInQueues(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		l.forget(pod.UID, pod)
+		return
+	}
+	e := &podEntry{
+		requests:    podRequests(pod),
+		priority:    corev1helpers.PodPriority(pod),
+		bound:       pod.Spec.NodeName != "",
+		terminating: pod.DeletionTimestamp != nil,
+		nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
+	}
+	groupQueue := ""
+	if name, ok := v1alpha1.PodGroupNameOf(pod); ok {
+		e.group = pod.Namespace + "/" + name
+		groupQueue = resolve(pod.Namespace, name)
+	}
+	if e.group == "" || groupQueue != "" {
+		e.queue = v1alpha1.QueueOfPod(pod, groupQueue)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.pods[pod.UID]; old != nil {
+		e.assumed = old.assumed && !e.bound
+		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
+			e.nominated, e.nominatedAt = true, old.nominatedAt
+		}
+		l.account(old, -1)
+	}
+	l.setUnresolved(pod, e.group, e.queue == "")
+	l.pods[pod.UID] = e
+	l.account(e, 1)
+}
+
+func (l *ledger) setUnresolved(pod *corev1.Pod, group string, unresolved bool) {
+	if group == "" {
+		return
+	}
+	if !unresolved {
+		if set := l.unresolved[group]; set != nil {
+			delete(set, pod.UID)
+			if len(set) == 0 {
+				delete(l.unresolved, group)
+			}
+		}
+		return
+	}
+	if l.unresolved[group] == nil {
+		l.unresolved[group] = map[types.UID]*corev1.Pod{}
+	}
+	l.unresolved[group][pod.UID] = pod
+}
+
+// groupAdded re-resolves the pods that named a PodGroup before it existed.
+func (l *ledger) groupAdded(key string, resolve func(namespace, group string) string) {
+	l.mu.RLock()
+	pods := make([]*corev1.Pod, 0, len(l.unresolved[key]))
+	for _, pod := range l.unresolved[key] {
+		pods = append(pods, pod)
+	}
+	l.mu.RUnlock()
+	for _, pod := range pods {
+		l.observe(pod, resolve)
+	}
+}
+
+// forget drops a pod that ended or was deleted.
+func (l *ledger) forget(uid types.UID, pod *corev1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.pods[uid]; old != nil {
+		l.account(old, -1)
+		delete(l.pods, uid)
+		if pod != nil {
+			l.setUnresolved(pod, old.group, false)
+		}
+	}
+}
+
+// assume records a pod reserved by this scheduler in the queue it was admitted to.
+func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.pods[pod.UID]
+	if e == nil {
+		e = &podEntry{requests: podRequests(pod), priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
+	} else {
+		l.account(e, -1)
+		e = new(*e)
+	}
+	e.assumed, e.queue = true, queue
+	l.pods[pod.UID] = e
+	l.account(e, 1)
+}
+
+// nominate counts a pod that PostFilter has just nominated as waiting for its victims.
+func (l *ledger) nominate(uid types.UID, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.pods[uid]
+	if e == nil || e.placed() {
+		return
+	}
+	l.account(e, -1)
+	e = new(*e)
+	e.nominated, e.nominatedAt = true, now
+	l.pods[uid] = e
+	l.account(e, 1)
+}
+
+// unassume undoes assume for a pod that will not bind.
+func (l *ledger) unassume(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.pods[uid]
+	if e == nil || !e.assumed {
+		return
+	}
+	l.account(e, -1)
+	e = new(*e)
+	e.assumed = false
+	l.pods[uid] = e
+	l.account(e, 1)
+}
+
+// account adds (sign 1) or removes (sign -1) an entry's contribution to the sums.
+func (l *ledger) account(e *podEntry, sign int64) {
+	l.version++
+	if e.group != "" && e.placed() {
+		addSigned(l.groupPlaced, e.group, e.requests, sign)
+		l.groupCount[e.group] += int(sign)
+		if l.groupCount[e.group] == 0 {
+			delete(l.groupCount, e.group)
+			delete(l.groupPlaced, e.group)
+		}
+	}
+	if e.queue == "" {
+		return
+	}
+	switch {
+	case e.placed():
+		addSigned(l.allocated, e.queue, e.requests, sign)
+		if e.terminating {
+			addSigned(l.terminating, e.queue, e.requests, sign)
+		}
+	case !e.terminating:
+		addSigned(l.pending, e.queue, e.requests, sign)
+		if e.nominated {
+			addSigned(l.nominated, e.queue, e.requests, sign)
+		}
+	}
+}
+
+func addSigned(sums map[string]quota.Amounts, key string, add quota.Amounts, sign int64) {
+	sum := sums[key]
+	if sum == nil {
+		sum = quota.Amounts{}
+		sums[key] = sum
+	}
+	for name, v := range add {
+		sum[name] += sign * v
+		if sum[name] == 0 {
+			delete(sum, name)
+		}
+	}
+	if len(sum) == 0 {
+		delete(sums, key)
+	}
+}
+
+// setNode records a node's allocatable (nil: the node is gone). The pod count is left out of
+// the total: no queue shares pods.
+func (l *ledger) setNode(name string, allocatable corev1.ResourceList) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+	if old, ok := l.nodes[name]; ok {
+		l.total.Sub(old)
+		delete(l.nodes, name)
+	}
+	if allocatable == nil {
+		return
+	}
+	amounts := quota.FromList(allocatable)
+	delete(amounts, corev1.ResourcePods)
+	l.nodes[name] = amounts
+	l.total.Add(amounts)
+}
+
+// view is a consistent copy of what a scheduling decision reads from the ledger.
+type view struct {
+	version                                    uint64
+	total                                      quota.Amounts
+	allocated, terminating, pending, nominated map[string]quota.Amounts
+}
+
+func (l *ledger) view() view {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return view{
+		version:     l.version,
+		total:       l.total.Clone(),
+		allocated:   cloneSums(l.allocated),
+		terminating: cloneSums(l.terminating),
+		pending:     cloneSums(l.pending),
+		nominated:   cloneSums(l.nominated),
+	}
+}
+
+func cloneSums(sums map[string]quota.Amounts) map[string]quota.Amounts {
+	out := make(map[string]quota.Amounts, len(sums))
+	for k, v := range sums {
+		out[k] = v.Clone()
+	}
+	return out
+}
+
+// groupPlacement returns a group's placed requests and pod count.
+func (l *ledger) groupPlacement(group string) (quota.Amounts, int) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.groupPlaced[group].Clone(), l.groupCount[group]
+}
+
+// entry returns a copy of a pod's entry.
+func (l *ledger) entry(uid types.UID) (podEntry, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, ok := l.pods[uid]
+	if !ok {
+		return podEntry{}, false
+	}
+	return *e, true
+}

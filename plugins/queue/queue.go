@@ -1,0 +1,460 @@
+// Package queue is Tephra's capacity-queue plugin (TephraQueue). It decides whether a pod may
+// take capacity now, given its queue: the queue must be a usable leaf, the pod must not take the
+// queue or any ancestor past its capability, and, while other queues wait for their deserved
+// share, it must not take its own queue past its deserved share. A gang's minimum is admitted
+// whole or not at all. When a queue below its deserved share cannot place a pod, PostFilter
+// reclaims from queues above theirs, and a pod may preempt lower-priority pods of its own queue.
+//
+// The plugin keeps one in-memory ledger of every queue's usage, fed by the scheduler's informers
+// and by Reserve/Unreserve; it writes nothing to Queue objects (the Queue controller reports
+// status from the pods, with the same rules from package quota).
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+// Name of the plugin in scheduler profiles.
+const Name = "TephraQueue"
+
+// queueEvent is the cluster event resource of Tephra's Queues.
+const queueEvent fwk.EventResource = "queues.v1alpha1.scheduling.tephra.dev"
+
+// podGroupEvent is the cluster event resource of Tephra's PodGroups.
+const podGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.tephra.dev"
+
+// Queue is the capacity-queue plugin.
+type Queue struct {
+	handle    fwk.Handle
+	queues    schedulinglisters.QueueLister
+	podGroups schedulinglisters.PodGroupLister
+	ledger    *ledger
+	evaluator *preemption.Evaluator
+	reclaimer *reclaimer
+	// synced says whether the ledger has seen every pod and node the scheduler has.
+	synced func() bool
+
+	mu sync.Mutex
+	// tree is rebuilt when Queues change (treeStale); shares are cached per ledger version.
+	tree          *quota.Tree
+	treeStale     bool
+	shares        map[string]quota.Amounts
+	sharesVersion uint64
+	sharesTree    *quota.Tree
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &Queue{}
+	_ fwk.PreFilterPlugin   = &Queue{}
+	_ fwk.PostFilterPlugin  = &Queue{}
+	_ fwk.ReservePlugin     = &Queue{}
+	_ fwk.EnqueueExtensions = &Queue{}
+	_ fwk.SignPlugin        = &Queue{}
+)
+
+// New builds the plugin and fills its ledger from the informers before the first cycle.
+func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	factory, err := setup.Informers(handle.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		handle:    handle,
+		queues:    factory.Scheduling().V1alpha1().Queues().Lister(),
+		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
+		ledger:    newLedger(),
+		treeStale: true,
+	}
+	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { q.invalidateTree() },
+		UpdateFunc: func(any, any) { q.invalidateTree() },
+		DeleteFunc: func(any) { q.invalidateTree() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+				q.ledger.groupAdded(pg.Namespace+"/"+pg.Name, q.groupQueue)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := setup.StartAndSync(ctx, Name, factory, queueReg, groupReg); err != nil {
+		return nil, err
+	}
+	podReg, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { q.observePod(obj) },
+		UpdateFunc: func(_, obj any) { q.observePod(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				q.ledger.forget(pod.UID, pod)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	nodeReg, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { q.observeNode(obj, false) },
+		UpdateFunc: func(_, obj any) { q.observeNode(obj, false) },
+		DeleteFunc: func(obj any) { q.observeNode(obj, true) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The scheduler starts its informers after building the plugins: until the ledger has seen
+	// their initial lists, PreFilter turns pods away rather than over-admit.
+	q.synced = func() bool { return podReg.HasSynced() && nodeReg.HasSynced() }
+	if q.evaluator, q.reclaimer, err = newEvaluator(q, handle); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Name of the plugin.
+func (q *Queue) Name() string { return Name }
+
+func (q *Queue) observePod(obj any) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		q.ledger.observe(pod, q.groupQueue)
+	}
+}
+
+func (q *Queue) observeNode(obj any, deleted bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if deleted {
+		q.ledger.setNode(node.Name, nil)
+		return
+	}
+	q.ledger.setNode(node.Name, node.Status.Allocatable)
+}
+
+// groupQueue returns the queue of a PodGroup, "" when it does not exist.
+func (q *Queue) groupQueue(namespace, name string) string {
+	pg, err := q.podGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return ""
+	}
+	if pg.Spec.Queue == "" {
+		return v1alpha1.DefaultQueue
+	}
+	return pg.Spec.Queue
+}
+
+func (q *Queue) invalidateTree() {
+	q.mu.Lock()
+	q.treeStale = true
+	q.mu.Unlock()
+}
+
+// currentTree returns the queue tree, rebuilt if Queues changed.
+func (q *Queue) currentTree() *quota.Tree {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.treeStale || q.tree == nil {
+		queues, _ := q.queues.List(labels.Everything())
+		q.tree = quota.NewTree(queues)
+		q.treeStale = false
+	}
+	return q.tree
+}
+
+// state is what one decision reads: the tree, the ledger's sums, and the deserved shares.
+type state struct {
+	tree     *quota.Tree
+	view     view
+	deserved map[string]quota.Amounts
+}
+
+// snapshot reads the tree and the ledger, computing deserved shares only when either changed.
+func (q *Queue) snapshot() state {
+	tree := q.currentTree()
+	v := q.ledger.view()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shares == nil || q.sharesVersion != v.version || q.sharesTree != tree {
+		q.shares = quota.Deserved(tree, v.total, demandOf(v))
+		q.sharesVersion, q.sharesTree = v.version, tree
+	}
+	return state{tree: tree, view: v, deserved: q.shares}
+}
+
+// snapshotFor is snapshot as the pod sees it: a pod nominated by an earlier preemption does not
+// compete with its own nomination.
+func (q *Queue) snapshotFor(pod *corev1.Pod) state {
+	s := q.snapshot()
+	if e, ok := q.ledger.entry(pod.UID); ok && e.nominated && !e.placed() && s.view.nominated[e.queue] != nil {
+		s.view.nominated[e.queue].Sub(e.requests)
+	}
+	return s
+}
+
+// demandOf is each leaf's demand: what it has placed and what waits.
+func demandOf(v view) map[string]quota.Amounts {
+	demand := make(map[string]quota.Amounts, len(v.allocated)+len(v.pending))
+	for queue, a := range v.allocated {
+		demand[queue] = a.Clone()
+	}
+	for queue, p := range v.pending {
+		if demand[queue] == nil {
+			demand[queue] = quota.Amounts{}
+		}
+		demand[queue].Add(p)
+	}
+	return demand
+}
+
+// workload is the queue-relevant identity of a pod.
+type workload struct {
+	queue string
+	group string
+	pg    *v1alpha1.PodGroup
+}
+
+// workloadOf resolves a pod's queue and group.
+func (q *Queue) workloadOf(pod *corev1.Pod) (workload, *fwk.Status) {
+	name, grouped := v1alpha1.PodGroupNameOf(pod)
+	if !grouped {
+		return workload{queue: v1alpha1.QueueOfPod(pod, "")}, nil
+	}
+	pg, err := q.podGroups.PodGroups(pod.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		// TephraGang holds such pods and says why.
+		return workload{}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %q does not exist", v1alpha1.ReasonPodGroupNotFound, name))
+	}
+	if err != nil {
+		return workload{}, fwk.AsStatus(err)
+	}
+	return workload{queue: v1alpha1.QueueOfPod(pod, pg.Spec.Queue), group: pod.Namespace + "/" + name, pg: pg}, nil
+}
+
+// PreEnqueue holds back pods whose queue cannot take them at all: a queue that is missing, not a
+// leaf, or closed, or a gang whose minimum is larger than its queue's capability.
+func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	w, status := q.workloadOf(pod)
+	if status != nil {
+		return nil // TephraGang decides about pods whose group is missing
+	}
+	tree := q.currentTree()
+	leaf, why := tree.WorkloadQueue(w.queue)
+	if why != "" {
+		msg := fmt.Sprintf("%s: %s; the pod waits", v1alpha1.ReasonQueueUnavailable, why)
+		q.podEvent(pod, v1alpha1.ReasonQueueUnavailable, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	need := podRequests(pod)
+	if w.pg != nil && len(w.pg.Spec.MinResources) > 0 {
+		need = maxOf(need, quota.FromList(w.pg.Spec.MinResources))
+	}
+	for _, n := range leaf.Ancestry() {
+		if over := need.Exceeding(n.Capability); over != "" {
+			msg := fmt.Sprintf("%s: the workload needs more than the capability of queue %q (%s); it can never run there", v1alpha1.ReasonNeverFits, n.Name, over)
+			q.podEvent(pod, v1alpha1.ReasonNeverFits, msg)
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		}
+	}
+	return nil
+}
+
+// PreFilter admits the pod into its queue's capacity, or rejects it with the queue's reason.
+// For a gang member, the whole minimum still to be placed must fit, so a gang never takes
+// quota unless its minimum can.
+func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	w, status := q.workloadOf(pod)
+	if status != nil {
+		return nil, status
+	}
+	if !q.synced() {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "the queue ledger is still loading")
+	}
+	if _, known := q.ledger.entry(pod.UID); !known {
+		// The scheduler's queue can hand out a pod before the ledger's handler has seen it; its
+		// own demand must count, or its queue would seem to deserve nothing.
+		q.ledger.observe(pod, q.groupQueue)
+	}
+	s := q.snapshotFor(pod)
+	leaf, why := s.tree.WorkloadQueue(w.queue)
+	if why != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonQueueUnavailable, why))
+	}
+	need := q.needOf(pod, w)
+	if msg := s.admit(leaf, need, nil, false); msg != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	return nil, nil
+}
+
+// needOf is what admitting the pod takes from its queue: its own requests, or for a gang whose
+// minimum is not placed yet, what the rest of the minimum needs (minResources less what is
+// placed, or the pod's requests times the members still missing).
+func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
+	need := podRequests(pod)
+	if w.pg == nil {
+		return need
+	}
+	placed, count := q.ledger.groupPlacement(w.group)
+	missing := int64(w.pg.Spec.MinMember) - int64(count)
+	if missing <= 0 {
+		return need
+	}
+	rest := quota.Amounts{}
+	if len(w.pg.Spec.MinResources) > 0 {
+		rest = quota.FromList(w.pg.Spec.MinResources)
+		rest.Sub(placed)
+	} else {
+		for name, v := range need {
+			rest[name] = v * missing
+		}
+	}
+	return maxOf(need, rest)
+}
+
+func maxOf(a, b quota.Amounts) quota.Amounts {
+	out := a.Clone()
+	for name, v := range b {
+		out[name] = max(out[name], v)
+	}
+	return out
+}
+
+// admit says why need cannot be admitted into leaf ("" if it can). freed is what victims would
+// give back, by leaf queue (nil outside preemption). withNominated counts the queue's pods that
+// wait for victims to go: a preemption must not make room beyond the queue's share for them
+// and the preemptor together; placing a pod, though, must not wait on them, or several
+// nominated pods of one queue could hold each other back forever.
+func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quota.Amounts, withNominated bool) string {
+	for _, n := range leaf.Ancestry() {
+		if n.Capability == nil {
+			continue
+		}
+		used := s.usedUnder(n, freed)
+		used.Add(relevant(need, n.Capability))
+		if over := used.Exceeding(n.Capability); over != "" {
+			return fmt.Sprintf("%s: queue %q would exceed its capability (%s)", v1alpha1.ReasonQueueCapability, n.Name, over)
+		}
+	}
+	// The deserved share bounds a queue only in the resources the pod asks for and the cluster
+	// has; a share is already capped at the queue's demand, so when nobody else waits, a queue
+	// deserves all it asks for and borrows freely.
+	used := s.view.allocated[leaf.Name].Clone()
+	if withNominated {
+		used.Add(s.view.nominated[leaf.Name])
+	}
+	used.Sub(freed[leaf.Name])
+	deserved := s.deserved[leaf.Name]
+	var over []string
+	for _, name := range need.Names() {
+		if need[name] <= 0 || s.view.total[name] <= 0 {
+			continue
+		}
+		if used[name]+need[name] > deserved[name] {
+			over = append(over, fmt.Sprintf("%s %s of %s deserved", name, quota.Format(name, used[name]+need[name]), quota.Format(name, deserved[name])))
+		}
+	}
+	if len(over) > 0 {
+		return fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
+	}
+	return ""
+}
+
+// usedUnder sums the allocation of every leaf under n, less what victims free.
+func (s state) usedUnder(n *quota.Node, freed map[string]quota.Amounts) quota.Amounts {
+	used := quota.Amounts{}
+	var walk func(*quota.Node)
+	walk = func(n *quota.Node) {
+		if n.Leaf() {
+			used.Add(s.view.allocated[n.Name])
+			used.Sub(freed[n.Name])
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(n)
+	return used
+}
+
+// relevant keeps the resources of need that limit names.
+func relevant(need, limit quota.Amounts) quota.Amounts {
+	out := quota.Amounts{}
+	for name, v := range need {
+		if _, ok := limit[name]; ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+func joinComma(parts []string) string { return strings.Join(parts, ", ") }
+
+// PreFilterExtensions are not needed: the plugin filters no nodes.
+func (q *Queue) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// SignPod lets the scheduler batch pods: the plugin's verdict does not depend on the node.
+func (q *Queue) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
+}
+
+// Reserve records the pod in its queue's ledger, before the next cycle can look.
+func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	w, status := q.workloadOf(pod)
+	if status != nil {
+		return nil
+	}
+	q.ledger.assume(pod, w.queue, w.group)
+	return nil
+}
+
+// Unreserve gives the pod's share back.
+func (q *Queue) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	q.ledger.unassume(pod.UID)
+}
+
+// EventsToRegister says which cluster events may let a pod this plugin rejected go on.
+func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A queue created, opened, or given more capability or weight.
+		{Event: fwk.ClusterEvent{Resource: queueEvent, ActionType: fwk.All}},
+		// A pod that stops gives its queue's share back.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		// A pending pod deleted lowers its queue's demand, and so raises other queues' shares.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}},
+		// A node added raises root's capacity.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
+		// A PodGroup's queue is read when it is created.
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+func (q *Queue) podEvent(pod *corev1.Pod, reason, msg string) {
+	q.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, reason, "Scheduling", msg)
+}

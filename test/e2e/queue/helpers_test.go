@@ -1,0 +1,245 @@
+// Package queue checks Tephra's queues end to end against a real control plane: weighted and
+// hierarchical shares, reclaim that settles, guarantees and non-reclaimable queues, capability
+// under a burst, closed and missing queues, gang admission, in-queue preemption, and Queue status
+// that equals what the pods say across restarts.
+//
+// Each test offers an extended resource of its own on its own nodes, so that the cluster total
+// of that resource, and so every queue's share of it, involves only the test's nodes and queues.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
+		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
+	}))
+}
+
+// units creates count nodes offering per units each of the test's own resource, and removes
+// them when the test ends. Its pods select them by the pool label.
+func units(t *testing.T, env *framework.Env, res corev1.ResourceName, count int, per int64) map[string]string {
+	t.Helper()
+	pool := map[string]string{"e2e.tephra.dev/pool": strings.ReplaceAll(string(res), "/", "-")}
+	prefix := pool["e2e.tephra.dev/pool"]
+	_, err := env.Cluster.CreateNodes(context.Background(), prefix, count, localcluster.NodeShape{
+		CPU: "16", Memory: "64Gi", Pods: 110, Labels: pool, Extended: map[corev1.ResourceName]int64{res: per},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for i := range count {
+			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
+		}
+	})
+	return pool
+}
+
+// createQueue creates a queue and deletes it when the test ends.
+func createQueue(t *testing.T, env *framework.Env, name string, mutate func(*schedulingv1alpha1.QueueSpec)) {
+	t.Helper()
+	q := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: "root", Weight: 1}}
+	if mutate != nil {
+		mutate(&q.Spec)
+	}
+	_, err := env.Tephra.SchedulingV1alpha1().Queues().Create(context.Background(), q, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Tephra.SchedulingV1alpha1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// workPod is a pod of a queue that asks for amount of res and runs until deleted (or for the
+// simulated duration, if set).
+type workPod struct {
+	name, queue, group string
+	res                corev1.ResourceName
+	amount             int64
+	cpu                string
+	pool               map[string]string
+	priorityClass      string
+	duration           string
+}
+
+func (w workPod) build(ns string) *corev1.Pod {
+	labels := map[string]string{}
+	if w.group != "" {
+		labels[schedulingv1alpha1.PodGroupLabel] = w.group
+	} else if w.queue != "" {
+		labels[schedulingv1alpha1.QueueLabel] = w.queue
+	}
+	labels["e2e.tephra.dev/queue"] = w.queue
+	requests := corev1.ResourceList{}
+	if w.res != "" {
+		requests[w.res] = *resource.NewQuantity(w.amount, resource.DecimalSI)
+	}
+	if w.cpu != "" {
+		requests[corev1.ResourceCPU] = resource.MustParse(w.cpu)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			SchedulerName:     schedulingv1alpha1.SchedulerName,
+			RestartPolicy:     corev1.RestartPolicyNever,
+			NodeSelector:      w.pool,
+			PriorityClassName: w.priorityClass,
+			Containers: []corev1.Container{{
+				Name: "work", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limitsOf(requests)},
+			}},
+		},
+	}
+	if w.duration != "" {
+		pod.Annotations = map[string]string{"sim.tephra.dev/duration": w.duration}
+	}
+	return pod
+}
+
+// limitsOf sets limits for extended resources, which must equal their requests.
+func limitsOf(requests corev1.ResourceList) corev1.ResourceList {
+	limits := corev1.ResourceList{}
+	for name, q := range requests {
+		if strings.Contains(string(name), "/") {
+			limits[name] = q
+		}
+	}
+	return limits
+}
+
+// submit creates count pods named prefix-0.. in a queue.
+func submit(t *testing.T, env *framework.Env, ns string, count int, prefix string, w workPod) {
+	t.Helper()
+	for i := range count {
+		w.name = fmt.Sprintf("%s-%d", prefix, i)
+		_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), w.build(ns), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// boundByQueue counts the live pods bound to a node in a namespace, by queue label.
+func boundByQueue(ctx context.Context, env *framework.Env, ns string) (map[string]int, error) {
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, pod := range pods.Items {
+		if pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			out[pod.Labels["e2e.tephra.dev/queue"]]++
+		}
+	}
+	return out, nil
+}
+
+// waitBound waits until the bound pods per queue are exactly want.
+func waitBound(t *testing.T, env *framework.Env, ns string, want map[string]int, timeout time.Duration) {
+	t.Helper()
+	var last map[string]int
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := boundByQueue(ctx, env, ns)
+		if err != nil {
+			return false, nil
+		}
+		last = got
+		for q, n := range want {
+			if got[q] != n {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "bound pods by queue: want %v, last seen %v\n%s", want, last, queueStatuses(env))
+}
+
+// holdBound checks that the bound pods per queue stay exactly want for a while: shares settle.
+func holdBound(t *testing.T, env *framework.Env, ns string, want map[string]int, during time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(during)
+	for time.Now().Before(deadline) {
+		got, err := boundByQueue(context.Background(), env, ns)
+		require.NoError(t, err)
+		for q, n := range want {
+			require.Equal(t, n, got[q], "queue %s: bound pods changed after the shares settled (all: %v)", q, got)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// livePods counts the pods of a queue that exist and are not being deleted.
+func livePods(t *testing.T, env *framework.Env, ns, queue string) int {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "e2e.tephra.dev/queue=" + queue})
+	require.NoError(t, err)
+	n := 0
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// countEvents counts the events with a reason in a namespace.
+func countEvents(t *testing.T, env *framework.Env, ns, reason string) int {
+	t.Helper()
+	events, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// waitQueueStatus waits until a queue's status satisfies ok.
+func waitQueueStatus(t *testing.T, env *framework.Env, name string, timeout time.Duration, what string, ok func(*schedulingv1alpha1.Queue) bool) *schedulingv1alpha1.Queue {
+	t.Helper()
+	var last *schedulingv1alpha1.Queue
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = q
+		return ok(q), nil
+	})
+	require.NoError(t, err, "queue %s: %s; last status: %+v", name, what, last)
+	return last
+}
+
+func amountOf(list corev1.ResourceList, name corev1.ResourceName) int64 {
+	q, ok := list[name]
+	if !ok {
+		return 0
+	}
+	return q.Value()
+}
+
+func queueStatuses(env *framework.Env) string {
+	queues, err := env.Tephra.SchedulingV1alpha1().Queues().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, q := range queues.Items {
+		fmt.Fprintf(&b, "queue %s: allocated %v deserved %v\n", q.Name, q.Status.Allocated, q.Status.Deserved)
+	}
+	return b.String()
+}
