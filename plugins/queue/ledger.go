@@ -25,7 +25,8 @@ type podEntry struct {
 	nominated      bool
 	// nominatedAt is when PostFilter nominated the pod; until the informer catches up (or a
 	// while has passed), the nomination counts even if the pod object does not show it yet.
-	nominatedAt time.Time
+	nominatedAt   time.Time
+	nominatedNode string
 }
 
 // nominationGrace is how long a nomination made by PostFilter counts without the informer
@@ -102,8 +103,9 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	if old := l.pods[pod.UID]; old != nil {
 		e.assumed = old.assumed && !e.bound
 		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
-			e.nominated, e.nominatedAt = true, old.nominatedAt
+			e.nominated = true
 		}
+		e.nominatedAt, e.nominatedNode = old.nominatedAt, old.nominatedNode
 		l.account(old, -1)
 	}
 	l.setUnresolved(pod, e.group, e.queue == "")
@@ -173,7 +175,7 @@ func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
 }
 
 // nominate counts a pod that PostFilter has just nominated as waiting for its victims.
-func (l *ledger) nominate(uid types.UID, now time.Time) {
+func (l *ledger) nominate(uid types.UID, node string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.pods[uid]
@@ -182,7 +184,7 @@ func (l *ledger) nominate(uid types.UID, now time.Time) {
 	}
 	l.account(e, -1)
 	e = new(*e)
-	e.nominated, e.nominatedAt = true, now
+	e.nominated, e.nominatedAt, e.nominatedNode = true, now, node
 	l.pods[uid] = e
 	l.account(e, 1)
 }

@@ -47,7 +47,12 @@ type reclaimer struct {
 	state       state
 	belowShare  bool
 	lowestPrior int32
+	nodeStatus  fwk.NodeToStatusReader
 }
+
+// victimsGrace is how long a preemptor waits for the room its victims left before it may
+// preempt again.
+const victimsGrace = 10 * time.Second
 
 func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaimer, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
@@ -84,7 +89,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	r := q.reclaimer
-	r.pod, r.work, r.leaf, r.state = pod, w, leaf, st
+	r.pod, r.work, r.leaf, r.state, r.nodeStatus = pod, w, leaf, st, m
 	r.need = q.needOf(pod, w)
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
@@ -96,10 +101,10 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return clear, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority", leaf.Name))
 	}
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
-	if status.IsSuccess() {
+	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
-		q.ledger.nominate(pod.UID, time.Now())
+		q.ledger.nominate(pod.UID, result.NominatingInfo.NominatedNodeName, time.Now())
 	}
 	if msg := status.Message(); msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
@@ -155,6 +160,13 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 	}
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior {
 		return false, fmt.Sprintf("queue %q is at its deserved share and holds no pod of lower priority", r.leaf.Name)
+	}
+	// The victims of the pod's last preemption may be gone from the API before the scheduler's
+	// cache shows their room: give the cache a moment rather than evict a second time.
+	if e, ok := r.q.ledger.entry(pod.UID); ok && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < victimsGrace {
+		if r.nodeStatus == nil || r.nodeStatus.Get(e.nominatedNode).Code() != fwk.UnschedulableAndUnresolvable {
+			return false, fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.nominatedAt).Round(time.Millisecond))
+		}
 	}
 	if node := pod.Status.NominatedNodeName; node != "" && nominatedStatus.Code() != fwk.UnschedulableAndUnresolvable {
 		if info, _ := r.q.handle.SnapshotSharedLister().NodeInfos().Get(node); info != nil {
