@@ -1,0 +1,108 @@
+package queue
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+const gpu corev1.ResourceName = "nvidia.com/gpu"
+
+func testQueue(name, parent string, weight int32) *schedulingv1alpha1.Queue {
+	return &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: parent, Weight: weight}}
+}
+
+func testPod(name string, labels map[string]string, node string, phase corev1.PodPhase, gpus int64) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName,
+			NodeName:      node,
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{gpu: *resource.NewQuantity(gpus, resource.DecimalSI)},
+			}}},
+		},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+}
+
+func TestAccountFromPods(t *testing.T) {
+	queues := []*schedulingv1alpha1.Queue{
+		testQueue("root", "", 1), testQueue("default", "root", 1),
+		testQueue("eng", "root", 3), testQueue("train", "eng", 2), testQueue("infer", "eng", 1),
+		testQueue("orphan", "gone", 1),
+	}
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		gpu: resource.MustParse("12"), corev1.ResourcePods: resource.MustParse("110"),
+	}}}
+	group := schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 2, Queue: "train"},
+		Status:     schedulingv1alpha1.PodGroupStatus{Phase: schedulingv1alpha1.PodGroupRunning},
+	}
+	inTrain := map[string]string{schedulingv1alpha1.PodGroupLabel: "job"}
+	inInfer := map[string]string{schedulingv1alpha1.QueueLabel: "infer"}
+	other := testPod("other", nil, "n", corev1.PodRunning, 5)
+	other.Spec.SchedulerName = "default-scheduler"
+	pods := []corev1.Pod{
+		testPod("t0", inTrain, "n", corev1.PodRunning, 2),
+		testPod("t1", inTrain, "n", corev1.PodRunning, 2),
+		testPod("t-done", inTrain, "n", corev1.PodSucceeded, 2),
+		testPod("i0", inInfer, "n", corev1.PodRunning, 1),
+		testPod("i1", inInfer, "", corev1.PodPending, 20),
+		testPod("d0", nil, "n", corev1.PodRunning, 1),
+		testPod("lost", map[string]string{schedulingv1alpha1.PodGroupLabel: "no-group"}, "", corev1.PodPending, 3),
+		other,
+	}
+	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{group})
+
+	assert.Equal(t, int64(12), a.Total[gpu])
+	assert.NotContains(t, a.Total, corev1.ResourcePods, "no queue shares the pod count")
+	for queue, want := range map[string]int64{"train": 4, "infer": 1, "eng": 5, "default": 1, "root": 6} {
+		assert.Equal(t, want, a.Allocated[queue][gpu], "allocated GPUs of %s", queue)
+	}
+	// Demand: train 4, infer 21, default 1 → eng gets 11 of 12 (default holds 1): train 4
+	// (its demand), infer 7.
+	for queue, want := range map[string]int64{"train": 4, "infer": 7, "eng": 11, "default": 1} {
+		assert.Equal(t, want, a.Deserved[queue][gpu], "deserved GPUs of %s", queue)
+	}
+	status := a.Status(queues[3])
+	assert.Equal(t, int32(1), status.Running, "the running group counts once")
+	assert.Equal(t, "4", status.Allocated.Name(gpu, resource.DecimalSI).String())
+	infer := a.Status(queues[4])
+	assert.Equal(t, int32(1), infer.Pending)
+	assert.Equal(t, int32(1), infer.Running)
+	assert.Equal(t, int32(2), a.Status(queues[2]).Running, "a parent counts its children's workloads")
+
+	orphan := a.Status(queues[5])
+	valid := meta.FindStatusCondition(orphan.Conditions, ConditionValid)
+	require.NotNil(t, valid)
+	assert.Equal(t, metav1.ConditionFalse, valid.Status)
+	assert.Contains(t, valid.Message, `parent queue "gone" does not exist`)
+	assert.Empty(t, orphan.Allocated)
+}
+
+func TestGuaranteesThatDoNotFitAreFlagged(t *testing.T) {
+	a1 := testQueue("a", "root", 1)
+	a1.Spec.Guarantee = corev1.ResourceList{gpu: resource.MustParse("8")}
+	b1 := testQueue("b", "root", 1)
+	b1.Spec.Guarantee = corev1.ResourceList{gpu: resource.MustParse("8")}
+	root := testQueue("root", "", 1)
+	node := corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpu: resource.MustParse("10")}}}
+	a := Account([]*schedulingv1alpha1.Queue{root, a1, b1}, nil, []corev1.Node{node}, nil)
+	fit := meta.FindStatusCondition(a.Status(root).Conditions, ConditionGuaranteesFit)
+	require.NotNil(t, fit)
+	assert.Equal(t, metav1.ConditionFalse, fit.Status)
+	assert.Contains(t, fit.Message, "nvidia.com/gpu 16 > 10")
+
+	// An unchanged status keeps its transition times, so it is not rewritten.
+	root.Status = a.Status(root)
+	assert.Equal(t, root.Status, a.Status(root))
+}

@@ -1,0 +1,112 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+const gpu corev1.ResourceName = "nvidia.com/gpu"
+
+func ledgerPod(uid string, labels map[string]string, node string, gpus int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: types.UID(uid), Labels: labels},
+		Spec: corev1.PodSpec{
+			SchedulerName: v1alpha1.SchedulerName,
+			NodeName:      node,
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{gpu: *resource.NewQuantity(gpus, resource.DecimalSI)},
+			}}},
+		},
+	}
+}
+
+func TestLedgerFollowsPodsThroughTheirLives(t *testing.T) {
+	l := newLedger()
+	groups := map[string]string{}
+	resolve := func(ns, name string) string { return groups[ns+"/"+name] }
+	inTeam := map[string]string{v1alpha1.QueueLabel: "team"}
+
+	pending := ledgerPod("a", inTeam, "", 2)
+	l.observe(pending, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().pending["team"])
+
+	l.assume(pending, "team", "")
+	v := l.view()
+	assert.Equal(t, quota.Amounts{gpu: 2}, v.allocated["team"], "a reserved pod counts at once")
+	assert.Empty(t, v.pending["team"])
+
+	// A status update that does not show the bind yet must not undo the reservation.
+	l.observe(pending, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().allocated["team"])
+
+	l.unassume(pending.UID)
+	assert.Empty(t, l.view().allocated["team"])
+	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().pending["team"])
+
+	bound := ledgerPod("a", inTeam, "node", 2)
+	l.observe(bound, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().allocated["team"])
+
+	done := bound.DeepCopy()
+	done.Status.Phase = corev1.PodSucceeded
+	l.observe(done, resolve)
+	assert.Empty(t, l.view().allocated["team"], "an ended pod gives its share back")
+
+	// Pods of other schedulers that name no queue or group are not Tephra's.
+	foreign := ledgerPod("f", nil, "node", 1)
+	foreign.Spec.SchedulerName = "default-scheduler"
+	l.observe(foreign, resolve)
+	assert.Empty(t, l.view().allocated)
+
+	// A member seen before its PodGroup counts once the group arrives.
+	member := ledgerPod("m", map[string]string{v1alpha1.PodGroupLabel: "job"}, "node", 4)
+	l.observe(member, resolve)
+	assert.Empty(t, l.view().allocated)
+	groups["ns/job"] = "team"
+	l.groupAdded("ns/job", resolve)
+	assert.Equal(t, quota.Amounts{gpu: 4}, l.view().allocated["team"])
+	placed, count := l.groupPlacement("ns/job")
+	assert.Equal(t, quota.Amounts{gpu: 4}, placed)
+	assert.Equal(t, 1, count)
+
+	l.forget(member.UID, member)
+	assert.Empty(t, l.view().allocated)
+	_, count = l.groupPlacement("ns/job")
+	assert.Zero(t, count)
+}
+
+func TestLedgerKeepsFreshNominations(t *testing.T) {
+	l := newLedger()
+	resolve := func(string, string) string { return "" }
+	pod := ledgerPod("p", map[string]string{v1alpha1.QueueLabel: "team"}, "", 1)
+	l.observe(pod, resolve)
+	l.nominate(pod.UID, "node-1", time.Now())
+	// The informer shows the pod before the nomination was written: it still counts.
+	l.observe(pod, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().nominated["team"])
+	e, _ := l.entry(pod.UID)
+	assert.Equal(t, "node-1", e.nominatedNode)
+
+	l.nominate(pod.UID, "node-1", time.Now().Add(-time.Hour))
+	l.observe(pod, resolve)
+	assert.Empty(t, l.view().nominated["team"], "an old nomination the pod does not show is dropped")
+}
+
+func TestTotalLeavesOutPods(t *testing.T) {
+	l := newLedger()
+	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")})
+	l.setNode("n2", corev1.ResourceList{gpu: resource.MustParse("4")})
+	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("2")})
+	assert.Equal(t, quota.Amounts{gpu: 6}, l.view().total)
+	l.setNode("n2", nil)
+	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().total)
+}
