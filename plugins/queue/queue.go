@@ -218,6 +218,30 @@ func (q *Queue) snapshotFor(pod *corev1.Pod) state {
 	return s
 }
 
+// withDemandFor makes sure the leaf's demand covers what is being admitted: the ledger may not
+// have seen every member of a gang yet, and a queue must not seem to deserve less than the
+// minimum it is asked to admit only because its pods were counted late.
+func (s state) withDemandFor(leaf string, need quota.Amounts) state {
+	demand := s.view.allocated[leaf].Clone()
+	demand.Add(s.view.pending[leaf])
+	short := quota.Amounts{}
+	for name, v := range need {
+		if want := s.view.allocated[leaf][name] + v; want > demand[name] {
+			short[name] = want - demand[name]
+		}
+	}
+	if len(short) == 0 {
+		return s
+	}
+	s.view.pending = cloneSums(s.view.pending)
+	if s.view.pending[leaf] == nil {
+		s.view.pending[leaf] = quota.Amounts{}
+	}
+	s.view.pending[leaf].Add(short)
+	s.deserved = quota.Deserved(s.tree, s.view.total, demandOf(s.view))
+	return s
+}
+
 // demandOf is each leaf's demand: what it has placed and what waits.
 func demandOf(v view) map[string]quota.Amounts {
 	demand := make(map[string]quota.Amounts, len(v.allocated)+len(v.pending))
@@ -307,6 +331,7 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonQueueUnavailable, why))
 	}
 	need := q.needOf(pod, w)
+	s = s.withDemandFor(leaf.Name, need)
 	if msg := s.admit(leaf, need, nil, false); msg != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
@@ -365,6 +390,9 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 	// The deserved share bounds a queue only in the resources the pod asks for and the cluster
 	// has; a share is already capped at the queue's demand, so when nobody else waits, a queue
 	// deserves all it asks for and borrows freely.
+	if !s.othersWait(leaf.Name, need) {
+		return ""
+	}
 	used := s.view.allocated[leaf.Name].Clone()
 	if withNominated {
 		used.Add(s.view.nominated[leaf.Name])
@@ -384,6 +412,23 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 		return fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
 	}
 	return ""
+}
+
+// othersWait says whether another queue has pending pods that ask for a resource of need: only
+// then does the deserved share bound the queue. Alone, a queue may take anything that is free,
+// even beyond the cluster's total, which the nodes' own filters then refuse.
+func (s state) othersWait(leaf string, need quota.Amounts) bool {
+	for queue, pending := range s.view.pending {
+		if queue == leaf {
+			continue
+		}
+		for name, v := range pending {
+			if v > 0 && need[name] > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usedUnder sums the allocation of every leaf under n, less what victims free.

@@ -91,6 +91,8 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	r := q.reclaimer
 	r.pod, r.work, r.leaf, r.state, r.nodeStatus = pod, w, leaf, st, m
 	r.need = q.needOf(pod, w)
+	st = st.withDemandFor(leaf.Name, r.need)
+	r.state = st
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -523,13 +524,21 @@ func (c *Cluster) installCRDs(ctx context.Context) error {
 	return nil
 }
 
+// freePort picks a free port below Linux's ephemeral range (32768 and up by default). A port the
+// kernel hands out for ":0" is an ephemeral one, which any outgoing connection on the machine may
+// take as its local port before the component that was meant to listen on it starts: with several
+// clusters starting side by side (go test runs packages in parallel), that happened.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 1000 {
+		port := 10000 + rand.IntN(22000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port found between 10000 and 32000")
 }
 
 // tail returns the last n lines of a file, for error messages.
