@@ -141,6 +141,12 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if short := count.shortOf(pg); short != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
 	}
+	if !count.placedMeets(pg) {
+		// The minimum exists and heads for the active queue: from now on, elastic pods of other
+		// groups wait for it.
+		now := g.now()
+		g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
+	}
 	return nil
 }
 
@@ -202,14 +208,27 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		placed = len(s.assumed)
 	})
 	if backoff > 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
+		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
+		// backoff, so no PostFilter tries.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
 	}
 	if placed > 0 {
 		return nil, nil
 	}
 	count := g.countMembers(key, nil)
+	if count.placedMeets(pg) {
+		// The minimum runs: this member is elastic. It waits while a minimum elsewhere may
+		// still take the capacity.
+		if other := g.pendingMinimum(key); other != "" {
+			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, other))
+		}
+		return nil, nil
+	}
+	now := g.now()
+	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
 	if count.bound >= int(pg.Spec.MinMember) {
-		return nil, nil // the minimum runs; this is an extra member
+		return nil, nil // the minimum runs but for a task's; this member completes it
 	}
 	if lacking := lackingCapacity(g.minimumStillNeeded(pg, count), nodes); lacking != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
@@ -240,7 +259,10 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	}
 	if count.placed == 0 {
 		// Nothing of the group is held (e.g. PreFilter found no room): nothing to release, and
-		// the pods wait for capacity events.
+		// the pods wait for capacity events. Meanwhile the minimum cannot use what is free, so
+		// elastic pods may.
+		g.groups.with(key, func(s *groupState) { s.stalled = true })
+		g.releaseElastic(klog.FromContext(ctx))
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
 	}
 	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
@@ -315,8 +337,10 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 				waiting.Allow(Name)
 			}
 		}
+		g.groups.with(key, func(s *groupState) { s.wantsMinimum = false })
 		waitingPods.Set(float64(g.groups.waitingCount()))
 		klog.FromContext(ctx).V(4).Info("Gang minimum placed; allowing its members", "podGroup", key.String(), "placed", count.placed, "allowed", len(allowed)+1)
+		g.releaseElastic(klog.FromContext(ctx))
 		return nil, 0
 	}
 	first := false
@@ -480,6 +504,7 @@ func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg
 		return
 	}
 	groupsRejected.WithLabelValues(reason).Inc()
+	g.releaseElastic(logger)
 	logger.V(3).Info("Gang attempt failed", "podGroup", key.String(), "reason", reason, "released", len(waiting), "message", msg)
 	g.groupEvent(pg, corev1.EventTypeWarning, strings.SplitN(msg, ":", 2)[0], msg)
 	// Bring the group back once its backoff is over, whatever events happened meanwhile.

@@ -289,7 +289,7 @@ func TestUnreserveReleasesTheWholeIncompleteGangAndBacksOff(t *testing.T) {
 	// The group backs off: its next member is held back at PreFilter.
 	c, _, _ := f.pods.GetByKey("ns/c")
 	_, status := f.gang.PreFilter(ctx, nil, c.(*corev1.Pod), nil)
-	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "evicting pods cannot help a group that backs off")
 	assert.Contains(t, status.Message(), "backing off for 1s after a failed attempt")
 	sortTime, _ := f.gang.groups.sortTime(groupKey{"ns", "job"})
 	assert.Equal(t, f.now, sortTime, "the failure moves the group behind those created before it")
@@ -404,4 +404,40 @@ func TestSignPodBatchesOnlyPodsWithoutAGroup(t *testing.T) {
 	assert.Empty(t, fragments)
 	_, status = f.gang.SignPod(context.Background(), f.member(t, "member", "job", ""))
 	assert.Equal(t, fwk.Unschedulable, status.Code(), "group members are not batched")
+}
+
+// Pods above their group's minimum wait while another group's minimum may take the capacity,
+// and go on once that minimum stalls (or is placed).
+func TestElasticMembersWaitForPendingMinimums(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "elastic", 1, nil, f.now)
+	f.group(t, "gang", 2, nil, f.now)
+	running := f.member(t, "e0", "elastic", "")
+	extra := f.member(t, "e1", "elastic", "")
+	f.bind(t, running, "node")
+	g0 := f.member(t, "g0", "gang", "")
+	f.member(t, "g1", "gang", "")
+
+	_, status := f.gang.PreFilter(ctx, nil, extra, nil)
+	assert.True(t, status.IsSuccess(), "no minimum waits yet: the elastic pod may take free capacity")
+
+	_, status = f.gang.PreFilter(ctx, nil, g0, []fwk.NodeInfo{bigNode()})
+	require.True(t, status.IsSuccess())
+	_, status = f.gang.PreFilter(ctx, nil, extra, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "ElasticWaiting: pod e1 is above the minimum of its group and waits while the minimum of pod group ns/gang is being placed")
+
+	// The gang's attempt places nothing: the elastic pod is brought back and may go on.
+	_, status = f.gang.PostFilter(ctx, nil, g0, nil)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Contains(t, f.handle.activated, "ns/e1", "the held elastic pod is activated")
+	_, status = f.gang.PreFilter(ctx, nil, extra, nil)
+	assert.True(t, status.IsSuccess())
+}
+
+func bigNode() fwk.NodeInfo {
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name("big").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", corev1.ResourcePods: "110"}).Obj())
+	return node
 }

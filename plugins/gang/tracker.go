@@ -29,6 +29,16 @@ type groupState struct {
 	backoffUntil time.Time
 	// fullObserved is set once the group's minimum has been bound and measured.
 	fullObserved bool
+	// wantsMinimum: a member of the group's minimum has reached PreFilter and the minimum is not
+	// placed yet. stalled: its last attempt placed nothing, so it cannot use what is free now.
+	// Elastic pods of other groups wait while a group wants its minimum and has not stalled.
+	wantsMinimum, stalled bool
+	// elasticWaiting: elastic members of the group were held back for another group's minimum.
+	elasticWaiting bool
+	// lastActive is when a member of the minimum last passed PreEnqueue or reached PreFilter. A
+	// group held back elsewhere (its queue closed, say) goes quiet, and stops holding elastic pods
+	// back after minimumQuiet.
+	lastActive time.Time
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
@@ -77,6 +87,37 @@ func (t *tracker) waitingCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.waiting
+}
+
+// minimumQuiet is how long a group whose minimum waits keeps holding elastic pods back without
+// any of its members being tried.
+const minimumQuiet = 30 * time.Second
+
+// wantingMinimum lists the groups, but skip, whose minimum may take capacity now.
+func (t *tracker) wantingMinimum(skip groupKey, now time.Time) []groupKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []groupKey
+	for key, g := range t.groups {
+		if key != skip && g.wantsMinimum && !g.stalled && !g.backoffUntil.After(now) && now.Sub(g.lastActive) < minimumQuiet {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// takeElasticWaiting returns the groups whose elastic members were held back, and clears them.
+func (t *tracker) takeElasticWaiting() []groupKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []groupKey
+	for key, g := range t.groups {
+		if g.elasticWaiting {
+			g.elasticWaiting = false
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // forget drops a deleted group.

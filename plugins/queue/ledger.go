@@ -303,6 +303,32 @@ func (l *ledger) groupPlacement(group string) (quota.Amounts, int) {
 	return l.groupPlaced[group].Clone(), l.groupCount[group]
 }
 
+// groupCounts returns the placed pod count of every group with pods placed in the queue.
+func (l *ledger) groupCounts(queue string) map[string]int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := map[string]int{}
+	for _, e := range l.pods {
+		if e.queue == queue && e.group != "" && e.placed() {
+			out[e.group]++
+		}
+	}
+	return out
+}
+
+// placedIn returns copies of the entries placed in a queue.
+func (l *ledger) placedIn(queue string) []podEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []podEntry
+	for _, e := range l.pods {
+		if e.queue == queue && e.placed() {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
 // entry returns a copy of a pod's entry.
 func (l *ledger) entry(uid types.UID) (podEntry, bool) {
 	l.mu.RLock()

@@ -5,18 +5,23 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 	"github.com/tephra-dev/tephra/plugins/queue/quota"
 )
@@ -48,6 +53,9 @@ type reclaimer struct {
 	belowShare  bool
 	lowestPrior int32
 	nodeStatus  fwk.NodeToStatusReader
+	// elastic: the preemptor is above its group's minimum (it evicts nobody). elasticInQueue:
+	// its queue runs pods above their groups' minimums, which a minimum may preempt.
+	elastic, elasticInQueue bool
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -61,24 +69,52 @@ func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaime
 	}
 	r := &reclaimer{q: q, members: podInformer.GetIndexer()}
 	executor := preemption.NewExecutor(handle, feature.Features{})
-	evict := executor.PreemptPod
-	executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, preemptor preemption.ExecutorPreemptor, victim *corev1.Pod, plugin string) (bool, error) {
-		inMemory, err := evict(ctx, c, preemptor, victim, plugin)
-		if err == nil {
-			r.evicted(victim)
-		}
-		return inMemory, err
+	executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, _ preemption.ExecutorPreemptor, victim *corev1.Pod, plugin string) (bool, error) {
+		return r.evict(ctx, victim, plugin)
 	}
 	return preemption.NewEvaluator(Name, handle, r, executor), r, nil
 }
 
+// evict removes a victim as kube-scheduler's own preemption does (a waiting pod is rejected in
+// memory; a bound one gets a DisruptionTarget condition and is deleted), with one event that
+// names the queue it made room for.
+func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string) (bool, error) {
+	if waiting := r.q.handle.GetWaitingPod(victim.UID); waiting != nil && waiting.Preempt(plugin, "preempted") {
+		r.evicted(victim)
+		return true, nil
+	}
+	condition := &corev1.PodCondition{
+		Type:    corev1.DisruptionTarget,
+		Status:  corev1.ConditionTrue,
+		Reason:  corev1.PodReasonPreemptionByScheduler,
+		Message: fmt.Sprintf("%s: making room in queue %q", r.pod.Spec.SchedulerName, r.leaf.Name),
+	}
+	status := victim.Status.DeepCopy()
+	if apipod.UpdatePodCondition(status, condition) {
+		if err := schedutil.PatchPodStatus(ctx, r.q.handle.ClientSet(), victim.Name, victim.Namespace, &victim.Status, status); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	if err := schedutil.DeletePod(ctx, r.q.handle.ClientSet(), victim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	r.evicted(victim)
+	return false, nil
+}
+
 // PostFilter reclaims or preempts for a pod that fits no node.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if s := m.Get(""); s != nil && s.Plugin() == gangPlugin {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
 	// Unschedulable rather than UnschedulableAndUnresolvable when evicting cannot help, so that
 	// TephraGang's PostFilter still runs after this one.
+	if s := m.Get(""); s != nil && (s.Code() == fwk.UnschedulableAndUnresolvable || strings.HasPrefix(s.Message(), v1alpha1.ReasonElasticWaiting)) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
@@ -89,18 +125,31 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
 	r := q.reclaimer
-	r.pod, r.work, r.leaf, r.state, r.nodeStatus = pod, w, leaf, st, m
-	r.need = q.needOf(pod, w)
-	st = st.withDemandFor(leaf.Name, r.need)
+	r.pod, r.work, r.leaf, r.nodeStatus = pod, w, leaf, m
+	r.elastic = q.isElastic(w)
+	if r.elastic {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the pod is above its group's minimum and only takes free capacity")
+	}
+	// Victims are chosen for this pod alone; the rest of a gang's minimum is checked in bulk
+	// before anything is evicted.
+	r.need = podRequests(pod)
+	minimum := q.needOf(pod, w)
+	st = st.withDemandFor(leaf.Name, minimum)
 	r.state = st
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
-	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior {
+	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
+	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		// Nothing may be evicted for the pod. Drop a nomination it holds from an earlier
 		// preemption: the scheduler would otherwise keep that room for it, and the room was meant
 		// for the queue's share, which others of the queue have taken since.
 		clear := &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
-		return clear, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority", leaf.Name))
+		return clear, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority or above a gang's minimum", leaf.Name))
+	}
+	if w.pg != nil && !minimumEqual(minimum, r.need) {
+		if short := r.roomForMinimum(minimum); short != "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: evicting what may be evicted would not make room for the minimum of pod group %s (%s short); nothing is evicted", w.group, short))
+		}
 	}
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
@@ -112,6 +161,111 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
 	}
 	return result, status
+}
+
+func minimumEqual(a, b quota.Amounts) bool {
+	for name, v := range a {
+		if b[name] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// isElastic says whether a pod is above its group's minimum: the group has its minimum placed.
+func (q *Queue) isElastic(w workload) bool {
+	if w.pg == nil {
+		return false
+	}
+	_, placed := q.ledger.groupPlacement(w.group)
+	return placed >= int(w.pg.Spec.MinMember)
+}
+
+// hasElasticPods says whether a queue runs pods above their group's minimum, other than group
+// skip's: a member of a minimum may preempt them whatever their priority's equality.
+func (q *Queue) hasElasticPods(queue, skip string) bool {
+	for group, count := range q.ledger.groupCounts(queue) {
+		if group == skip {
+			continue
+		}
+		ns, name, _ := cache.SplitMetaNamespaceKey(group)
+		if pg, err := q.podGroups.PodGroups(ns).Get(name); err == nil && count > int(pg.Spec.MinMember) {
+			return true
+		}
+	}
+	return false
+}
+
+// roomForMinimum checks, before anything is evicted, that the free capacity plus what may be
+// evicted covers the rest of the gang's minimum, in total per resource ("" if it does, else what
+// is short). Victims are then chosen pod by pod as the members are tried.
+func (r *reclaimer) roomForMinimum(minimum quota.Amounts) string {
+	room := quota.Amounts{}
+	infos, _ := r.q.handle.SnapshotSharedLister().NodeInfos().List()
+	for _, info := range infos {
+		alloc, used := info.GetAllocatable(), info.GetRequested()
+		for name := range minimum {
+			var a, u int64
+			switch name {
+			case corev1.ResourceCPU:
+				a, u = alloc.GetMilliCPU(), used.GetMilliCPU()
+			case corev1.ResourceMemory:
+				a, u = alloc.GetMemory(), used.GetMemory()
+			default:
+				a, u = alloc.GetScalarResources()[name], used.GetScalarResources()[name]
+			}
+			room[name] += max(a-u, 0)
+		}
+	}
+	room.Add(r.evictable())
+	var short []string
+	for _, name := range minimum.Names() {
+		if minimum[name] > room[name] {
+			short = append(short, fmt.Sprintf("%s %s", name, quota.Format(name, minimum[name]-room[name])))
+		}
+	}
+	return strings.Join(short, ", ")
+}
+
+// evictable sums what the preemptor may evict: from other queues, what each reclaimable queue
+// holds above its deserved share and guarantee; from its own queue, the pods of lower priority
+// and the pods above their gang's minimum.
+func (r *reclaimer) evictable() quota.Amounts {
+	out := quota.Amounts{}
+	if r.belowShare {
+		for _, n := range r.state.tree.Nodes() {
+			if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {
+				continue
+			}
+			alloc := r.state.view.allocated[n.Name].Clone()
+			alloc.Sub(r.state.view.terminating[n.Name])
+			for name, v := range alloc {
+				floor := max(r.state.deserved[n.Name][name], n.Guarantee[name])
+				out[name] += max(v-floor, 0)
+			}
+		}
+	}
+	priority := corev1helpers.PodPriority(r.pod)
+	elasticLeft := map[string]int{}
+	for group, count := range r.q.ledger.groupCounts(r.leaf.Name) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(group)
+		if pg, err := r.q.podGroups.PodGroups(ns).Get(name); err == nil && group != r.work.group {
+			elasticLeft[group] = count - int(pg.Spec.MinMember)
+		}
+	}
+	for _, e := range r.q.ledger.placedIn(r.leaf.Name) {
+		if e.terminating || (e.group != "" && e.group == r.work.group) {
+			continue
+		}
+		switch {
+		case e.priority < priority:
+			out.Add(e.requests)
+		case e.group != "" && elasticLeft[e.group] > 0 && e.priority <= priority:
+			elasticLeft[e.group]--
+			out.Add(e.requests)
+		}
+	}
+	return out
 }
 
 // belowShare says whether the leaf may take need without passing its deserved share, so that it
@@ -160,7 +314,7 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
 		return false, "the pod's preemptionPolicy is Never"
 	}
-	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior {
+	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		return false, fmt.Sprintf("queue %q is at its deserved share and holds no pod of lower priority", r.leaf.Name)
 	}
 	// The victims of the pod's last preemption may be gone from the API before the scheduler's
@@ -198,8 +352,11 @@ func (r *reclaimer) OrderedScoreFuncs(_ context.Context, victims map[string]*ext
 
 // unit is what is evicted together: one pod, or a whole gang whose minimum would break.
 type unit struct {
-	pods     []*corev1.Pod
-	queue    string
+	pods  []*corev1.Pod
+	queue string
+	group string
+	// spare is, for an elastic pod, how many pods its group runs above its minimum.
+	spare    int
 	kind     string
 	priority int32
 	elastic  bool
@@ -250,12 +407,16 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		return r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess()
 	}
 	var chosen []*unit
+	elasticTaken := map[string]int{}
 	for _, u := range units {
-		if !r.allowed(u, freed) {
+		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) {
 			continue
 		}
 		if s := remove(u, -1); s != nil {
 			return nil, 0, s
+		}
+		if u.elastic {
+			elasticTaken[u.group]++
 		}
 		chosen = append(chosen, u)
 		if fits() {
@@ -303,29 +464,32 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 			if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) {
 				continue
 			}
+			elastic, spare, members := false, 0, []*corev1.Pod(nil)
+			if e.group != "" {
+				elastic, spare, members = r.gangUnit(e.group)
+			}
 			kind := ""
 			switch {
-			case e.queue == r.leaf.Name && e.priority < preemptorPriority:
+			case e.queue == r.leaf.Name && (e.priority < preemptorPriority || (elastic && e.priority <= preemptorPriority)):
+				// Within the queue: lower priority, or above a gang's minimum when the preemptor
+				// is part of one (elastic pods run only on what no minimum needs).
 				kind = kindPreempt
 			case e.queue != r.leaf.Name && r.belowShare && r.reclaimable(e.queue):
 				kind = kindReclaim
 			default:
 				continue
 			}
-			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, kind: kind, priority: e.priority, freed: e.requests.Clone()}
-			if e.group != "" {
-				elastic, members := r.gangUnit(e.group)
-				if !elastic {
-					if seenGroups[e.group] {
-						continue
-					}
-					seenGroups[e.group] = true
-					u.pods, u.freed = members, quota.Amounts{}
-					for _, m := range members {
-						u.freed.Add(podRequests(m))
-					}
+			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: e.requests.Clone(), elastic: elastic, spare: spare}
+			if e.group != "" && !elastic {
+				// A member of a running minimum goes only with its whole gang.
+				if seenGroups[e.group] {
+					continue
 				}
-				u.elastic = elastic
+				seenGroups[e.group] = true
+				u.pods, u.freed = members, quota.Amounts{}
+				for _, m := range members {
+					u.freed.Add(podRequests(m))
+				}
 			}
 			if pod.Status.StartTime != nil {
 				u.started = pod.Status.StartTime.UnixNano()
@@ -346,9 +510,10 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 	return units
 }
 
-// gangUnit says whether a member of the group is elastic (the group runs more than its
-// minimum), and otherwise returns all its bound members, which go together.
-func (r *reclaimer) gangUnit(group string) (bool, []*corev1.Pod) {
+// gangUnit says whether the members of a group are elastic (the group runs more than its
+// minimum) and how many of them may go before the minimum breaks; otherwise it returns all its
+// bound members, which go together.
+func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod) {
 	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
 	var bound []*corev1.Pod
 	for _, obj := range objs {
@@ -358,9 +523,9 @@ func (r *reclaimer) gangUnit(group string) (bool, []*corev1.Pod) {
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(group)
 	if pg, err := r.q.podGroups.PodGroups(ns).Get(name); err == nil && len(bound) > int(pg.Spec.MinMember) {
-		return true, nil
+		return true, len(bound) - int(pg.Spec.MinMember), nil
 	}
-	return false, bound
+	return false, 0, bound
 }
 
 // reclaimable says whether the queue lets others take back what it borrowed.

@@ -88,3 +88,7 @@ const (
 	// ReasonNeverFits: the workload's minimum is larger than its queue's capability.
 	ReasonNeverFits = "ExceedsQueueCapability"
 )
+
+// ReasonElasticWaiting: a pod above its group's minimum waits while another group's minimum may
+// take the capacity.
+const ReasonElasticWaiting = "ElasticWaiting"
