@@ -101,8 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		queuePtrs[i] = &queues.Items[i]
 	}
 	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs))
+	recheck := ctrl.Result{RequeueAfter: slaRecheck(group, now())}
 	if equality.Semantic.DeepEqual(group.Status, status) {
-		return ctrl.Result{}, nil
+		return recheck, nil
 	}
 	previous := group.Status
 	group.Status = status
@@ -118,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Events come after the write succeeds, so a transition is announced once, not once per
 	// attempt.
 	r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
-	return ctrl.Result{}, nil
+	return recheck, nil
 }
 
 // recordEvents announces a phase change (a Warning when the group failed, as it can no longer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -127,6 +128,10 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 
 	scheduled := scheduledCondition(counts, minMember, hasRun)
 	unschedulable := unschedulableCondition(group, pods, counts, status.Phase, scheduled.Status == metav1.ConditionTrue)
+	if cond, ok := slaCondition(group, status.Phase, now()); ok {
+		cond.ObservedGeneration = group.Generation
+		meta.SetStatusCondition(&status.Conditions, cond)
+	}
 	if status.Phase == schedulingv1alpha1.PodGroupInqueue && counts.running+counts.succeeded == 0 && hold.reason != "" {
 		status.Phase = schedulingv1alpha1.PodGroupPending
 		unschedulable.Status, unschedulable.Reason, unschedulable.Message = metav1.ConditionTrue, hold.reason, hold.message
@@ -269,4 +274,50 @@ func tephraReasonIn(message string) (reason, from string, ok bool) {
 
 func isAlphanumeric(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}
+
+// now is time.Now, replaceable in tests.
+var now = time.Now
+
+// slaOf returns the group's SLA waiting time from its annotation (0: none or malformed).
+func slaOf(group *schedulingv1alpha1.PodGroup) time.Duration {
+	d, err := time.ParseDuration(group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// slaCondition says whether a group with an SLA waiting time has waited past it for its minimum;
+// ok is false for groups without one.
+func slaCondition(group *schedulingv1alpha1.PodGroup, phase schedulingv1alpha1.PodGroupPhase, at time.Time) (metav1.Condition, bool) {
+	sla := slaOf(group)
+	if sla == 0 {
+		return metav1.Condition{}, false
+	}
+	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupSLAExceeded, Status: metav1.ConditionFalse, Reason: "WithinSLA",
+		Message: fmt.Sprintf("the group's SLA waiting time is %v", sla)}
+	waited := at.Sub(group.CreationTimestamp.Time)
+	switch {
+	case phase != schedulingv1alpha1.PodGroupPending && phase != schedulingv1alpha1.PodGroupInqueue:
+		cond.Reason, cond.Message = "MinimumRan", "the group's minimum has run"
+	case waited >= sla:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "WaitedPastSLA"
+		cond.Message = fmt.Sprintf("the group has waited past its SLA waiting time of %v; tephra-scheduler reserves nodes for it and keeps later pods off them until its minimum runs", sla)
+	}
+	return cond, true
+}
+
+// slaRecheck is when the group's SLA condition may change without any event: when its SLA
+// waiting time ends while it waits. 0: never.
+func slaRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
+	sla := slaOf(group)
+	phase := group.Status.Phase
+	if sla == 0 || (phase != schedulingv1alpha1.PodGroupPending && phase != schedulingv1alpha1.PodGroupInqueue) {
+		return 0
+	}
+	if left := sla - at.Sub(group.CreationTimestamp.Time); left > 0 {
+		return left + 100*time.Millisecond
+	}
+	return 0
 }

@@ -26,6 +26,10 @@ type Args struct {
 	// MaxGroupBackoffSeconds caps GroupBackoffSeconds. Default 10, as the scheduler's own
 	// podMaxBackoffSeconds.
 	MaxGroupBackoffSeconds *int64 `json:"maxGroupBackoffSeconds,omitempty"`
+	// DefaultSLAWaitingTimeSeconds is the SLA waiting time of groups without the
+	// scheduling.tephra.dev/sla-waiting-time annotation: a group whose minimum is still not placed
+	// after it gets nodes reserved. Default 0: no SLA.
+	DefaultSLAWaitingTimeSeconds *int64 `json:"defaultSLAWaitingTimeSeconds,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -38,6 +42,7 @@ func (a *Args) SetDefaults() {
 	set(&a.DefaultScheduleTimeoutSeconds, 60)
 	set(&a.GroupBackoffSeconds, 1)
 	set(&a.MaxGroupBackoffSeconds, 10)
+	set(&a.DefaultSLAWaitingTimeSeconds, 0)
 }
 
 // Validate says what is wrong with defaulted args.
@@ -51,6 +56,9 @@ func (a *Args) Validate() error {
 	}
 	if v := *a.MaxGroupBackoffSeconds; v < *a.GroupBackoffSeconds {
 		errs = append(errs, fmt.Errorf("maxGroupBackoffSeconds: %d must be at least groupBackoffSeconds (%d)", v, *a.GroupBackoffSeconds))
+	}
+	if v := *a.DefaultSLAWaitingTimeSeconds; v < 0 {
+		errs = append(errs, fmt.Errorf("defaultSLAWaitingTimeSeconds: %d must not be negative", v))
 	}
 	return errors.Join(errs...)
 }

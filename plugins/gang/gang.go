@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
@@ -61,6 +62,7 @@ var (
 	_ fwk.QueueSortPlugin   = &Gang{}
 	_ fwk.PreFilterPlugin   = &Gang{}
 	_ fwk.PostFilterPlugin  = &Gang{}
+	_ fwk.FilterPlugin      = &Gang{}
 	_ fwk.ReservePlugin     = &Gang{}
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.PostBindPlugin    = &Gang{}
@@ -89,6 +91,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				ns, name, _ := cache.SplitMetaNamespaceKey(key)
+				g.releaseReservation(klog.Background(), groupKey{ns, name})
 				g.groups.forget(groupKey{ns, name})
 			}
 		},
@@ -145,7 +148,14 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		// The minimum exists and heads for the active queue: from now on, elastic pods of other
 		// groups wait for it.
 		now := g.now()
-		g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
+		armed := false
+		g.groups.with(key, func(s *groupState) {
+			s.wantsMinimum, s.stalled, s.lastActive = true, false, now
+			armed, s.slaArmed = s.slaArmed, true
+		})
+		if !armed {
+			g.armSLA(klog.FromContext(ctx), key, pg)
+		}
 	}
 	return nil
 }
@@ -195,6 +205,10 @@ func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
+		if g.groups.reservationCount() > 0 {
+			return nil, nil // Filter keeps it off reserved nodes
+		}
+		// Skip also skips Filter for the pod, which has nothing to check.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
@@ -213,7 +227,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
 	}
 	if placed > 0 {
-		return nil, nil
+		return g.onReserved(key), nil
 	}
 	count := g.countMembers(key, nil)
 	if count.placedMeets(pg) {
@@ -230,10 +244,35 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if count.bound >= int(pg.Spec.MinMember) {
 		return nil, nil // the minimum runs but for a task's; this member completes it
 	}
-	if lacking := lackingCapacity(g.minimumStillNeeded(pg, count), nodes); lacking != "" {
+	need := g.minimumStillNeeded(pg, count)
+	if reserved := g.reservationFor(ctx, key, pg, pod, need, nodes); reserved != nil {
+		nodes = onNodes(nodes, reserved)
+	}
+	if lacking := lackingCapacity(need, nodes); lacking != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
 	}
-	return nil, nil
+	return g.onReserved(key), nil
+}
+
+// onReserved sends a group with a reservation to its reserved nodes.
+func (g *Gang) onReserved(key groupKey) *fwk.PreFilterResult {
+	var reserved []string
+	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
+	if reserved == nil {
+		return nil
+	}
+	return &fwk.PreFilterResult{NodeNames: sets.New(reserved...)}
+}
+
+func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
+	keep := sets.New(names...)
+	var out []fwk.NodeInfo
+	for _, n := range nodes {
+		if keep.Has(n.Node().Name) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // PreFilterExtensions are not needed: the plugin filters no nodes.
@@ -338,6 +377,7 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 			}
 		}
 		g.groups.with(key, func(s *groupState) { s.wantsMinimum = false })
+		g.releaseReservation(klog.FromContext(ctx), key)
 		waitingPods.Set(float64(g.groups.waitingCount()))
 		klog.FromContext(ctx).V(4).Info("Gang minimum placed; allowing its members", "podGroup", key.String(), "placed", count.placed, "allowed", len(allowed)+1)
 		g.releaseElastic(klog.FromContext(ctx))

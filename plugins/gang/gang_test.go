@@ -441,3 +441,48 @@ func bigNode() fwk.NodeInfo {
 	node.SetNode(st.MakeNode().Name("big").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "64", corev1.ResourcePods: "110"}).Obj())
 	return node
 }
+
+// A group that waits past its SLA gets nodes reserved: later pods of its priority are kept off
+// them, pods of higher priority and other nodes are not, and the reservation ends with the
+// minimum placed.
+func TestSLAReservation(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "big", 2, nil, f.now)
+	pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	require.NoError(t, f.groups.Update(pg))
+	m0 := f.member(t, "m0", "big", "")
+	f.member(t, "m1", "big", "")
+	nodes := []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1)}
+
+	_, status := f.gang.PreFilter(ctx, nil, m0, nodes)
+	assert.True(t, status.IsSuccess(), "within its SLA the group is not held")
+	other := f.member(t, "other", "", "")
+	assert.Nil(t, f.gang.Filter(ctx, nil, other, nodes[0]), "no reservation yet")
+
+	f.now = f.now.Add(31 * time.Second)
+	result, status := f.gang.PreFilter(ctx, nil, m0, nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	require.NotNil(t, result)
+	assert.Equal(t, 2, result.NodeNames.Len(), "two 1-CPU nodes hold the 2-CPU minimum")
+	reserved := result.NodeNames.UnsortedList()[0]
+	var info fwk.NodeInfo
+	for _, n := range nodes {
+		if n.Node().Name == reserved {
+			info = n
+		}
+	}
+	s := f.gang.Filter(ctx, nil, other, info)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, s.Code())
+	assert.Contains(t, s.Message(), "reserved for pod group ns/big")
+	assert.Contains(t, <-f.handle.recorder.Events, "Reserved: the group has waited 31s, past its SLA waiting time of 30s")
+
+	f.gang.releaseReservation(klog.Background(), groupKey{"ns", "big"})
+	assert.Nil(t, f.gang.Filter(ctx, nil, other, info))
+}
+
+func cpuNode(name string, cpus int) fwk.NodeInfo {
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: fmt.Sprint(cpus), corev1.ResourcePods: "110"}).Obj())
+	return node
+}

@@ -31,11 +31,18 @@ var (
 		Help:           "Members placed and waiting at Permit for the rest of their pod group's minimum.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	reservations = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "reservations",
+		Help:           "Pod groups waiting past their SLA waiting time that have nodes reserved.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToFull, groupsRejected, waitingPods)
+		legacyregistry.MustRegister(timeToFull, groupsRejected, waitingPods, reservations)
 	})
 }

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +40,10 @@ type groupState struct {
 	// group held back elsewhere (its queue closed, say) goes quiet, and stops holding elastic pods
 	// back after minimumQuiet.
 	lastActive time.Time
+	// reserved are the nodes reserved for the group past its SLA (nil: none); slaArmed says a
+	// timer will bring the group back when its SLA waiting time ends.
+	reserved []string
+	slaArmed bool
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
@@ -46,12 +51,73 @@ type groupState struct {
 type tracker struct {
 	mu     sync.Mutex
 	groups map[groupKey]*groupState
+	// reservedNodes maps each reserved node to its group; reservedCount lets Filter skip the
+	// lock when nothing is reserved, which is nearly always.
+	reservedNodes map[string]reservedNode
+	reservedCount atomic.Int32
 	// waiting is the number of members waiting at Permit across all groups, kept as groups change
 	// so that the gauge costs nothing per call.
 	waiting int
 }
 
-func newTracker() *tracker { return &tracker{groups: map[groupKey]*groupState{}} }
+type reservedNode struct {
+	group groupKey
+	reservation
+}
+
+func newTracker() *tracker {
+	return &tracker{groups: map[groupKey]*groupState{}, reservedNodes: map[string]reservedNode{}}
+}
+
+// reserve records nodes reserved for a group.
+func (t *tracker) reserve(key groupKey, nodes []string, r reservation) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[key]
+	if g == nil || g.reserved != nil {
+		return
+	}
+	g.reserved = nodes
+	for _, n := range nodes {
+		t.reservedNodes[n] = reservedNode{key, r}
+	}
+	t.reservedCount.Add(1)
+}
+
+// unreserve drops a group's reservation; false if it had none.
+func (t *tracker) unreserve(key groupKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unreserveLocked(key)
+}
+
+func (t *tracker) unreserveLocked(key groupKey) bool {
+	g := t.groups[key]
+	if g == nil || g.reserved == nil {
+		return false
+	}
+	for _, n := range g.reserved {
+		if t.reservedNodes[n].group == key {
+			delete(t.reservedNodes, n)
+		}
+	}
+	g.reserved = nil
+	t.reservedCount.Add(-1)
+	return true
+}
+
+// reservedFor returns the group a node is reserved for.
+func (t *tracker) reservedFor(node string) (groupKey, reservation, bool) {
+	if t.reservedCount.Load() == 0 {
+		return groupKey{}, reservation{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.reservedNodes[node]
+	return r.group, r.reservation, ok
+}
+
+func (t *tracker) reservationCount() int { return int(t.reservedCount.Load()) }
 
 // with runs f on the group's state, creating it if needed, under the lock.
 func (t *tracker) with(key groupKey, f func(*groupState)) {
@@ -126,6 +192,7 @@ func (t *tracker) forget(key groupKey) {
 	defer t.mu.Unlock()
 	if g := t.groups[key]; g != nil {
 		t.waiting -= len(g.waiting)
+		t.unreserveLocked(key)
 	}
 	delete(t.groups, key)
 }

@@ -14,6 +14,11 @@ const (
 	// VolcanoGroupNameAnnotation is Volcano's pod-group annotation, accepted as PodGroupLabel.
 	VolcanoGroupNameAnnotation = "scheduling.k8s.io/group-name"
 
+	// SLAWaitingTimeAnnotation, on a PodGroup (or a Job, which passes it on), is how long the
+	// group may wait for its minimum before tephra-scheduler reserves nodes for it, as a Go
+	// duration ("30s", "10m").
+	SLAWaitingTimeAnnotation = "scheduling.tephra.dev/sla-waiting-time"
+
 	// SchedulerName is the name of Tephra's scheduling profile.
 	SchedulerName = "tephra-scheduler"
 	// RootQueue is the top of the queue tree; its capacity is the cluster's.

@@ -31,6 +31,10 @@ const (
 	PodGroupUnschedulable = "Unschedulable"
 	// PodGroupScheduled is true once the group's minimum has been bound.
 	PodGroupScheduled = "Scheduled"
+	// PodGroupSLAExceeded is true while a group with an SLA waiting time (annotation
+	// scheduling.tephra.dev/sla-waiting-time) has waited past it for its minimum: tephra-scheduler
+	// then reserves nodes for it.
+	PodGroupSLAExceeded = "SLAExceeded"
 )
 
 // PodGroupSpec says how many pods of a group must be placed together.

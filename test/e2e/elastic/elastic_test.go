@@ -47,10 +47,16 @@ type cluster struct {
 
 func newCluster(t *testing.T, name string) *cluster {
 	t.Helper()
+	return newClusterOf(t, name, 5)
+}
+
+// newClusterOf is newCluster with nodes nodes of 2 GPUs.
+func newClusterOf(t *testing.T, name string, nodes int) *cluster {
+	t.Helper()
 	env := framework.Shared(t)
 	c := &cluster{env: env, ns: env.Namespace(t), gpu: corev1.ResourceName("e2e.tephra.dev/gpu-" + name),
 		pool: map[string]string{"e2e.tephra.dev/pool": name}, q1: name + "-q1", q2: name + "-q2"}
-	_, err := env.Cluster.CreateNodes(context.Background(), name, 5, localcluster.NodeShape{
+	_, err := env.Cluster.CreateNodes(context.Background(), name, nodes, localcluster.NodeShape{
 		CPU: "16", Memory: "64Gi", Pods: 110, Labels: c.pool, Extended: map[corev1.ResourceName]int64{c.gpu: 2},
 	})
 	require.NoError(t, err)
@@ -61,7 +67,7 @@ func newCluster(t *testing.T, name string) *cluster {
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() {
-		for i := range 5 {
+		for i := range nodes {
 			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
 		}
 		for _, q := range []string{c.q1, c.q2} {

@@ -1,0 +1,182 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// ReasonReserved is the event reason when nodes are reserved for a group past its SLA.
+const ReasonReserved = "Reserved"
+
+// slaOf returns a group's SLA waiting time (0: none) and a problem with its annotation.
+func (g *Gang) slaOf(pg *v1alpha1.PodGroup) (time.Duration, string) {
+	if value, ok := pg.Annotations[v1alpha1.SLAWaitingTimeAnnotation]; ok {
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return 0, fmt.Sprintf("annotation %s=%q is not a positive duration such as 30s or 10m; the group has no SLA", v1alpha1.SLAWaitingTimeAnnotation, value)
+		}
+		return d, ""
+	}
+	return time.Duration(*g.args.DefaultSLAWaitingTimeSeconds) * time.Second, ""
+}
+
+// reservationFor returns the nodes reserved for the group, reserving them first if the group has
+// waited past its SLA. A reservation holds nodes whose allocatable capacity covers the minimum,
+// those with the most free capacity first, among the nodes a member may run on. nil: none.
+func (g *Gang) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo) []string {
+	var reserved []string
+	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
+	if reserved != nil {
+		return reserved
+	}
+	sla, problem := g.slaOf(pg)
+	if problem != "" {
+		g.groupEvent(pg, corev1.EventTypeWarning, "InvalidSLAWaitingTime", problem)
+		return nil
+	}
+	waited := g.now().Sub(pg.CreationTimestamp.Time)
+	if sla <= 0 || waited < sla || len(need) == 0 {
+		return nil
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(member)
+	type candidate struct {
+		name        string
+		free, alloc map[corev1.ResourceName]int64
+	}
+	var candidates []candidate
+	for _, node := range nodes {
+		if ok, _ := affinity.Match(node.Node()); !ok {
+			continue
+		}
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.FromContext(ctx), node.Node().Spec.Taints, member.Spec.Tolerations, func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}, false); untolerated {
+			continue
+		}
+		c := candidate{name: node.Node().Name, free: map[corev1.ResourceName]int64{}, alloc: map[corev1.ResourceName]int64{}}
+		for name := range need {
+			a, u := amounts(node, name)
+			c.alloc[name], c.free[name] = a, max(a-u, 0)
+		}
+		candidates = append(candidates, c)
+	}
+	// Most free first: the group starts soonest on the nodes that are emptiest now.
+	sort.SliceStable(candidates, func(i, j int) bool {
+		for _, name := range sortedNames(need) {
+			if candidates[i].free[name] != candidates[j].free[name] {
+				return candidates[i].free[name] > candidates[j].free[name]
+			}
+		}
+		return candidates[i].name < candidates[j].name
+	})
+	covered := map[corev1.ResourceName]int64{}
+	for _, c := range candidates {
+		if coversAll(covered, need) {
+			break
+		}
+		reserved = append(reserved, c.name)
+		for name, v := range c.alloc {
+			covered[name] += v
+		}
+	}
+	if !coversAll(covered, need) {
+		klog.FromContext(ctx).V(2).Info("Pod group past its SLA cannot be given a reservation: the nodes it may use could never hold its minimum", "podGroup", key.String(), "candidates", len(candidates))
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("Reserving nodes for a pod group past its SLA", "podGroup", key.String(), "nodes", reserved, "waited", waited)
+	g.groups.reserve(key, reserved, reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time})
+	reservations.Set(float64(g.groups.reservationCount()))
+	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: the group has waited %v, past its SLA waiting time of %v: nodes %s are reserved for it until its minimum runs",
+		ReasonReserved, waited.Round(time.Second), sla, strings.Join(reserved, ", ")))
+	return reserved
+}
+
+func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) bool {
+	for name, q := range need {
+		want := q.Value()
+		if name == corev1.ResourceCPU {
+			want = q.MilliValue()
+		}
+		if covered[name] < want {
+			return false
+		}
+	}
+	return true
+}
+
+func amounts(node fwk.NodeInfo, name corev1.ResourceName) (allocatable, used int64) {
+	alloc, req := node.GetAllocatable(), node.GetRequested()
+	switch name {
+	case corev1.ResourceCPU:
+		return alloc.GetMilliCPU(), req.GetMilliCPU()
+	case corev1.ResourceMemory:
+		return alloc.GetMemory(), req.GetMemory()
+	case corev1.ResourceEphemeralStorage:
+		return alloc.GetEphemeralStorage(), req.GetEphemeralStorage()
+	case corev1.ResourcePods:
+		return int64(alloc.GetAllowedPodNumber()), int64(len(node.GetPods()))
+	default:
+		return alloc.GetScalarResources()[name], req.GetScalarResources()[name]
+	}
+}
+
+// Filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a
+// group past its SLA goes before every pod of its priority or lower there, whatever their age
+// (pods that keep failing are requeued behind it anyway). They may use other nodes.
+func (g *Gang) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	owner, r, ok := g.groups.reservedFor(nodeInfo.Node().Name)
+	if !ok {
+		return nil
+	}
+	if key, grouped := groupOf(pod); grouped && key == owner {
+		return nil
+	}
+	if corev1helpers.PodPriority(pod) > r.priority {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is reserved for pod group %s, which waits past its SLA", owner))
+}
+
+// reservation is what Filter needs to know of the group that holds a node.
+type reservation struct {
+	priority int32
+	created  time.Time
+}
+
+// releaseReservation ends a group's reservation and brings back the pods that it kept off its
+// nodes.
+func (g *Gang) releaseReservation(logger klog.Logger, key groupKey) {
+	if !g.groups.unreserve(key) {
+		return
+	}
+	reservations.Set(float64(g.groups.reservationCount()))
+	pods := map[string]*corev1.Pod{}
+	for _, obj := range g.members.List() {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			pods[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	g.handle.Activate(logger, pods)
+}
+
+// armSLA brings a group's pending members back when its SLA waiting time ends, so that its
+// reservation is made then even if no other event retries them.
+func (g *Gang) armSLA(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup) {
+	sla, _ := g.slaOf(pg)
+	if sla <= 0 {
+		return
+	}
+	wait := max(sla-g.now().Sub(pg.CreationTimestamp.Time), 0)
+	time.AfterFunc(wait+100*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+}
