@@ -26,10 +26,6 @@ import (
 	"github.com/tephra-dev/tephra/plugins/queue/quota"
 )
 
-// gangPlugin is TephraGang's name: a pod it rejected before any node was tried (its group is
-// backing off, or its minimum does not fit) is not a reason to evict anybody.
-const gangPlugin = "TephraGang"
-
 // Victim kinds, for events and metrics.
 const (
 	kindReclaim = "reclaim"
@@ -155,7 +151,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
-		q.ledger.nominate(pod.UID, result.NominatingInfo.NominatedNodeName, time.Now())
+		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
 	}
 	if msg := status.Message(); msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
