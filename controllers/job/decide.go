@@ -257,14 +257,18 @@ func (m *machine) step(resume bool) (plan, *change) {
 	}
 }
 
-// deleteLive deletes the pods that still run or wait to, keeping finished ones for their logs.
-// It says whether any pod still holds resources (live, or finished but not yet gone).
+// deleteLive deletes the pods that still run or wait to, keeping finished ones for their logs
+// (but not stale ones: those of a slot the spec no longer has, or of an earlier run). It says
+// whether any pod still holds resources (live, or finished but not yet gone).
 func (m *machine) deleteLive(p *plan, reason string) (busy bool) {
 	for _, pod := range m.pods {
-		if pod.live() {
+		switch {
+		case pod.live():
 			p.delete(pod, reason)
 			busy = true
-		} else if pod.terminating() {
+		case pod.kind == stale:
+			p.delete(pod, ReasonStale)
+		case pod.terminating():
 			busy = true
 		}
 	}
