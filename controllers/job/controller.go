@@ -32,6 +32,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/job/plugins"
 )
 
 // ControllerName names the controller, in logs and as the reporting controller of its events.
@@ -59,6 +60,19 @@ type Plugin interface {
 // plugin that does not exist or gives it arguments it refuses.
 type PluginsFunc func(c client.Client, scheme *runtime.Scheme, job *batchv1alpha1.Job) ([]Plugin, error)
 
+// PluginsForJob is the plugins of controllers/job/plugins that the job asks for.
+func PluginsForJob(c client.Client, scheme *runtime.Scheme, job *batchv1alpha1.Job) ([]Plugin, error) {
+	ps, err := plugins.ForJob(c, scheme, job)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Plugin, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out, nil
+}
+
 // Reconciler applies the state machine's decisions to Jobs.
 type Reconciler struct {
 	client.Client
@@ -68,8 +82,13 @@ type Reconciler struct {
 	Scheme    *runtime.Scheme
 	// Recorder records events on Jobs: phase changes and actions.
 	Recorder events.EventRecorder
-	// Plugins gives the plugins of a job; nil for none.
+	// Plugins gives the plugins of a job (PluginsForJob if nil).
 	Plugins PluginsFunc
+	// PluginClient is the client plugins read and write their objects with (Client if nil).
+	// SetupWithManager gives them one that reads Secrets, ConfigMaps and Services from the
+	// apiserver: a plugin reads a few of them when a job's pods are created, which does not
+	// justify caching every Secret of the cluster.
+	PluginClient client.Client
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 	// Workers bounds concurrent pod creations and deletions per job (8 if 0).
@@ -90,6 +109,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Scheme == nil {
 		r.Scheme = mgr.GetScheme()
+	}
+	if r.PluginClient == nil {
+		c, err := client.New(mgr.GetConfig(), client.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			Cache: &client.CacheOptions{Reader: mgr.GetCache(), DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{}}},
+		})
+		if err != nil {
+			return fmt.Errorf("client for job plugins: %w", err)
+		}
+		r.PluginClient = c
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -133,21 +162,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	d := Decide(Observed{Job: job, Pods: pods.Items, Now: r.now()})
 
-	var plugins []Plugin
-	if r.Plugins != nil && (len(d.Create) > 0 || d.Finished) {
+	var jobPlugins []Plugin
+	if len(job.Spec.Plugins) > 0 && (len(d.Create) > 0 || d.Finished) {
+		pluginsFor, pluginClient := r.Plugins, r.PluginClient
+		if pluginsFor == nil {
+			pluginsFor = PluginsForJob
+		}
+		if pluginClient == nil {
+			pluginClient = r.Client
+		}
 		var err error
-		if plugins, err = r.Plugins(r.Client, r.Scheme, job); err != nil {
+		if jobPlugins, err = pluginsFor(pluginClient, r.Scheme, job); err != nil {
 			// A plugin that does not exist or refuses its arguments will not change its mind.
 			return ctrl.Result{}, r.failJob(ctx, job, ReasonPluginError, fmt.Sprintf("spec.plugins: %v", err))
 		}
 	}
-	return r.apply(ctx, job, d, plugins)
+	return r.apply(ctx, job, d, jobPlugins)
 }
 
 // apply carries out a decision: first what must be remembered (the run record, the status),
 // then what touches other objects, so that a controller restarted in between redoes the second
 // part from the first and never decides anything twice.
-func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, plugins []Plugin) (ctrl.Result, error) {
+func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	previous := job.Status.DeepCopy()
 	wrote, err := r.writeIntent(ctx, job, d)
@@ -183,10 +219,10 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	}
 	errs = append(errs, r.deletePods(ctx, job, d.Delete)...)
 	if len(d.Create) > 0 {
-		errs = append(errs, r.createPods(ctx, job, d.Create, plugins)...)
+		errs = append(errs, r.createPods(ctx, job, d.Create, jobPlugins)...)
 	}
 	if d.Finished {
-		for _, p := range plugins {
+		for _, p := range jobPlugins {
 			if err := p.OnJobDelete(ctx, job); err != nil {
 				errs = append(errs, fmt.Errorf("plugin %s: %w", p.Name(), err))
 			}
@@ -338,8 +374,8 @@ func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, del
 
 // createPods runs the plugins' OnJobAdd and creates the pods of the slots. A slot whose name is
 // already taken (the cache had not shown the pod yet) is simply skipped.
-func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, plugins []Plugin) []error {
-	for _, p := range plugins {
+func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) []error {
+	for _, p := range jobPlugins {
 		if err := p.OnJobAdd(ctx, job); err != nil {
 			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
 			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
@@ -357,7 +393,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 			return
 		}
 		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
-		for _, p := range plugins {
+		for _, p := range jobPlugins {
 			if err := p.OnPodCreate(pod, job); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("plugin %s on pod %s: %w", p.Name(), pod.Name, err))
