@@ -19,8 +19,8 @@ type taskView struct {
 	// min is how many of the task's pods must run at once: minAvailable, defaulting to replicas.
 	min int32
 	// hasTaskMinimum says whether min is a per-task minimum for the PodGroup's minTaskMember:
-	// always, unless the job sets its own minAvailable and the task does not (the job's minimum
-	// may then be made of any of its pods, as in Volcano).
+	// when the task sets minAvailable, or when the job's minimum takes every task's (it does by
+	// default). A job minAvailable below the sum of its tasks' may be made of any of its pods.
 	hasTaskMinimum bool
 	// maxRetry bounds the task's restarts (RestartTask and RestartPod): the task's maxRetry, or
 	// the job's when the task sets none.
@@ -81,7 +81,6 @@ func viewSpec(job *batchv1alpha1.Job) jobSpec {
 				t.min = t.replicas
 			}
 		}
-		t.hasTaskMinimum = spec.MinAvailable != nil || job.Spec.MinAvailable == nil
 		if spec.DependsOn != nil && len(spec.DependsOn.Name) > 0 {
 			t.dependsOn = spec.DependsOn.Name
 			t.waitsForAll = spec.DependsOn.Iteration != batchv1alpha1.IterationAny
@@ -104,6 +103,10 @@ func viewSpec(job *batchv1alpha1.Job) jobSpec {
 		if s.min > s.replicas {
 			problems = append(problems, fmt.Sprintf("minAvailable %d exceeds the job's %d pods", s.min, s.replicas))
 		}
+	}
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		t.hasTaskMinimum = t.spec.MinAvailable != nil || s.min >= sumMin
 	}
 	if job.Spec.MinSuccess != nil {
 		s.minSuccess = max(*job.Spec.MinSuccess, 1)
