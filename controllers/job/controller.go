@@ -377,6 +377,9 @@ func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, del
 func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) []error {
 	for _, p := range jobPlugins {
 		if err := p.OnJobAdd(ctx, job); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return nil // the namespace, and the job with it, is going away
+			}
 			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
 			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
 			return []error{err}
@@ -409,6 +412,8 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 			created = append(created, pod.Name)
 		case apierrors.IsAlreadyExists(err):
 			taken = append(taken, pod.Name)
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace, and the job with it, is going away: nothing to create or report.
 		default:
 			errs = append(errs, fmt.Errorf("create pod %s: %w", pod.Name, err))
 		}
