@@ -157,8 +157,10 @@ func newMachine(o Observed) *machine {
 	return m
 }
 
+// classify sorts the pods by the run being decided: a RestartJob decided in this same decision
+// makes every pod of the previous retry stale.
 func (m *machine) classify() {
-	m.pods = classify(m.job, &m.spec, m.rec, m.o.Pods)
+	m.pods = classify(m.job, &m.spec, m.d.Status.RetryCount, m.rec, m.o.Pods)
 }
 
 // plan is what one phase wants done to the pods and group, before the machine knows whether
@@ -321,8 +323,8 @@ func (m *machine) restarting() (plan, *change) {
 	if len(m.pods) > 0 {
 		return p, nil
 	}
-	if len(m.rec.Tasks) > 0 || len(m.rec.RestartingPods) > 0 {
-		m.rec = runRecord{Retry: m.job.Status.RetryCount}
+	if len(m.rec.Tasks) > 0 || len(m.rec.RestartingPods) > 0 || m.rec.Retry != m.d.Status.RetryCount {
+		m.rec = runRecord{Retry: m.d.Status.RetryCount}
 		m.recDirt = true
 		m.classify()
 	}

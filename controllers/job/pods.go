@@ -89,20 +89,20 @@ func (p observedPod) running() bool {
 	return p.Status.Phase == corev1.PodRunning && !p.terminating()
 }
 
-// classify sorts the job's pods into current and stale, in name order so that decisions are
-// stable.
-func classify(job *batchv1alpha1.Job, spec *jobSpec, rec runRecord, pods []corev1.Pod) []observedPod {
+// classify sorts the job's pods into current and stale for the job's run retry, in name order so
+// that decisions are stable.
+func classify(job *batchv1alpha1.Job, spec *jobSpec, retry int32, rec runRecord, pods []corev1.Pod) []observedPod {
 	out := make([]observedPod, 0, len(pods))
 	for i := range pods {
 		pod := &pods[i]
 		p := observedPod{Pod: pod, kind: stale, task: pod.Labels[schedulingv1alpha1.TaskLabel]}
 		index, okIndex := parseCount(pod.Labels, batchv1alpha1.TaskIndexLabel)
-		retry, okRetry := parseCount(pod.Labels, JobRetryLabel)
+		podRetry, okRetry := parseCount(pod.Labels, JobRetryLabel)
 		gen, okGen := parseCount(pod.Labels, TaskGenerationLabel)
 		p.index = index
 		if t, ok := spec.task(p.task); ok && okIndex && okRetry && okGen &&
 			index < t.replicas && pod.Name == PodName(job.Name, p.task, index) &&
-			retry == job.Status.RetryCount && gen == rec.generation(p.task) {
+			podRetry == retry && gen == rec.generation(p.task) {
 			p.kind = current
 		}
 		out = append(out, p)

@@ -71,6 +71,10 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 		return deleting == 4, fmt.Sprintf("%d of 4 being deleted", deleting)
 	})
 
+	// Events are sent in the background: let the restart's be recorded before the kill.
+	eventually(t, 10*time.Second, "the RestartJob event", func() (bool, string) {
+		return countEvents(env, ns, "steady", "Warning RestartJob:") == 1, fmt.Sprint(jobEvents(env, ns, "steady"))
+	})
 	env.Cluster.KillComponent(localcluster.Controllers)
 	t.Cleanup(func() {
 		if !env.Cluster.Running(localcluster.Controllers) {
