@@ -74,8 +74,8 @@ func runDemo(kubeconfig string) error {
 			rv = got.ResourceVersion
 			s := got.Status
 			if s.State.Phase != last && s.State.Phase != "" {
-				fmt.Printf("demo: %s %-10s %d running, %d succeeded, %d pending (%s)\n",
-					time.Now().Format("15:04:05"), s.State.Phase, s.Running, s.Succeeded, s.Pending, s.State.Reason)
+				fmt.Printf("demo: %s %-10s %d running, %d succeeded (%s)\n",
+					time.Now().Format("15:04:05"), s.State.Phase, s.Running, s.Succeeded, s.State.Reason)
 				last = s.State.Phase
 			}
 			switch s.State.Phase {
