@@ -197,7 +197,15 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	}
 	r.recordDecision(job, previous, d)
 
-	acts := d.PodGroup != nil || len(d.Delete) > 0 || len(d.Create) > 0 || d.DeleteJob
+	group, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if group != nil && !metav1.IsControlledBy(group, job) && len(d.Create) > 0 {
+		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Create",
+			"PodGroup %s exists and does not belong to this job: its pods join it, with its minimum", job.Name)
+	}
+	acts := groupChanged || len(d.Delete) > 0 || len(d.Create) > 0 || d.DeleteJob
 	if acts && !wrote {
 		// Nothing was written, so nothing proved that the cached job is the latest: a stale job
 		// (say, one that the cache still shows Running after a restart was written) must not
@@ -211,8 +219,8 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 		}
 	}
 	var errs []error
-	if d.PodGroup != nil {
-		if err := r.ensurePodGroup(ctx, job, d.PodGroup); err != nil {
+	if groupChanged {
+		if err := r.writePodGroup(ctx, job, group); err != nil {
 			// Pods without their group would only be refused by the scheduler.
 			return ctrl.Result{}, err
 		}
@@ -294,13 +302,19 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 	return nil
 }
 
-// ensurePodGroup creates the job's PodGroup, or brings its minimum up to date. Only the fields
-// the job decides are written; others (scheduleTimeoutSeconds) are left to whoever set them.
-func (r *Reconciler) ensurePodGroup(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec) error {
-	group := &schedulingv1alpha1.PodGroup{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(job), group)
+// podGroupChange compares the job's PodGroup with the spec decided for it, and returns the group
+// to write: a new one if it is missing, or the existing one with the minimum the job decides.
+// Only those fields are the job's; others (scheduleTimeoutSeconds) are left to whoever set them.
+// changed is false when there is nothing to write: spec is nil (the group is left alone), the
+// group is as decided, or it is someone else's (returned, not to be written).
+func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec) (group *schedulingv1alpha1.PodGroup, changed bool, err error) {
+	if spec == nil {
+		return nil, false, nil
+	}
+	group = &schedulingv1alpha1.PodGroup{}
+	err = r.Get(ctx, client.ObjectKeyFromObject(job), group)
 	if apierrors.IsNotFound(err) {
-		group = &schedulingv1alpha1.PodGroup{
+		return &schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: job.Name, Namespace: job.Namespace,
 				Labels: map[string]string{batchv1alpha1.JobNameLabel: job.Name},
@@ -309,29 +323,35 @@ func (r *Reconciler) ensurePodGroup(ctx context.Context, job *batchv1alpha1.Job,
 				},
 			},
 			Spec: *spec,
-		}
-		if err := r.Create(ctx, group); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
-		}
-		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s in queue %s",
-			job.Name, spec.MinMember, describeTaskMembers(spec.MinTaskMember), spec.Queue)
-		return nil
+		}, true, nil
 	}
 	if err != nil {
-		return err
+		return nil, false, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if !metav1.IsControlledBy(group, job) {
-		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Sync",
-			"PodGroup %s exists and does not belong to this job; its pods join it as it is", job.Name)
-		return nil
+		// Someone else's group of the same name: the pods join it as it is.
+		return group, false, nil
 	}
 	want := group.DeepCopy()
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
-	if equality.Semantic.DeepEqual(group.Spec, want.Spec) {
+	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec), nil
+}
+
+// writePodGroup creates or updates the job's PodGroup as podGroupChange decided.
+func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup) error {
+	if group.ResourceVersion == "" {
+		if err := r.Create(ctx, group); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil // the cache had not shown it yet; the next decision compares with it
+			}
+			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s in queue %s",
+			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), group.Spec.Queue)
 		return nil
 	}
-	if err := r.Update(ctx, want); err != nil {
+	if err := r.Update(ctx, group); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil // the group's change is on its way as an event
 		}
