@@ -365,3 +365,45 @@ tephra_jobs{phase="Pending",queue="research"} 1
 tephra_jobs{phase="Running",queue="default"} 1
 `)))
 }
+
+// countingReader counts reads past the cache.
+type countingReader struct {
+	client.Reader
+	gets *int
+}
+
+func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A job whose pods and group are as decided costs no read past the cache, and nothing is
+// written.
+func TestReconcileOfASteadyJobReadsNothingFromTheAPIServer(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.reconcile(t)
+	f.setPods(t, corev1.PodRunning)
+	f.reconcile(t)
+	require.Equal(t, batchv1alpha1.JobRunning, f.job(t).Status.State.Phase)
+	gets := 0
+	f.reconciler.APIReader = countingReader{Reader: f.client, gets: &gets}
+	f.takeWrites()
+	f.reconcile(t)
+	assert.Zero(t, gets)
+	assert.Empty(t, f.takeWrites())
+}
+
+// A PodGroup of the job's name that another owner made is left as it is, and the job says so.
+func TestReconcileLeavesAForeignPodGroupAlone(t *testing.T) {
+	foreign := &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: testNamespace},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	}
+	f := newFixture(t, newStoredJob(), foreign)
+	f.reconcile(t)
+	group := &schedulingv1alpha1.PodGroup{}
+	require.NoError(t, f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: "train"}, group))
+	assert.Equal(t, int32(2), group.Spec.MinMember, "not rewritten")
+	assert.Len(t, f.pods(t), 6, "the pods are created all the same")
+	assert.Contains(t, f.events(), "Warning PodGroupNotOwned PodGroup train exists and does not belong to this job: its pods join it, with its minimum")
+}
