@@ -38,6 +38,10 @@ import (
 // ControllerName names the controller, in logs and as the reporting controller of its events.
 const ControllerName = "tephra-job"
 
+// errNamespaceTerminating: the job's namespace is being deleted, and the job with it; nothing
+// new can be created in it.
+var errNamespaceTerminating = errors.New("the namespace is being deleted")
+
 // ControllerIndex is the field index of pods by the UID of their controller, when that is a
 // Job, registered by SetupWithManager.
 const ControllerIndex = "tephra.job.controller"
@@ -221,6 +225,9 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	var errs []error
 	if groupChanged {
 		if err := r.writePodGroup(ctx, job, group); err != nil {
+			if errors.Is(err, errNamespaceTerminating) {
+				return ctrl.Result{}, nil // the job goes with its namespace
+			}
 			// Pods without their group would only be refused by the scheduler.
 			return ctrl.Result{}, err
 		}
@@ -344,6 +351,9 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 		if err := r.Create(ctx, group); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil // the cache had not shown it yet; the next decision compares with it
+			}
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return errNamespaceTerminating
 			}
 			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
 		}
