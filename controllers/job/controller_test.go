@@ -116,7 +116,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	f.reconciler = &Reconciler{
 		Client: f.client, APIReader: f.client, Scheme: scheme, Recorder: f.recorder,
 		Now:     func() time.Time { return f.now },
-		Workers: 1,
+		Workers: 4,
 		Plugins: func(client.Client, *runtime.Scheme, *batchv1alpha1.Job) ([]Plugin, error) {
 			return []Plugin{fakePlugin{mu: &f.mu, calls: &f.calls}}, nil
 		},
