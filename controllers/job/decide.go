@@ -90,19 +90,27 @@ const TaskFailedAction batchv1alpha1.Action = "TaskFailed"
 
 // Reasons of phase transitions besides events' names.
 const (
-	ReasonCreated           = "Created"
-	ReasonRunning           = "MinAvailableRunning"
-	ReasonRestarted         = "Restarted"
-	ReasonResumed           = "Resumed"
-	ReasonSuspended         = "Suspended"
-	ReasonPodsSucceeded     = "PodsSucceeded"
-	ReasonMinSuccess        = "MinSuccessReached"
-	ReasonTooManyFailed     = "TooManyPodsFailed"
-	ReasonRetriesExhausted  = "RetriesExhausted"
-	ReasonInvalidJob        = "InvalidJob"
-	ReasonPluginError       = "PluginError"
-	ReasonStale             = "Stale"
-	ReasonPhaseCleanup      = "JobNotRunning"
+	ReasonCreated          = "Created"
+	ReasonRunning          = "MinAvailableRunning"
+	ReasonRestarted        = "Restarted"
+	ReasonResumed          = "Resumed"
+	ReasonSuspended        = "Suspended"
+	ReasonPodsSucceeded    = "PodsSucceeded"
+	ReasonMinSuccess       = "MinSuccessReached"
+	ReasonTooManyFailed    = "TooManyPodsFailed"
+	ReasonRetriesExhausted = "RetriesExhausted"
+	ReasonInvalidJob       = "InvalidJob"
+	ReasonPluginError      = "PluginError"
+)
+
+// Why pods are deleted (PodDeletion.Reason), besides RestartPod.
+const (
+	// ReasonStale: the pod is of an earlier run or task generation, or of a slot the spec no
+	// longer has.
+	ReasonStale = "Stale"
+	// ReasonPhaseCleanup: the job is ending, aborted or finished, and the pod still runs.
+	ReasonPhaseCleanup = "JobNotRunning"
+	// ReasonRestartingAllPods: RestartJob or a resume starts the job from nothing.
 	ReasonRestartingAllPods = "RestartingJob"
 )
 
@@ -141,12 +149,12 @@ type machine struct {
 	o    Observed
 	job  *batchv1alpha1.Job
 	spec jobSpec
-	// rec is the run record as it will be written.
-	rec     runRecord
-	recDirt bool
-	pods    []observedPod
-	d       Decision
-	now     metav1.Time
+	// rec is the run record as it will be written; recordChanged says it differs from the job's.
+	rec           runRecord
+	recordChanged bool
+	pods          []observedPod
+	d             Decision
+	now           metav1.Time
 }
 
 func newMachine(o Observed) *machine {
@@ -218,7 +226,7 @@ func (m *machine) run() {
 		m.transition(*next)
 	}
 	m.d.Delete, m.d.Create, m.d.PodGroup, m.d.RequeueAfter = p.deletes, p.creates, p.podGroup, p.requeue
-	if m.recDirt {
+	if m.recordChanged {
 		v := m.rec.encode()
 		m.d.Record = &v
 	}
@@ -325,7 +333,7 @@ func (m *machine) restarting() (plan, *change) {
 	}
 	if len(m.rec.Tasks) > 0 || len(m.rec.RestartingPods) > 0 || m.rec.Retry != m.d.Status.RetryCount {
 		m.rec = runRecord{Retry: m.d.Status.RetryCount}
-		m.recDirt = true
+		m.recordChanged = true
 		m.classify()
 	}
 	if m.d.Status.State.Reason == ReasonResumed {
@@ -983,7 +991,7 @@ func (m *machine) spendRestart(task string) bool {
 		return false
 	}
 	m.rec.updateTask(task, func(r *taskRecord) { r.Restarts++ })
-	m.recDirt = true
+	m.recordChanged = true
 	return true
 }
 
@@ -1004,7 +1012,7 @@ func (m *machine) raiseTaskFailed(tasks map[string]candidate) *change {
 		}
 		cause := tasks[name]
 		m.rec.updateTask(name, func(r *taskRecord) { r.OutOfRetries = true })
-		m.recDirt = true
+		m.recordChanged = true
 		t, _ := m.spec.task(name)
 		ev := jobEvent{event: batchv1alpha1.TaskFailedEvent, task: name, since: m.o.Now}
 		m.d.Actions = append(m.d.Actions, ActionTaken{Action: TaskFailedAction, Event: batchv1alpha1.TaskFailedEvent, Task: name,
@@ -1043,7 +1051,7 @@ func (m *machine) pruneRestarting() {
 	}
 	if len(kept) != len(m.rec.RestartingPods) {
 		m.rec.RestartingPods = kept
-		m.recDirt = true
+		m.recordChanged = true
 	}
 }
 
