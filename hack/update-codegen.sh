@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 "$CONTROLLER_GEN" object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 rm -f manifests/crds/*_*.yaml
-"$CONTROLLER_GEN" crd paths=./apis/... output:crd:artifacts:config=manifests/crds
+"$CONTROLLER_GEN" crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:artifacts:config=manifests/crds
 # The Job embeds pod templates; their upstream descriptions make the CRD too large for
 # client-side `kubectl apply`. Its plugins without arguments may be null (`svc: null`).
 for crd in manifests/crds/*_*.yaml; do
