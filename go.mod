@@ -6,6 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/stretchr/testify v1.11.1
 	go.etcd.io/etcd/server/v3 v3.7.0
+	golang.org/x/crypto v0.54.0
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.37.1
 	k8s.io/apiextensions-apiserver v0.37.0
@@ -149,7 +150,6 @@ require (
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect

@@ -8,12 +8,12 @@ cd "$(dirname "$0")/.."
 
 "$CONTROLLER_GEN" object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 rm -f manifests/crds/*_*.yaml
-"$CONTROLLER_GEN" crd paths=./apis/... output:crd:artifacts:config=manifests/crds
+"$CONTROLLER_GEN" crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:artifacts:config=manifests/crds
 # The Job embeds pod templates; their upstream descriptions make the CRD too large for
-# client-side `kubectl apply`.
+# client-side `kubectl apply`. Its plugins without arguments may be null (`svc: null`).
 for crd in manifests/crds/*_*.yaml; do
   case "$crd" in
-    *batch.tephra.dev_jobs.yaml) go run ./hack/crdpatch "$crd" spec.tasks.template ;;
+    *batch.tephra.dev_jobs.yaml) go run ./hack/crdpatch -nullable-values spec.plugins "$crd" spec.tasks.template ;;
     *) go run ./hack/crdpatch "$crd" ;;
   esac
 done

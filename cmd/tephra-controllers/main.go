@@ -18,6 +18,7 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/controllers/job"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 )
@@ -92,6 +93,10 @@ func setupControllers(mgr ctrl.Manager) error {
 	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName)}
 	if err := podGroups.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("pod group controller: %w", err)
+	}
+	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
+	if err := jobs.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("job controller: %w", err)
 	}
 	return nil
 }

@@ -3,75 +3,92 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
-	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
-// runDemo submits a short simulated job to tephra-scheduler and shows it go from Pending to
-// Succeeded.
+// demoJob is the example the demo submits, relative to the repository.
+const demoJob = "manifests/examples/tensorflow.yaml"
+
+// runDemo submits the TensorFlow example Job (2 ps + 4 workers, simulated) and prints its phase
+// transitions until it completes.
 func runDemo(kubeconfig string) error {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(root, demoJob))
+	if err != nil {
+		return err
+	}
+	job := &batchv1alpha1.Job{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		return fmt.Errorf("%s: %w", demoJob, err)
+	}
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	jobs := versioned.NewForConfigOrDie(config).BatchV1alpha1().Jobs(metav1.NamespaceDefault)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pods := client.CoreV1().Pods(metav1.NamespaceDefault)
-	const name = "tephra-demo"
-	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err == nil {
+	if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{}); err == nil {
 		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, err := pods.Get(ctx, name, metav1.GetOptions{})
+			_, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{"sim.tephra.dev/duration": "5s"},
-		},
-		Spec: corev1.PodSpec{
-			SchedulerName: schedulingv1alpha1.SchedulerName,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:  "work",
-				Image: "busybox",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("1"),
-				}},
-			}},
-		},
-	}
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := jobs.Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
 		return err
 	}
-	fmt.Printf("\ndemo: submitted pod %s/%s (schedulerName tephra-scheduler, runs 5s)\n", metav1.NamespaceDefault, name)
-	var last string
-	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	fmt.Printf("\ndemo: submitted Job %s/%s from %s: TensorFlow, 2 ps + 4 workers placed as one gang; the workers run 8s\n",
+		metav1.NamespaceDefault, job.Name, demoJob)
+	// A watch sees every status the controller writes, so that a phase that lasts a moment
+	// (Pending, while the gang is placed) is shown too.
+	var last batchv1alpha1.JobPhase
+	rv := created.ResourceVersion
+	for {
+		w, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + job.Name, ResourceVersion: rv})
 		if err != nil {
-			return false, nil
+			return fmt.Errorf("watching job %s: %w", job.Name, err)
 		}
-		state := string(pod.Status.Phase)
-		if pod.Spec.NodeName != "" {
-			state += " on " + pod.Spec.NodeName
+		for ev := range w.ResultChan() {
+			got, ok := ev.Object.(*batchv1alpha1.Job)
+			if ev.Type == watch.Error || !ok {
+				rv = "" // too old: watch again from the current state
+				continue
+			}
+			rv = got.ResourceVersion
+			s := got.Status
+			if s.State.Phase != last && s.State.Phase != "" {
+				fmt.Printf("demo: %s %-10s %d running, %d succeeded (%s)\n",
+					time.Now().Format("15:04:05"), s.State.Phase, s.Running, s.Succeeded, s.State.Reason)
+				last = s.State.Phase
+			}
+			switch s.State.Phase {
+			case batchv1alpha1.JobCompleted:
+				w.Stop()
+				return nil
+			case batchv1alpha1.JobFailed, batchv1alpha1.JobTerminated, batchv1alpha1.JobAborted:
+				w.Stop()
+				return fmt.Errorf("job %s ended %s: %s", job.Name, s.State.Phase, s.State.Message)
+			}
 		}
-		if state != last {
-			fmt.Printf("demo: %s %s\n", time.Now().Format("15:04:05"), state)
-			last = state
+		if ctx.Err() != nil {
+			return fmt.Errorf("job %s did not complete within 3 minutes; it is %s", job.Name, last)
 		}
-		return pod.Status.Phase == corev1.PodSucceeded, nil
-	})
+	}
 }

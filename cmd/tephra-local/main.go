@@ -121,7 +121,9 @@ The local Tephra cluster is up: a real kube-apiserver, %d simulated nodes, tephr
 tephra-controllers. Logs are in %s/logs/.
 
   export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get nodes,queues,podgroups
+  kubectl get nodes,queues,podgroups,tjob
+  kubectl describe tjob tf-mnist               # the demo Job: its phases and events
+  kubectl apply -f manifests/examples/         # more Jobs: PyTorch, MPI, restart policies, dependsOn
   kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
 

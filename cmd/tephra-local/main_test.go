@@ -20,7 +20,7 @@ import (
 )
 
 // TestUpAndDown runs what `make up` and `make down` run: up starts the local cluster in the
-// background and runs the demo; the cluster has 4 Ready nodes and the root and default queues;
+// background and runs the demo (the TensorFlow example Job, Pending to Completed); the cluster has 4 Ready nodes and the root and default queues;
 // down leaves no process of it behind.
 func TestUpAndDown(t *testing.T) {
 	if testing.Short() {
@@ -35,8 +35,9 @@ func TestUpAndDown(t *testing.T) {
 
 	out, err = exec.Command(bin, "up", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
-	assert.Contains(t, string(out), "demo: ", "the demo ran")
-	assert.Regexp(t, `demo: \S+ Succeeded on kwok-node-\d`, string(out))
+	assert.Contains(t, string(out), "demo: submitted Job default/tf-mnist", "the demo ran")
+	assert.Regexp(t, `(?s)demo: \S+ Pending .*demo: \S+ Running .*demo: \S+ Completed +0 running, 4 succeeded`, string(out),
+		"the demo shows the TensorFlow job go from Pending to Completed")
 	assert.Contains(t, string(out), "kubectl get nodes,queues")
 
 	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))

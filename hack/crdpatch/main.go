@@ -7,12 +7,17 @@
 //     templates). With them the Job CRD is about 700 KB, too large for `kubectl apply`'s
 //     last-applied annotation (256 KB); Tephra's own fields keep their descriptions for
 //     `kubectl explain`.
+//   - With -nullable-values PATH, it lets the values of the map at PATH be null (a Job's
+//     plugins). The apiserver drops null values that the schema does not allow, so a plugin
+//     without arguments written `svc: null`, as Go clients write a nil slice, would vanish.
+//     controller-gen has no marker for the values of a map.
 //
-// Usage: crdpatch FILE [PATH...]   where PATH is a dot path of schema properties, such as
-// spec.tasks.template ("items" is entered implicitly for arrays).
+// Usage: crdpatch [-nullable-values PATH] FILE [PATH...]   where PATH is a dot path of schema
+// properties, such as spec.tasks.template ("items" is entered implicitly for arrays).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -22,17 +27,19 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: crdpatch FILE [PATH...]")
+	nullableValues := flag.String("nullable-values", "", "dot path of a map whose values may be null")
+	flag.Parse()
+	if flag.NArg() < 1 {
+		fmt.Fprintln(os.Stderr, "usage: crdpatch [-nullable-values PATH] FILE [PATH...]")
 		os.Exit(2)
 	}
-	if err := trim(os.Args[1], os.Args[2:]); err != nil {
+	if err := trim(flag.Arg(0), flag.Args()[1:], *nullableValues); err != nil {
 		fmt.Fprintln(os.Stderr, "crdpatch:", err)
 		os.Exit(1)
 	}
 }
 
-func trim(file string, paths []string) error {
+func trim(file string, paths []string, nullableValues string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -48,8 +55,13 @@ func trim(file string, paths []string) error {
 		}
 		boundQuantities(schema.OpenAPIV3Schema)
 		for _, path := range paths {
-			if err := trimAt(schema.OpenAPIV3Schema, strings.Split(path, ".")); err != nil {
+			if err := at(schema.OpenAPIV3Schema, strings.Split(path, "."), dropDescriptions); err != nil {
 				return fmt.Errorf("%s version %s: %s: %w", file, crd.Spec.Versions[i].Name, path, err)
+			}
+		}
+		if nullableValues != "" {
+			if err := at(schema.OpenAPIV3Schema, strings.Split(nullableValues, "."), nullValues); err != nil {
+				return fmt.Errorf("%s version %s: %s: %w", file, crd.Spec.Versions[i].Name, nullableValues, err)
 			}
 		}
 	}
@@ -60,11 +72,11 @@ func trim(file string, paths []string) error {
 	return os.WriteFile(file, append([]byte("---\n"), out...), 0o644)
 }
 
-// trimAt drops the descriptions below the property at path. Properties are held by value, so
-// each level is copied, changed and written back.
-func trimAt(node *apiextensionsv1.JSONSchemaProps, path []string) error {
+// at calls f on the property at path. Properties are held by value, so each level is copied,
+// changed and written back.
+func at(node *apiextensionsv1.JSONSchemaProps, path []string, f func(*apiextensionsv1.JSONSchemaProps)) error {
 	if len(path) == 0 {
-		dropDescriptions(node)
+		f(node)
 		return nil
 	}
 	if node.Items != nil && node.Items.Schema != nil {
@@ -74,7 +86,7 @@ func trimAt(node *apiextensionsv1.JSONSchemaProps, path []string) error {
 	if !ok {
 		return fmt.Errorf("no property %q", path[0])
 	}
-	if err := trimAt(&child, path[1:]); err != nil {
+	if err := at(&child, path[1:], f); err != nil {
 		return err
 	}
 	node.Properties[path[0]] = child
@@ -114,4 +126,10 @@ func walk(node *apiextensionsv1.JSONSchemaProps, f func(*apiextensionsv1.JSONSch
 func dropDescriptions(node *apiextensionsv1.JSONSchemaProps) {
 	node.Description = ""
 	walk(node, dropDescriptions)
+}
+
+func nullValues(node *apiextensionsv1.JSONSchemaProps) {
+	if node.AdditionalProperties != nil && node.AdditionalProperties.Schema != nil {
+		node.AdditionalProperties.Schema.Nullable = true
+	}
 }

@@ -35,20 +35,29 @@ const (
 )
 
 // LifecyclePolicy maps an event or a container exit code to an action.
+// +kubebuilder:validation:XValidation:rule="has(self.event) || has(self.events) || has(self.exitCode)",message="a policy must match something: set one of event, events or exitCode"
+// +kubebuilder:validation:XValidation:rule="[has(self.event), has(self.events), has(self.exitCode)].filter(x, x).size() <= 1",message="a policy matches one thing: set only one of event, events or exitCode"
 type LifecyclePolicy struct {
 	// Event the policy matches.
 	// +optional
 	Event Event `json:"event,omitempty"`
 	// Events the policy matches, any of them.
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="!('*' in self) || size(self) == 1",message="the event * already matches every event: list it alone"
+	// +listType=set
 	// +optional
 	Events []Event `json:"events,omitempty"`
 	// ExitCode of a failed container that the policy matches, instead of an event.
+	// +kubebuilder:validation:XValidation:rule="self != 0",message="exitCode 0 means success and cannot be matched: use a nonzero exit code or an event"
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
 	// Action to take.
 	Action Action `json:"action"`
 	// Timeout delays the action: it is taken only if the event still holds after it.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="timeout must be a duration such as 30s, 5m or 1h30m"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
@@ -66,7 +75,10 @@ const (
 // DependsOn holds a task's pods until the named tasks run.
 type DependsOn struct {
 	// Name lists the tasks this one waits for.
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
 	Name []string `json:"name"`
 	// Iteration is `all` (every pod of those tasks runs) or `any` (one of them does).
 	// +kubebuilder:default=all
@@ -75,6 +87,8 @@ type DependsOn struct {
 }
 
 // TaskSpec is a set of identical pods in a Job, such as its parameter servers or its workers.
+// +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.replicas) || self.minAvailable <= self.replicas",message="task minAvailable must not exceed its replicas",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !has(self.dependsOn.name) || !(self.name in self.dependsOn.name)",message="a task cannot depend on itself",fieldPath=".dependsOn.name"
 type TaskSpec struct {
 	// Name of the task, unique in the Job; part of its pods' names.
 	// +kubebuilder:validation:MinLength=1
@@ -91,7 +105,9 @@ type TaskSpec struct {
 	// Template of the task's pods.
 	Template corev1.PodTemplateSpec `json:"template"`
 	// Policies of this task; they take precedence over the Job's.
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.map(p, has(p.event) ? [p.event] : (has(p.events) ? p.events : [])).flatten().distinct().size() == self.map(p, has(p.event) ? [p.event] : (has(p.events) ? p.events : [])).flatten().size()",message="two policies match the same event: each event may appear in one policy only"
+	// +kubebuilder:validation:XValidation:rule="self.filter(p, has(p.exitCode)).map(p, p.exitCode).distinct().size() == self.filter(p, has(p.exitCode)).size()",message="two policies match the same exitCode: each exit code may appear in one policy only"
 	// +optional
 	Policies []LifecyclePolicy `json:"policies,omitempty"`
 	// MaxRetry bounds restarts of this task.
@@ -103,18 +119,33 @@ type TaskSpec struct {
 	DependsOn *DependsOn `json:"dependsOn,omitempty"`
 }
 
+// The dependsOn cycle rule of JobSpec works on task indices (ix). succ[i] lists the tasks that
+// task i waits for; r1 says which task reaches which in at most one step (itself included).
+// Squared five times it gives r32, reachability in up to 32 steps, enough for 32 tasks (a
+// squaring that changes nothing ends the work early); a cycle is a task i waiting for a task j
+// that reaches i. One-element lists bind the intermediate matrices, as CRD CEL has no cel.bind.
+// Its index list, lists.range(32), must follow tasks' maxItems. It costs about 300,000 of the
+// 1,000,000 a rule may spend, at worst, for 32 tasks; jobs without dependsOn skip it.
+
 // JobSpec is a multi-task batch workload.
+// +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || self.minAvailable <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minAvailable must not exceed the total replicas of the job's tasks",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
+// +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",message="dependsOn names a task that is not in the job",fieldPath=".tasks"
+// +kubebuilder:validation:XValidation:rule="!has(self.tasks) || !self.tasks.exists(t, has(t.dependsOn) && has(t.dependsOn.name)) || [lists.range(32).filter(i, i < size(self.tasks))].all(ix, [self.tasks.map(t, ix.filter(j, has(t.dependsOn) && has(t.dependsOn.name) && self.tasks[j].name != t.name && self.tasks[j].name in t.dependsOn.name))].all(succ, [ix.map(i, ix.map(j, i == j || j in succ[i]))].all(r1, [r1.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r1[k][j])))[0])].all(r2, [r2 == r1 ? r2 : r2.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r2[k][j])))[0])].all(r4, [r4 == r2 ? r4 : r4.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r4[k][j])))[0])].all(r8, [r8 == r4 ? r8 : r8.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r8[k][j])))[0])].all(r16, [r16 == r8 ? r16 : r16.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r16[k][j])))[0])].all(r32, !ix.exists(i, succ[i].exists(j, r32[j][i]))))))))))",message="dependsOn must not form a cycle: tasks that wait for each other would never start",fieldPath=".tasks"
 type JobSpec struct {
 	// SchedulerName of the Job's pods.
 	// +kubebuilder:default=tephra-scheduler
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SchedulerName string `json:"schedulerName,omitempty"`
 	// Queue the Job runs in.
 	// +kubebuilder:default=default
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	Queue string `json:"queue,omitempty"`
 	// PriorityClassName of the Job's pods and pod group.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// MinAvailable is how many pods must run at once for the Job to make progress. Defaults to the
@@ -136,11 +167,17 @@ type JobSpec struct {
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 	// Policies of the Job, for events of any task.
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.map(p, has(p.event) ? [p.event] : (has(p.events) ? p.events : [])).flatten().distinct().size() == self.map(p, has(p.event) ? [p.event] : (has(p.events) ? p.events : [])).flatten().size()",message="two policies match the same event: each event may appear in one policy only"
+	// +kubebuilder:validation:XValidation:rule="self.filter(p, has(p.exitCode)).map(p, p.exitCode).distinct().size() == self.filter(p, has(p.exitCode)).size()",message="two policies match the same exitCode: each exit code may appear in one policy only"
 	// +optional
 	Policies []LifecyclePolicy `json:"policies,omitempty"`
 	// Plugins to apply to the Job's pods, by name (env, svc, ssh, pytorch, tensorflow, mpi), each
 	// with its arguments.
+	// +kubebuilder:validation:MaxProperties=6
+	// +kubebuilder:validation:XValidation:rule="self.all(name, name in ['env', 'svc', 'ssh', 'pytorch', 'tensorflow', 'mpi'])",message="unknown plugin: the plugins are env, svc, ssh, pytorch, tensorflow and mpi"
+	// +kubebuilder:validation:XValidation:rule="self.all(name, dyn(self[name]) == null || size(self[name]) <= 16)",message="a plugin takes at most 16 arguments"
+	// +kubebuilder:validation:XValidation:rule="self.all(name, dyn(self[name]) == null || lists.range(16).all(i, i >= size(self[name]) || size(self[name][i]) <= 256))",message="a plugin argument must be at most 256 characters long"
 	// +optional
 	Plugins map[string][]string `json:"plugins,omitempty"`
 	// Suspend frees all the Job's resources while true; resuming starts it again.

@@ -1,0 +1,548 @@
+// Package job runs Tephra's batch Jobs (batch.tephra.dev/v1alpha1, Volcano's Job field for
+// field). It decides, for each Job: its PodGroup (the gang the scheduler places at once), which
+// pods to create and delete, which lifecycle policy applies to what happened to them (restart
+// the job, a task or a pod, abort, terminate or complete the job), the job's phase, and when a
+// finished job is deleted.
+//
+// The decisions are a pure function of the observed Job and pods (Decide, in decide.go); the
+// Reconciler only applies them. Every decision that must not be taken twice (a restart counted,
+// a task's generation bumped) is written to the Job before any pod is touched, and pods carry
+// the run and task generation they were created for, so a controller that restarts at any
+// point finishes what it started exactly once. See docs/job.md for the rules.
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/job/plugins"
+)
+
+// ControllerName names the controller, in logs and as the reporting controller of its events.
+const ControllerName = "tephra-job"
+
+// errNamespaceTerminating: the job's namespace is being deleted, and the job with it; nothing
+// new can be created in it.
+var errNamespaceTerminating = errors.New("the namespace is being deleted")
+
+// ControllerIndex is the field index of pods by the UID of their controller, when that is a
+// Job, registered by SetupWithManager.
+const ControllerIndex = "tephra.job.controller"
+
+// Plugin adds to a job's pods and creates what they need (Services, Secrets, ConfigMaps); the
+// plugins live in controllers/job/plugins.
+type Plugin interface {
+	Name() string
+	// OnPodCreate changes a pod before it is created; the pod is already named, labelled and
+	// owned by the job.
+	OnPodCreate(pod *corev1.Pod, job *batchv1alpha1.Job) error
+	// OnJobAdd creates what the job's pods need. It is idempotent: it runs before every round of
+	// pod creations.
+	OnJobAdd(ctx context.Context, job *batchv1alpha1.Job) error
+	// OnJobDelete removes it again once the job has finished.
+	OnJobDelete(ctx context.Context, job *batchv1alpha1.Job) error
+}
+
+// PluginsFunc returns the plugins a job asks for in spec.plugins; an error means the job names a
+// plugin that does not exist or gives it arguments it refuses.
+type PluginsFunc func(c client.Client, scheme *runtime.Scheme, job *batchv1alpha1.Job) ([]Plugin, error)
+
+// PluginsForJob is the plugins of controllers/job/plugins that the job asks for.
+func PluginsForJob(c client.Client, scheme *runtime.Scheme, job *batchv1alpha1.Job) ([]Plugin, error) {
+	ps, err := plugins.ForJob(c, scheme, job)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Plugin, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out, nil
+}
+
+// Reconciler applies the state machine's decisions to Jobs.
+type Reconciler struct {
+	client.Client
+	// APIReader reads Jobs past the cache, to check that a decision was taken on the latest
+	// version of the job before its pods are touched.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	// Recorder records events on Jobs: phase changes and actions.
+	Recorder events.EventRecorder
+	// Plugins gives the plugins of a job (PluginsForJob if nil).
+	Plugins PluginsFunc
+	// PluginClient is the client plugins read and write their objects with (Client if nil).
+	// SetupWithManager gives them one that reads Secrets, ConfigMaps and Services from the
+	// apiserver: a plugin reads a few of them when a job's pods are created, which does not
+	// justify caching every Secret of the cluster.
+	PluginClient client.Client
+	// Now is the clock (time.Now if nil).
+	Now func() time.Time
+	// Workers bounds concurrent pod creations and deletions per job (8 if 0).
+	Workers int
+}
+
+// SetupWithManager indexes pods by their job, registers the job metrics, and runs the reconciler
+// for every change of a Job, its pods or its PodGroup.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, ControllerIndex, controllerIndexValue); err != nil {
+		return fmt.Errorf("index pods by job: %w", err)
+	}
+	if err := registerMetrics(mgr.GetCache(), mgr.Elected()); err != nil {
+		return err
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	if r.PluginClient == nil {
+		c, err := client.New(mgr.GetConfig(), client.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			Cache: &client.CacheOptions{Reader: mgr.GetCache(), DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{}}},
+		})
+		if err != nil {
+			return fmt.Errorf("client for job plugins: %w", err)
+		}
+		r.PluginClient = c
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&batchv1alpha1.Job{}).
+		Owns(&corev1.Pod{}).
+		Owns(&schedulingv1alpha1.PodGroup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// controllerIndexValue is the ControllerIndex value of a pod: its controller's UID if that is a
+// Job.
+func controllerIndexValue(obj client.Object) []string {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "Job" || !strings.HasPrefix(ref.APIVersion, batchv1alpha1.GroupName+"/") {
+		return nil
+	}
+	return []string{string(ref.UID)}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile decides what the job needs and applies it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	job := &batchv1alpha1.Job{}
+	if err := r.Get(ctx, req.NamespacedName, job); err != nil {
+		// A deleted job's pods and PodGroup go with it: they are owned by it.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if job.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{ControllerIndex: string(job.UID)}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", req.NamespacedName, err)
+	}
+	d := Decide(Observed{Job: job, Pods: pods.Items, Now: r.now()})
+
+	var jobPlugins []Plugin
+	if len(job.Spec.Plugins) > 0 && (len(d.Create) > 0 || d.Finished) {
+		pluginsFor, pluginClient := r.Plugins, r.PluginClient
+		if pluginsFor == nil {
+			pluginsFor = PluginsForJob
+		}
+		if pluginClient == nil {
+			pluginClient = r.Client
+		}
+		var err error
+		if jobPlugins, err = pluginsFor(pluginClient, r.Scheme, job); err != nil {
+			// A plugin that does not exist or refuses its arguments will not change its mind.
+			return ctrl.Result{}, r.failJob(ctx, job, ReasonPluginError, fmt.Sprintf("spec.plugins: %v", err))
+		}
+	}
+	return r.apply(ctx, job, d, jobPlugins)
+}
+
+// apply carries out a decision: first what must be remembered (the run record, the status),
+// then what touches other objects, so that a controller restarted in between redoes the second
+// part from the first and never decides anything twice.
+func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	previous := job.Status.DeepCopy()
+	wrote, err := r.writeIntent(ctx, job, d)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			// The job changed since the cache showed it; that change is on its way as an event,
+			// and the next decision starts from it.
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.recordDecision(job, previous, d)
+
+	group, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if group != nil && !metav1.IsControlledBy(group, job) && len(d.Create) > 0 {
+		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Create",
+			"PodGroup %s exists and does not belong to this job: its pods join it, with its minimum", job.Name)
+	}
+	acts := groupChanged || len(d.Delete) > 0 || len(d.Create) > 0 || d.DeleteJob
+	if acts && !wrote {
+		// Nothing was written, so nothing proved that the cached job is the latest: a stale job
+		// (say, one that the cache still shows Running after a restart was written) must not
+		// create pods of an old run.
+		latest := &batchv1alpha1.Job{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), latest); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if latest.ResourceVersion != job.ResourceVersion {
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}
+	}
+	var errs []error
+	if groupChanged {
+		if err := r.writePodGroup(ctx, job, group); err != nil {
+			if errors.Is(err, errNamespaceTerminating) {
+				return ctrl.Result{}, nil // the job goes with its namespace
+			}
+			// Pods without their group would only be refused by the scheduler.
+			return ctrl.Result{}, err
+		}
+	}
+	errs = append(errs, r.deletePods(ctx, job, d.Delete)...)
+	if len(d.Create) > 0 {
+		errs = append(errs, r.createPods(ctx, job, d.Create, jobPlugins)...)
+	}
+	if d.Finished {
+		for _, p := range jobPlugins {
+			if err := p.OnJobDelete(ctx, job); err != nil {
+				errs = append(errs, fmt.Errorf("plugin %s: %w", p.Name(), err))
+			}
+		}
+	}
+	if d.DeleteJob {
+		uid := job.UID
+		err := r.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err == nil {
+			r.event(job, corev1.EventTypeNormal, "Deleted", "TTLExpired", "the job finished %s ago (ttlSecondsAfterFinished %d): deleted it",
+				r.now().Sub(job.Status.State.LastTransitionTime.Time).Round(time.Second), *job.Spec.TTLSecondsAfterFinished)
+			log.Info("deleted finished job", "job", client.ObjectKeyFromObject(job))
+		} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// writeIntent writes the run record (with the resume annotation consumed) and then the status,
+// each with optimistic concurrency: a write from a stale cache is refused rather than counting a
+// restart twice. wrote says whether anything was written.
+func (r *Reconciler) writeIntent(ctx context.Context, job *batchv1alpha1.Job, d Decision) (wrote bool, err error) {
+	recordChanged := d.Record != nil && job.Annotations[RestartsAnnotation] != *d.Record
+	if recordChanged || d.ConsumeResume {
+		before := job.DeepCopy()
+		if job.Annotations == nil {
+			job.Annotations = map[string]string{}
+		}
+		if recordChanged {
+			job.Annotations[RestartsAnnotation] = *d.Record
+		}
+		if d.ConsumeResume {
+			delete(job.Annotations, ResumeAnnotation)
+		}
+		if err := r.Patch(ctx, job, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return false, err
+		}
+		wrote = true
+	}
+	if !equality.Semantic.DeepEqual(job.Status, d.Status) {
+		job.Status = d.Status
+		if err := r.Status().Update(ctx, job); err != nil {
+			return wrote, err
+		}
+		wrote = true
+	}
+	return wrote, nil
+}
+
+// failJob fails a job for a reason outside the state machine (a plugin it names is unusable).
+func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason, message string) error {
+	if Finished(job.Status.State.Phase) {
+		return nil
+	}
+	previous := job.Status.DeepCopy()
+	job.Status.State = batchv1alpha1.JobState{Phase: batchv1alpha1.JobFailed, Reason: reason, Message: message,
+		LastTransitionTime: metav1.NewTime(r.now()).Rfc3339Copy()}
+	if err := r.Status().Update(ctx, job); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil
+		}
+		return client.IgnoreNotFound(err)
+	}
+	r.recordDecision(job, previous, Decision{Transitions: []Transition{{From: previous.State.Phase, To: batchv1alpha1.JobFailed, Reason: reason, Message: message}}})
+	return nil
+}
+
+// podGroupChange compares the job's PodGroup with the spec decided for it, and returns the group
+// to write: a new one if it is missing, or the existing one with the minimum the job decides.
+// Only those fields are the job's; others (scheduleTimeoutSeconds) are left to whoever set them.
+// changed is false when there is nothing to write: spec is nil (the group is left alone), the
+// group is as decided, or it is someone else's (returned, not to be written).
+func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec) (group *schedulingv1alpha1.PodGroup, changed bool, err error) {
+	if spec == nil {
+		return nil, false, nil
+	}
+	group = &schedulingv1alpha1.PodGroup{}
+	err = r.Get(ctx, client.ObjectKeyFromObject(job), group)
+	if apierrors.IsNotFound(err) {
+		return &schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: job.Name, Namespace: job.Namespace,
+				Labels: map[string]string{batchv1alpha1.JobNameLabel: job.Name},
+				OwnerReferences: []metav1.OwnerReference{
+					*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job")),
+				},
+			},
+			Spec: *spec,
+		}, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if !metav1.IsControlledBy(group, job) {
+		// Someone else's group of the same name: the pods join it as it is.
+		return group, false, nil
+	}
+	want := group.DeepCopy()
+	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
+	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
+	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec), nil
+}
+
+// writePodGroup creates or updates the job's PodGroup as podGroupChange decided.
+func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup) error {
+	if group.ResourceVersion == "" {
+		if err := r.Create(ctx, group); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil // the cache had not shown it yet; the next decision compares with it
+			}
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return errNamespaceTerminating
+			}
+			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s in queue %s",
+			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), group.Spec.Queue)
+		return nil
+	}
+	if err := r.Update(ctx, group); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil // the group's change is on its way as an event
+		}
+		return fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return nil
+}
+
+func describeTaskMembers(m map[string]int32) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, t := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", t, m[t]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// deletePods deletes pods by name and UID: a pod of the same name created since is not touched.
+func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, deletions []PodDeletion) []error {
+	var mu sync.Mutex
+	var errs []error
+	workqueue.ParallelizeUntil(ctx, r.workers(), len(deletions), func(i int) {
+		del := deletions[i]
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: del.Name, Namespace: job.Namespace}}
+		err := r.Delete(ctx, pod, client.Preconditions{UID: &del.UID})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return
+		}
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("delete pod %s (%s): %w", del.Name, del.Reason, err))
+		mu.Unlock()
+	})
+	if len(errs) > 0 {
+		r.event(job, corev1.EventTypeWarning, "FailedDelete", "Delete", "%v", errors.Join(errs...))
+	}
+	return errs
+}
+
+// createPods runs the plugins' OnJobAdd and creates the pods of the slots. A slot whose name is
+// already taken (the cache had not shown the pod yet) is simply skipped.
+func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) []error {
+	for _, p := range jobPlugins {
+		if err := p.OnJobAdd(ctx, job); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return nil // the namespace, and the job with it, is going away
+			}
+			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
+			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
+			return []error{err}
+		}
+	}
+	spec := viewSpec(job)
+	var mu sync.Mutex
+	var errs []error
+	var created, taken []string
+	workqueue.ParallelizeUntil(ctx, r.workers(), len(slots), func(i int) {
+		slot := slots[i]
+		t, ok := spec.task(slot.Task)
+		if !ok {
+			return
+		}
+		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
+		for _, p := range jobPlugins {
+			if err := p.OnPodCreate(pod, job); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("plugin %s on pod %s: %w", p.Name(), pod.Name, err))
+				mu.Unlock()
+				return
+			}
+		}
+		err := r.Create(ctx, pod)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			created = append(created, pod.Name)
+		case apierrors.IsAlreadyExists(err):
+			taken = append(taken, pod.Name)
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace, and the job with it, is going away: nothing to create or report.
+		default:
+			errs = append(errs, fmt.Errorf("create pod %s: %w", pod.Name, err))
+		}
+	})
+	if len(created) > 0 {
+		r.event(job, corev1.EventTypeNormal, "CreatedPods", "Create", "created %d pods for run %d: %s",
+			len(created), job.Status.RetryCount, abbreviate(created))
+	}
+	if len(taken) > 0 {
+		r.warnIfNotOurs(ctx, job, taken)
+	}
+	if len(errs) > 0 {
+		r.event(job, corev1.EventTypeWarning, "FailedCreate", "Create", "%v", errors.Join(errs...))
+	}
+	return errs
+}
+
+// warnIfNotOurs tells the user when a pod name the job needs is held by a pod it does not own:
+// the job cannot start that pod until it is gone.
+func (r *Reconciler) warnIfNotOurs(ctx context.Context, job *batchv1alpha1.Job, names []string) {
+	for _, name := range names {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, pod); err != nil {
+			continue
+		}
+		if !metav1.IsControlledBy(pod, job) && pod.DeletionTimestamp == nil {
+			r.event(job, corev1.EventTypeWarning, "PodNameTaken", "Create",
+				"pod %s exists and does not belong to this job: delete it so that the job can create its own", name)
+		}
+	}
+}
+
+func (r *Reconciler) workers() int {
+	if r.Workers > 0 {
+		return r.Workers
+	}
+	return 8
+}
+
+// recordDecision announces phase changes and actions as events on the job, and counts restarts.
+// It runs after the status is written, so that each is announced once.
+func (r *Reconciler) recordDecision(job *batchv1alpha1.Job, previous *batchv1alpha1.JobStatus, d Decision) {
+	for _, a := range d.Actions {
+		eventType := corev1.EventTypeWarning
+		if a.Action == batchv1alpha1.CompleteJobAction {
+			eventType = corev1.EventTypeNormal
+		}
+		r.event(job, eventType, string(a.Action), string(a.Action), "%s", a.Message)
+		switch a.Action {
+		case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartPodAction:
+			restarts.WithLabelValues(queueOf(job), string(a.Action)).Inc()
+		}
+	}
+	for _, t := range d.Transitions {
+		if t.From == t.To {
+			continue
+		}
+		eventType := corev1.EventTypeNormal
+		switch t.To {
+		case batchv1alpha1.JobFailed, batchv1alpha1.JobAborting, batchv1alpha1.JobTerminating, batchv1alpha1.JobRestarting:
+			eventType = corev1.EventTypeWarning
+		}
+		note := fmt.Sprintf("Phase set to %s (%s): %s", t.To, t.Reason, t.Message)
+		if t.From != "" {
+			note = fmt.Sprintf("Phase changed from %s to %s (%s): %s", t.From, t.To, t.Reason, t.Message)
+		}
+		r.event(job, eventType, "PhaseChanged", "UpdateStatus", "%s", note)
+	}
+	if previous.State.Phase == d.Status.State.Phase && previous.State.Reason != d.Status.State.Reason &&
+		d.Status.State.Reason == ReasonSuspended {
+		r.event(job, corev1.EventTypeNormal, ReasonSuspended, "UpdateStatus", "%s", d.Status.State.Message)
+	}
+}
+
+func (r *Reconciler) event(job *batchv1alpha1.Job, eventType, reason, action, note string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	msg := fmt.Sprintf(note, args...)
+	// An event's note is limited to 1 kB.
+	if len(msg) > 1000 {
+		msg = msg[:997] + "..."
+	}
+	r.Recorder.Eventf(job, nil, eventType, reason, action, "%s", msg)
+}
+
+// abbreviate lists names, the first few of a long list.
+func abbreviate(names []string) string {
+	const most = 8
+	if len(names) <= most {
+		return strings.Join(sortedStrings(names), ", ")
+	}
+	sorted := sortedStrings(names)
+	return fmt.Sprintf("%s and %d more", strings.Join(sorted[:most], ", "), len(names)-most)
+}
+
+func queueOf(job *batchv1alpha1.Job) string {
+	if job.Spec.Queue == "" {
+		return schedulingv1alpha1.DefaultQueue
+	}
+	return job.Spec.Queue
+}

@@ -1,0 +1,409 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// fakePlugin records its calls and sets an environment variable on the pods.
+type fakePlugin struct {
+	mu    *sync.Mutex
+	calls *[]string
+}
+
+func (p fakePlugin) Name() string { return "fake" }
+
+func (p fakePlugin) record(call string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	*p.calls = append(*p.calls, call)
+}
+
+func (p fakePlugin) OnPodCreate(pod *corev1.Pod, _ *batchv1alpha1.Job) error {
+	p.record("OnPodCreate")
+	pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: "FAKE", Value: pod.Name})
+	return nil
+}
+
+func (p fakePlugin) OnJobAdd(context.Context, *batchv1alpha1.Job) error {
+	p.record("OnJobAdd")
+	return nil
+}
+
+func (p fakePlugin) OnJobDelete(context.Context, *batchv1alpha1.Job) error {
+	p.record("OnJobDelete")
+	return nil
+}
+
+// fixture is a Reconciler on a fake client that logs the writes in order and keeps events.
+type fixture struct {
+	client     client.Client
+	reconciler *Reconciler
+	recorder   *events.FakeRecorder
+	now        time.Time
+
+	mu sync.Mutex
+	// writes logs "<verb> <kind> <name>" in order.
+	writes []string
+	// failStatus makes status writes fail with a conflict.
+	failStatus bool
+	calls      []string
+}
+
+func newFixture(t *testing.T, objs ...client.Object) *fixture {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, schedulingv1alpha1.AddToScheme(scheme))
+	require.NoError(t, batchv1alpha1.AddToScheme(scheme))
+	f := &fixture{recorder: events.NewFakeRecorder(100), now: t0}
+	log := func(verb string, obj client.Object) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.writes = append(f.writes, fmt.Sprintf("%s %T %s", verb, obj, obj.GetName()))
+	}
+	f.client = fake.NewClientBuilder().
+		WithScheme(scheme).
+		WithObjects(objs...).
+		WithStatusSubresource(&batchv1alpha1.Job{}, &schedulingv1alpha1.PodGroup{}).
+		WithIndex(&corev1.Pod{}, ControllerIndex, controllerIndexValue).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				log("create", obj)
+				return c.Create(ctx, obj, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				log("delete", obj)
+				return c.Delete(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				log("patch", obj)
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if f.failStatus {
+					return apierrors.NewConflict(schema.GroupResource{Group: "batch.tephra.dev", Resource: "jobs"}, obj.GetName(), fmt.Errorf("changed"))
+				}
+				log("status", obj)
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+		}).
+		Build()
+	f.reconciler = &Reconciler{
+		Client: f.client, APIReader: f.client, Scheme: scheme, Recorder: f.recorder,
+		Now:     func() time.Time { return f.now },
+		Workers: 4,
+		Plugins: func(client.Client, *runtime.Scheme, *batchv1alpha1.Job) ([]Plugin, error) {
+			return []Plugin{fakePlugin{mu: &f.mu, calls: &f.calls}}, nil
+		},
+	}
+	return f
+}
+
+func (f *fixture) reconcile(t *testing.T) ctrl.Result {
+	t.Helper()
+	result, err := f.reconciler.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: testNamespace, Name: "train"}})
+	require.NoError(t, err)
+	return result
+}
+
+func (f *fixture) job(t *testing.T) *batchv1alpha1.Job {
+	t.Helper()
+	job := &batchv1alpha1.Job{}
+	require.NoError(t, f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: "train"}, job))
+	return job
+}
+
+func (f *fixture) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	require.NoError(t, f.client.List(context.Background(), &pods, client.InNamespace(testNamespace)))
+	return pods.Items
+}
+
+// setPods sets the phase of every pod of the fixture, failed with exitCode for the names given.
+func (f *fixture) setPods(t *testing.T, phase corev1.PodPhase, failing ...string) {
+	t.Helper()
+	for _, pod := range f.pods(t) {
+		pod.Status.Phase = phase
+		for _, name := range failing {
+			if pod.Name == name {
+				pod.Status.Phase = corev1.PodFailed
+				pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(f.now)}}}}
+			}
+		}
+		require.NoError(t, f.client.Status().Update(context.Background(), &pod))
+	}
+}
+
+func (f *fixture) takeWrites() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.writes
+	f.writes = nil
+	return out
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func newStoredJob(mutate ...func(*batchv1alpha1.Job)) *batchv1alpha1.Job {
+	job := newJob(append([]func(*batchv1alpha1.Job){withPhase("", ""), func(j *batchv1alpha1.Job) {
+		j.Status = batchv1alpha1.JobStatus{}
+		j.CreationTimestamp = metav1.Time{}
+		j.Spec.Plugins = map[string][]string{"fake": nil}
+	}}, mutate...)...)
+	return job
+}
+
+// A new job gets its PodGroup first, then its pods, named, labelled, owned, with the job's
+// scheduler and what the plugins add; the status says Pending, and events say what happened.
+// Reconciling again changes nothing.
+func TestReconcileCreatesGroupThenPods(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.reconcile(t)
+
+	writes := f.takeWrites()
+	require.GreaterOrEqual(t, len(writes), 8)
+	assert.Equal(t, "status *v1alpha1.Job train", writes[0], "the status is written first")
+	assert.Equal(t, "create *v1alpha1.PodGroup train", writes[1], "the group exists before its pods")
+	assert.Equal(t, []string{"OnJobAdd", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate"}, f.calls)
+
+	group := &schedulingv1alpha1.PodGroup{}
+	require.NoError(t, f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: "train"}, group))
+	assert.Equal(t, int32(6), group.Spec.MinMember)
+	assert.Equal(t, map[string]int32{"ps": 2, "worker": 4}, group.Spec.MinTaskMember)
+	assert.True(t, metav1.IsControlledBy(group, f.job(t)))
+
+	pods := f.pods(t)
+	require.Len(t, pods, 6)
+	for _, pod := range pods {
+		assert.True(t, metav1.IsControlledBy(&pod, f.job(t)), pod.Name)
+		assert.Equal(t, "train", pod.Labels[schedulingv1alpha1.PodGroupLabel])
+		assert.Equal(t, "0", pod.Labels[JobRetryLabel])
+		assert.Equal(t, "tephra-scheduler", pod.Spec.SchedulerName)
+		assert.Equal(t, []corev1.EnvVar{{Name: "FAKE", Value: pod.Name}}, pod.Spec.Containers[0].Env)
+	}
+	job := f.job(t)
+	assert.Equal(t, batchv1alpha1.JobPending, job.Status.State.Phase)
+	assert.Equal(t, int32(6), job.Status.MinAvailable)
+	assert.Equal(t, []string{
+		"Normal PhaseChanged Phase set to Pending (Created): the job was created",
+		"Normal PodGroupCreated created PodGroup train: minMember 6 (ps 2, worker 4) in queue default",
+		"Normal CreatedPods created 6 pods for run 0: train-ps-0, train-ps-1, train-worker-0, train-worker-1, train-worker-2, train-worker-3",
+	}, f.events())
+
+	// The pods' creation shows in the status (6 pending); after that nothing changes.
+	f.reconcile(t)
+	assert.Equal(t, []string{"status *v1alpha1.Job train"}, f.takeWrites())
+	assert.Equal(t, int32(6), f.job(t).Status.Pending)
+	f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "nothing to do, nothing written")
+	assert.Empty(t, f.events())
+}
+
+// RestartJob writes the new retryCount with phase Restarting before deleting any pod; if that
+// write is refused (the job changed), no pod is deleted.
+func TestReconcileWritesTheRestartBeforeDeletingPods(t *testing.T) {
+	f := newFixture(t, newStoredJob(withPolicies(onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartJobAction))))
+	f.reconcile(t)
+	f.setPods(t, corev1.PodRunning)
+	f.reconcile(t)
+	require.Equal(t, batchv1alpha1.JobRunning, f.job(t).Status.State.Phase)
+	f.setPods(t, corev1.PodRunning, "train-worker-1")
+	f.takeWrites()
+	f.events()
+	before := testutil.ToFloat64(restarts.WithLabelValues("default", "RestartJob"))
+
+	f.failStatus = true
+	f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "a refused restart deletes nothing")
+	assert.Len(t, f.pods(t), 6)
+
+	f.failStatus = false
+	f.reconcile(t)
+	writes := f.takeWrites()
+	require.Len(t, writes, 7)
+	assert.Equal(t, "status *v1alpha1.Job train", writes[0])
+	for _, w := range writes[1:] {
+		assert.True(t, strings.HasPrefix(w, "delete *v1.Pod train-"), w)
+	}
+	job := f.job(t)
+	assert.Equal(t, batchv1alpha1.JobRestarting, job.Status.State.Phase)
+	assert.Equal(t, int32(1), job.Status.RetryCount)
+	assert.Equal(t, before+1, testutil.ToFloat64(restarts.WithLabelValues("default", "RestartJob")))
+	assert.Equal(t, []string{
+		"Warning RestartJob pod train-worker-1 failed (exit code 1): the job policy on event PodFailed restarts the job (retry 1 of 3)",
+		"Warning PhaseChanged Phase changed from Running to Restarting (PodFailed): pod train-worker-1 failed (exit code 1): the job policy on event PodFailed restarts the job (retry 1 of 3)",
+	}, f.events())
+
+	// The pods are gone: the next run starts, its pods of retry 1.
+	f.reconcile(t)
+	pods := f.pods(t)
+	require.Len(t, pods, 6)
+	for _, pod := range pods {
+		assert.Equal(t, "1", pod.Labels[JobRetryLabel])
+	}
+	assert.Equal(t, int32(1), f.job(t).Status.RetryCount)
+}
+
+// staleReader shows a newer version of the job than the cache.
+type staleReader struct{ client.Reader }
+
+func (r staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(obj.GetResourceVersion() + "0")
+	return nil
+}
+
+// When nothing needs writing, the job is checked against the apiserver before pods are
+// touched: a cache that lags (say, still shows the job Running after a restart was written)
+// must not create pods of an old run.
+func TestReconcileDoesNotActOnAStaleJob(t *testing.T) {
+	job := newStoredJob()
+	f := newFixture(t, job)
+	f.reconcile(t)
+	f.reconcile(t)
+	// A pod goes missing: the status counts one pending pod fewer, and that write proves the job
+	// fresh, so the pod is created again (the status still counts 5, from before).
+	require.NoError(t, f.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "train-ps-0"}}))
+	f.reconcile(t)
+	require.Len(t, f.pods(t), 6)
+	// The same pod goes missing again: now nothing needs writing, only a pod creating.
+	require.NoError(t, f.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "train-ps-0"}}))
+	f.takeWrites()
+
+	f.reconciler.APIReader = staleReader{f.client}
+	result := f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "nothing is created from a stale job")
+	assert.Positive(t, result.RequeueAfter)
+
+	f.reconciler.APIReader = f.client
+	f.reconcile(t)
+	assert.Equal(t, []string{"create *v1.Pod train-ps-0"}, f.takeWrites())
+}
+
+// A finished job with ttlSecondsAfterFinished is deleted once it has passed.
+func TestReconcileDeletesAfterTTL(t *testing.T) {
+	f := newFixture(t, newStoredJob(func(j *batchv1alpha1.Job) { j.Spec.TTLSecondsAfterFinished = ptr.To[int32](30) }))
+	f.reconcile(t)
+	f.setPods(t, corev1.PodSucceeded)
+	result := f.reconcile(t)
+	require.Equal(t, batchv1alpha1.JobCompleted, f.job(t).Status.State.Phase)
+	assert.Equal(t, 30*time.Second, result.RequeueAfter)
+	assert.Contains(t, f.calls, "OnJobDelete", "plugins clean up when the job finishes")
+
+	f.now = f.now.Add(31 * time.Second)
+	f.reconcile(t)
+	err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: "train"}, &batchv1alpha1.Job{})
+	assert.True(t, apierrors.IsNotFound(err), "the job is deleted: %v", err)
+}
+
+// A job that names a plugin that does not exist fails, saying which.
+func TestReconcileFailsAJobWithAnUnknownPlugin(t *testing.T) {
+	f := newFixture(t, newStoredJob(func(j *batchv1alpha1.Job) { j.Spec.Plugins = map[string][]string{"horovod": nil} }))
+	f.reconciler.Plugins = nil // the real plugins
+	f.reconcile(t)
+	job := f.job(t)
+	assert.Equal(t, batchv1alpha1.JobFailed, job.Status.State.Phase)
+	assert.Equal(t, ReasonPluginError, job.Status.State.Reason)
+	assert.Contains(t, job.Status.State.Message, `unknown plugin "horovod"`)
+	assert.Empty(t, f.pods(t))
+}
+
+// tephra_jobs counts jobs by queue and phase, from the cache at each scrape, on the leader only.
+func TestJobsMetric(t *testing.T) {
+	f := newFixture(t,
+		newStoredJob(func(j *batchv1alpha1.Job) { j.Status.State.Phase = batchv1alpha1.JobRunning }),
+		newStoredJob(func(j *batchv1alpha1.Job) { j.Name = "eval"; j.Spec.Queue = "research" }),
+	)
+	elected := make(chan struct{})
+	collector := phaseCollector{jobs: f.client, elected: elected}
+	assert.Equal(t, 0, testutil.CollectAndCount(collector), "not the leader: nothing reported")
+	close(elected)
+	assert.Equal(t, 2, testutil.CollectAndCount(collector))
+	assert.NoError(t, testutil.CollectAndCompare(collector, strings.NewReader(`
+# HELP tephra_jobs Number of Jobs by queue and phase.
+# TYPE tephra_jobs gauge
+tephra_jobs{phase="Pending",queue="research"} 1
+tephra_jobs{phase="Running",queue="default"} 1
+`)))
+}
+
+// countingReader counts reads past the cache.
+type countingReader struct {
+	client.Reader
+	gets *int
+}
+
+func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A job whose pods and group are as decided costs no read past the cache, and nothing is
+// written.
+func TestReconcileOfASteadyJobReadsNothingFromTheAPIServer(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.reconcile(t)
+	f.setPods(t, corev1.PodRunning)
+	f.reconcile(t)
+	require.Equal(t, batchv1alpha1.JobRunning, f.job(t).Status.State.Phase)
+	gets := 0
+	f.reconciler.APIReader = countingReader{Reader: f.client, gets: &gets}
+	f.takeWrites()
+	f.reconcile(t)
+	assert.Zero(t, gets)
+	assert.Empty(t, f.takeWrites())
+}
+
+// A PodGroup of the job's name that another owner made is left as it is, and the job says so.
+func TestReconcileLeavesAForeignPodGroupAlone(t *testing.T) {
+	foreign := &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: testNamespace},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	}
+	f := newFixture(t, newStoredJob(), foreign)
+	f.reconcile(t)
+	group := &schedulingv1alpha1.PodGroup{}
+	require.NoError(t, f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: "train"}, group))
+	assert.Equal(t, int32(2), group.Spec.MinMember, "not rewritten")
+	assert.Len(t, f.pods(t), 6, "the pods are created all the same")
+	assert.Contains(t, f.events(), "Warning PodGroupNotOwned PodGroup train exists and does not belong to this job: its pods join it, with its minimum")
+}

@@ -1,0 +1,1089 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// Observed is everything the state machine decides from: the job, the pods it controls, and
+// the time.
+type Observed struct {
+	Job *batchv1alpha1.Job
+	// Pods are the pods controlled by the job (its controller owner reference).
+	Pods []corev1.Pod
+	Now  time.Time
+}
+
+// Decision is what the state machine decided for a job. The reconciler applies it in order:
+// Record and resume annotation, then Status (the intent, written before anything is done), then
+// the PodGroup, deletions and creations.
+type Decision struct {
+	// Status is the job's new status (equal to the old one when nothing changed).
+	Status batchv1alpha1.JobStatus
+	// Record is the new value of RestartsAnnotation, nil to leave it as it is.
+	Record *string
+	// ConsumeResume removes ResumeAnnotation.
+	ConsumeResume bool
+	// PodGroup is the spec the job's PodGroup must have (created if missing); nil leaves the
+	// group as it is.
+	PodGroup *schedulingv1alpha1.PodGroupSpec
+	// Delete lists pods to delete, by name and UID (a pod of the same name created since is
+	// not touched).
+	Delete []PodDeletion
+	// Create lists the slots to create pods for.
+	Create []Slot
+	// Transitions are the phase changes decided, in order, for events.
+	Transitions []Transition
+	// Actions are the policy actions taken, for events and metrics.
+	Actions []ActionTaken
+	// RequeueAfter asks to decide again after this long (a policy timeout, a TTL): 0 for not.
+	RequeueAfter time.Duration
+	// DeleteJob deletes the job: its ttlSecondsAfterFinished has passed.
+	DeleteJob bool
+	// Finished says the job has reached a final phase: its plugins may clean up.
+	Finished bool
+}
+
+// PodDeletion is a pod to delete and why.
+type PodDeletion struct {
+	Name   string
+	UID    types.UID
+	Reason string
+}
+
+// Slot is a task's pod index.
+type Slot struct {
+	Task  string
+	Index int32
+	// Generation is the task's generation the pod is created for.
+	Generation int32
+}
+
+// Transition is a phase change.
+type Transition struct {
+	From, To        batchv1alpha1.JobPhase
+	Reason, Message string
+}
+
+// ActionTaken is a policy action the state machine took (or TaskFailed, when a task ran out of
+// restarts), with the event that caused it.
+type ActionTaken struct {
+	Action  batchv1alpha1.Action
+	Event   batchv1alpha1.Event
+	Task    string
+	Message string
+}
+
+// TaskFailedAction is recorded in Decision.Actions when a task runs out of restarts.
+const TaskFailedAction batchv1alpha1.Action = "TaskFailed"
+
+// Reasons of phase transitions besides events' names.
+const (
+	ReasonCreated          = "Created"
+	ReasonRunning          = "MinAvailableRunning"
+	ReasonRestarted        = "Restarted"
+	ReasonResumed          = "Resumed"
+	ReasonSuspended        = "Suspended"
+	ReasonPodsSucceeded    = "PodsSucceeded"
+	ReasonMinSuccess       = "MinSuccessReached"
+	ReasonTooManyFailed    = "TooManyPodsFailed"
+	ReasonRetriesExhausted = "RetriesExhausted"
+	ReasonInvalidJob       = "InvalidJob"
+	ReasonPluginError      = "PluginError"
+)
+
+// Why pods are deleted (PodDeletion.Reason), besides RestartPod.
+const (
+	// ReasonStale: the pod is of an earlier run or task generation, or of a slot the spec no
+	// longer has.
+	ReasonStale = "Stale"
+	// ReasonPhaseCleanup: the job is ending, aborted or finished, and the pod still runs.
+	ReasonPhaseCleanup = "JobNotRunning"
+	// ReasonRestartingAllPods: RestartJob or a resume starts the job from nothing.
+	ReasonRestartingAllPods = "RestartingJob"
+)
+
+// Condition types of a Job.
+const (
+	// ConditionRunning is True while the job's minimum of pods runs (or has succeeded).
+	ConditionRunning = "Running"
+	// ConditionSuspended is True while spec.suspend holds the job.
+	ConditionSuspended = "Suspended"
+	// ConditionFinished is True once the job is Completed, Failed or Terminated; its reason is
+	// the phase.
+	ConditionFinished = "Finished"
+)
+
+// Finished says whether a phase is final: the job will not run again (Aborted can be resumed,
+// so it is not final).
+func Finished(phase batchv1alpha1.JobPhase) bool {
+	switch phase {
+	case batchv1alpha1.JobCompleted, batchv1alpha1.JobFailed, batchv1alpha1.JobTerminated:
+		return true
+	}
+	return false
+}
+
+// Decide is the job's state machine: from the job and its pods it decides the job's next
+// status and what to do to its pods and PodGroup. It is a pure function, so that every decision
+// can be tested without a cluster, and so that a restarted controller decides the same from the
+// same objects.
+func Decide(o Observed) Decision {
+	m := newMachine(o)
+	m.run()
+	return m.d
+}
+
+type machine struct {
+	o    Observed
+	job  *batchv1alpha1.Job
+	spec jobSpec
+	// rec is the run record as it will be written; recordChanged says it differs from the job's.
+	rec           runRecord
+	recordChanged bool
+	pods          []observedPod
+	d             Decision
+	now           metav1.Time
+}
+
+func newMachine(o Observed) *machine {
+	m := &machine{o: o, job: o.Job, spec: viewSpec(o.Job), now: metav1.NewTime(o.Now).Rfc3339Copy()}
+	m.rec = readRecord(o.Job).clone()
+	m.d.Status = *o.Job.Status.DeepCopy()
+	m.classify()
+	return m
+}
+
+// classify sorts the pods by the run being decided: a RestartJob decided in this same decision
+// makes every pod of the previous retry stale.
+func (m *machine) classify() {
+	m.pods = classify(m.job, &m.spec, m.d.Status.RetryCount, m.rec, m.o.Pods)
+}
+
+// plan is what one phase wants done to the pods and group, before the machine knows whether
+// the phase holds.
+type plan struct {
+	deletes  []PodDeletion
+	creates  []Slot
+	podGroup *schedulingv1alpha1.PodGroupSpec
+	requeue  time.Duration
+}
+
+func (p *plan) delete(pod observedPod, reason string) {
+	if pod.terminating() {
+		return // already on its way out
+	}
+	p.deletes = append(p.deletes, PodDeletion{Name: pod.Name, UID: pod.UID, Reason: reason})
+}
+
+func (p *plan) requeueAfter(d time.Duration) {
+	if d <= 0 {
+		d = time.Second
+	}
+	if p.requeue == 0 || d < p.requeue {
+		p.requeue = d
+	}
+}
+
+// change is a phase transition a phase asks for.
+type change struct {
+	to              batchv1alpha1.JobPhase
+	reason, message string
+}
+
+func (m *machine) run() {
+	if m.d.Status.State.Phase == "" {
+		m.transition(change{batchv1alpha1.JobPending, ReasonCreated, "the job was created"})
+	}
+	if m.spec.invalid != "" && !Finished(m.d.Status.State.Phase) {
+		m.transition(change{batchv1alpha1.JobFailed, ReasonInvalidJob, m.spec.invalid})
+	}
+	_, resume := m.job.Annotations[ResumeAnnotation]
+	// A resume asked for during Aborting waits until the job is Aborted.
+	m.d.ConsumeResume = resume && m.d.Status.State.Phase != batchv1alpha1.JobAborting
+
+	var p plan
+	// A phase may hand over to the next at once (Running to Restarting to Pending): each step
+	// either keeps its phase and gives the plan, or changes phase. Phases form no loop without
+	// a pod changing, so a few steps always suffice.
+	for range 8 {
+		var next *change
+		p, next = m.step(resume)
+		if next == nil {
+			break
+		}
+		m.transition(*next)
+	}
+	m.d.Delete, m.d.Create, m.d.PodGroup, m.d.RequeueAfter = p.deletes, p.creates, p.podGroup, p.requeue
+	if m.recordChanged {
+		v := m.rec.encode()
+		m.d.Record = &v
+	}
+	m.count()
+	m.setConditions()
+	m.d.Finished = Finished(m.d.Status.State.Phase)
+}
+
+func (m *machine) phase() batchv1alpha1.JobPhase { return m.d.Status.State.Phase }
+
+func (m *machine) suspended() bool { return m.job.Spec.Suspend != nil && *m.job.Spec.Suspend }
+
+func (m *machine) transition(c change) {
+	from := m.d.Status.State.Phase
+	m.d.Status.State = batchv1alpha1.JobState{Phase: c.to, Reason: c.reason, Message: c.message, LastTransitionTime: m.now}
+	m.d.Transitions = append(m.d.Transitions, Transition{From: from, To: c.to, Reason: c.reason, Message: c.message})
+}
+
+func (m *machine) step(resume bool) (plan, *change) {
+	switch phase := m.phase(); phase {
+	case batchv1alpha1.JobPending, batchv1alpha1.JobRunning:
+		return m.active()
+	case batchv1alpha1.JobRestarting:
+		return m.restarting()
+	case batchv1alpha1.JobCompleting:
+		return m.ending(batchv1alpha1.JobCompleted)
+	case batchv1alpha1.JobTerminating:
+		return m.ending(batchv1alpha1.JobTerminated)
+	case batchv1alpha1.JobAborting:
+		return m.ending(batchv1alpha1.JobAborted)
+	case batchv1alpha1.JobAborted:
+		return m.aborted(resume)
+	case batchv1alpha1.JobCompleted, batchv1alpha1.JobFailed, batchv1alpha1.JobTerminated:
+		return m.finished()
+	default:
+		// A phase this controller does not know (written by hand): start over as a new job would.
+		return plan{}, &change{batchv1alpha1.JobPending, ReasonCreated, fmt.Sprintf("unknown phase %q", phase)}
+	}
+}
+
+// deleteLive deletes the pods that still run or wait to, keeping finished ones for their logs
+// (but not stale ones: those of a slot the spec no longer has, or of an earlier run). It says
+// whether any pod still holds resources (live, or finished but not yet gone).
+func (m *machine) deleteLive(p *plan, reason string) (busy bool) {
+	for _, pod := range m.pods {
+		switch {
+		case pod.live():
+			p.delete(pod, reason)
+			busy = true
+		case pod.kind == stale:
+			p.delete(pod, ReasonStale)
+		case pod.terminating():
+			busy = true
+		}
+	}
+	return busy
+}
+
+// ending is Completing, Terminating and Aborting: the job's live pods are deleted, then the job
+// reaches the final phase, keeping the reason and message of why it ended.
+func (m *machine) ending(final batchv1alpha1.JobPhase) (plan, *change) {
+	var p plan
+	if m.deleteLive(&p, ReasonPhaseCleanup) {
+		return p, nil
+	}
+	state := m.d.Status.State
+	return p, &change{final, state.Reason, state.Message}
+}
+
+// aborted keeps the job without pods until it is resumed: by ResumeAnnotation, or by
+// spec.suspend going from true to false (a job aborted by a policy and then suspended records
+// Suspended as its reason, so that unsuspending it resumes it too).
+func (m *machine) aborted(resume bool) (plan, *change) {
+	var p plan
+	m.deleteLive(&p, ReasonPhaseCleanup)
+	reason := m.d.Status.State.Reason
+	switch {
+	case m.suspended() && reason != ReasonSuspended:
+		m.d.Status.State.Reason = ReasonSuspended
+		m.d.Status.State.Message = "the job is suspended; set spec.suspend to false to resume it"
+	case !m.suspended() && (reason == ReasonSuspended || resume):
+		how := "spec.suspend was set to false"
+		if resume {
+			how = "the " + ResumeAnnotation + " annotation was set"
+		}
+		return p, &change{batchv1alpha1.JobRestarting, ReasonResumed, how + ": the job starts again (no retry is counted)"}
+	}
+	return p, nil
+}
+
+// restarting deletes every pod of the job, finished or not, so that the next run starts from
+// nothing; once none is left the job is Pending again and its run record starts empty. The
+// retryCount was counted in the same status write that entered Restarting.
+func (m *machine) restarting() (plan, *change) {
+	var p plan
+	if m.suspended() {
+		return p, &change{batchv1alpha1.JobAborting, ReasonSuspended, "the job was suspended while restarting"}
+	}
+	for _, pod := range m.pods {
+		p.delete(pod, ReasonRestartingAllPods)
+	}
+	if len(m.pods) > 0 {
+		return p, nil
+	}
+	if len(m.rec.Tasks) > 0 || len(m.rec.RestartingPods) > 0 || m.rec.Retry != m.d.Status.RetryCount {
+		m.rec = runRecord{Retry: m.d.Status.RetryCount}
+		m.recordChanged = true
+		m.classify()
+	}
+	if m.d.Status.State.Reason == ReasonResumed {
+		return p, &change{batchv1alpha1.JobPending, ReasonResumed, "the job was resumed"}
+	}
+	return p, &change{batchv1alpha1.JobPending, ReasonRestarted,
+		fmt.Sprintf("the job was restarted (retry %d of %d)", m.d.Status.RetryCount, m.job.Spec.MaxRetry)}
+}
+
+// finished deletes what may still run and, with ttlSecondsAfterFinished, the job itself.
+func (m *machine) finished() (plan, *change) {
+	var p plan
+	m.deleteLive(&p, ReasonPhaseCleanup)
+	if ttl := m.job.Spec.TTLSecondsAfterFinished; ttl != nil {
+		deadline := m.d.Status.State.LastTransitionTime.Add(time.Duration(*ttl) * time.Second)
+		if left := deadline.Sub(m.o.Now); left > 0 {
+			p.requeueAfter(left)
+		} else {
+			m.d.DeleteJob = true
+		}
+	}
+	return p, nil
+}
+
+// active is Pending and Running: the job's pods are created, watched and acted on.
+func (m *machine) active() (plan, *change) {
+	var p plan
+	if m.suspended() {
+		return p, &change{batchv1alpha1.JobAborting, ReasonSuspended, "the job was suspended: its pods are deleted until it is resumed"}
+	}
+	handled, next := m.handleEvents(&p)
+	if next != nil {
+		return plan{}, next
+	}
+	for _, pod := range m.pods {
+		switch {
+		case pod.kind == stale:
+			p.delete(pod, ReasonStale)
+		case m.rec.restarting(pod.UID):
+			p.delete(pod, string(batchv1alpha1.RestartPodAction))
+		}
+	}
+	if next := m.outcome(handled); next != nil {
+		return plan{}, next
+	}
+	released := m.released()
+	m.createMissing(&p, released)
+	m.planPodGroup(&p, released)
+	if m.phase() == batchv1alpha1.JobPending {
+		if c := m.counts(); c.running+c.succeeded >= max(1, m.minInPlay(released)) {
+			return p, &change{batchv1alpha1.JobRunning, ReasonRunning,
+				fmt.Sprintf("%d pods are running and %d succeeded (minAvailable %d)", c.running, c.succeeded, m.spec.min)}
+		}
+	}
+	return p, nil
+}
+
+// taskCounts counts a task's current pods that are not being restarted.
+type taskCounts struct {
+	pending, running, succeeded, failed, unknown, live int32
+	// present counts the task's current pods.
+	present int32
+}
+
+// counts sums the current pods of all tasks.
+func (m *machine) counts() taskCounts {
+	var sum taskCounts
+	for _, c := range m.countTasks() {
+		sum.pending += c.pending
+		sum.running += c.running
+		sum.succeeded += c.succeeded
+		sum.failed += c.failed
+		sum.unknown += c.unknown
+		sum.live += c.live
+		sum.present += c.present
+	}
+	return sum
+}
+
+func (m *machine) countTasks() map[string]taskCounts {
+	out := map[string]taskCounts{}
+	for _, pod := range m.pods {
+		if pod.kind != current {
+			continue
+		}
+		c := out[pod.task]
+		c.present++
+		switch {
+		case m.rec.restarting(pod.UID):
+			c.live++ // it will be created again
+		case pod.Status.Phase == corev1.PodSucceeded:
+			c.succeeded++
+		case pod.Status.Phase == corev1.PodFailed:
+			c.failed++
+		case pod.running():
+			c.running++
+			c.live++
+		case pod.Status.Phase == corev1.PodUnknown:
+			c.unknown++
+			c.live++
+		default:
+			c.pending++
+			c.live++
+		}
+		out[pod.task] = c
+	}
+	return out
+}
+
+// released says which tasks may have pods: those without dependsOn, those whose dependencies
+// run (all their pods, or any one, Running or Succeeded), and those that already have pods, so
+// that a dependency ending later does not take its dependents' pods away.
+func (m *machine) released() map[string]bool {
+	counts := m.countTasks()
+	out := map[string]bool{}
+	for _, t := range m.spec.tasks {
+		if len(t.dependsOn) == 0 || counts[t.name].present > 0 {
+			out[t.name] = true
+			continue
+		}
+		satisfied := t.waitsForAll
+		if !t.waitsForAll {
+			// any: one pod of the named tasks runs, or they have no pods at all to wait for.
+			var want int32
+			for _, dep := range t.dependsOn {
+				d, _ := m.spec.task(dep)
+				want += d.replicas
+				satisfied = satisfied || counts[dep].running+counts[dep].succeeded > 0
+			}
+			satisfied = satisfied || want == 0
+		} else {
+			// all: every pod of the named tasks runs or succeeded.
+			for _, dep := range t.dependsOn {
+				d, _ := m.spec.task(dep)
+				satisfied = satisfied && counts[dep].running+counts[dep].succeeded >= d.replicas
+			}
+		}
+		out[t.name] = satisfied
+	}
+	return out
+}
+
+// minInPlay is the minimum of pods that must run at once among the tasks that may start.
+func (m *machine) minInPlay(released map[string]bool) int32 {
+	var sum int32
+	for _, t := range m.spec.tasks {
+		if released[t.name] {
+			sum += t.min
+		}
+	}
+	return min(m.spec.min, sum)
+}
+
+// createMissing plans a pod for every empty slot of a task that may start. A slot whose old
+// pod is still on its way out stays empty until it is gone: names are fixed.
+func (m *machine) createMissing(p *plan, released map[string]bool) {
+	taken := make(map[string]bool, len(m.pods))
+	for _, pod := range m.pods {
+		taken[pod.Name] = true
+	}
+	for _, t := range m.spec.tasks {
+		if !released[t.name] {
+			continue
+		}
+		for i := range t.replicas {
+			if !taken[PodName(m.job.Name, t.name, i)] {
+				p.creates = append(p.creates, Slot{Task: t.name, Index: i, Generation: m.rec.generation(t.name)})
+			}
+		}
+	}
+}
+
+// planPodGroup asks for the PodGroup of the job's minimum still to be placed (see podGroupSpec).
+func (m *machine) planPodGroup(p *plan, released map[string]bool) {
+	counts := m.countTasks()
+	need := map[string]int32{}
+	var succeeded int32
+	for _, t := range m.spec.tasks {
+		succeeded += counts[t.name].succeeded
+		if released[t.name] {
+			need[t.name] = max(0, t.min-counts[t.name].succeeded)
+		}
+	}
+	if spec, ok := podGroupSpec(m.job, &m.spec, need, m.spec.min-succeeded); ok {
+		p.podGroup = &spec
+	}
+}
+
+// outcome applies the rules that end a job when no policy did: it completes once minSuccess
+// pods succeeded, or once every pod has ended and enough succeeded (minSuccess, or else
+// minAvailable and each task's own minAvailable); it fails as soon as too many pods failed for
+// that to happen. Failed pods that a policy is still waiting on (a timeout) are not counted.
+func (m *machine) outcome(handled map[types.UID]bool) *change {
+	tasks := m.countTasks()
+	var succeeded, failed, live int32
+	for _, t := range m.spec.tasks {
+		c := tasks[t.name]
+		succeeded += c.succeeded
+		live += c.live
+	}
+	failedByTask := map[string]int32{}
+	for _, pod := range m.pods {
+		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && !m.rec.restarting(pod.UID) && !handled[pod.UID] {
+			failed++
+			failedByTask[pod.task]++
+		}
+	}
+	needed := m.spec.min
+	if m.spec.minSuccess > 0 {
+		needed = m.spec.minSuccess
+		if succeeded >= needed {
+			return &change{batchv1alpha1.JobCompleting, ReasonMinSuccess,
+				fmt.Sprintf("%d pods succeeded (minSuccess %d)", succeeded, needed)}
+		}
+	}
+	if m.spec.replicas-failed < needed {
+		return &change{batchv1alpha1.JobFailed, ReasonTooManyFailed,
+			fmt.Sprintf("%d pods failed: at most %d of %d pods can succeed, fewer than the %d needed", failed, m.spec.replicas-failed, m.spec.replicas, needed)}
+	}
+	if m.spec.minSuccess == 0 {
+		for _, t := range m.spec.tasks {
+			if t.spec.MinAvailable != nil && t.replicas-failedByTask[t.name] < t.min {
+				return &change{batchv1alpha1.JobFailed, ReasonTooManyFailed,
+					fmt.Sprintf("task %s: %d pods failed: at most %d of its %d pods can succeed, fewer than its minAvailable %d", t.name, failedByTask[t.name], t.replicas-failedByTask[t.name], t.replicas, t.min)}
+			}
+		}
+	}
+	// Ended: nothing runs or will be created. A task that waits for dependencies that have all
+	// ended cannot start any more.
+	if live > 0 || len(handled) > 0 {
+		return nil
+	}
+	released := m.released()
+	for _, t := range m.spec.tasks {
+		if released[t.name] && tasks[t.name].present < t.replicas {
+			return nil
+		}
+	}
+	for _, pod := range m.pods {
+		if pod.kind == stale && pod.live() {
+			return nil
+		}
+	}
+	if succeeded >= needed {
+		return &change{batchv1alpha1.JobCompleted, ReasonPodsSucceeded,
+			fmt.Sprintf("every pod ended: %d succeeded, %d failed", succeeded, failed)}
+	}
+	return &change{batchv1alpha1.JobFailed, ReasonTooManyFailed,
+		fmt.Sprintf("every pod ended: %d succeeded, fewer than the %d needed", succeeded, needed)}
+}
+
+// count writes the pod counts into the status: every pod of the job, including those of an
+// earlier run not yet gone.
+func (m *machine) count() {
+	s := &m.d.Status
+	s.Pending, s.Running, s.Succeeded, s.Failed, s.Terminating, s.Unknown = 0, 0, 0, 0, 0, 0
+	s.MinAvailable = m.spec.min
+	tasks := map[string]batchv1alpha1.TaskState{}
+	for _, pod := range m.pods {
+		if pod.terminating() {
+			s.Terminating++
+			continue
+		}
+		phase := pod.Status.Phase
+		if phase == "" {
+			phase = corev1.PodPending
+		}
+		switch phase {
+		case corev1.PodPending:
+			s.Pending++
+		case corev1.PodRunning:
+			s.Running++
+		case corev1.PodSucceeded:
+			s.Succeeded++
+		case corev1.PodFailed:
+			s.Failed++
+		default:
+			s.Unknown++
+		}
+		if pod.task == "" {
+			continue
+		}
+		ts := tasks[pod.task]
+		if ts.Phase == nil {
+			ts.Phase = map[corev1.PodPhase]int32{}
+		}
+		ts.Phase[phase]++
+		tasks[pod.task] = ts
+	}
+	s.TaskStatusCount = nil
+	if len(tasks) > 0 {
+		s.TaskStatusCount = tasks
+	}
+}
+
+func (m *machine) setConditions() {
+	s := &m.d.Status
+	phase := s.State.Phase
+	set := func(condType string, ok bool, reason, message string) {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		cond := metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message,
+			ObservedGeneration: m.job.Generation, LastTransitionTime: m.now}
+		if old := meta.FindStatusCondition(s.Conditions, condType); old != nil && old.Status == status {
+			cond.LastTransitionTime = old.LastTransitionTime
+		}
+		meta.SetStatusCondition(&s.Conditions, cond)
+	}
+	running := phase == batchv1alpha1.JobRunning
+	runningMsg := fmt.Sprintf("the job is %s", phase)
+	if running {
+		runningMsg = fmt.Sprintf("%d pods run and %d succeeded (minAvailable %d)", s.Running, s.Succeeded, s.MinAvailable)
+	}
+	set(ConditionRunning, running, string(phase), runningMsg)
+	if m.suspended() && !Finished(phase) {
+		set(ConditionSuspended, true, ReasonSuspended, "spec.suspend is true: the job's pods are deleted until it is resumed")
+	} else {
+		set(ConditionSuspended, false, "NotSuspended", "spec.suspend is not set")
+	}
+	if Finished(phase) {
+		set(ConditionFinished, true, string(phase), s.State.Message)
+	} else {
+		set(ConditionFinished, false, string(phase), fmt.Sprintf("the job is %s", phase))
+	}
+}
+
+// jobEvent is something that happened to a pod or task, for the policies.
+type jobEvent struct {
+	event    batchv1alpha1.Event
+	task     string
+	pod      *observedPod
+	exitCode int32
+	// since is when the event started to hold; a policy's timeout counts from it.
+	since time.Time
+}
+
+func (e jobEvent) describe() string {
+	switch {
+	case e.pod != nil && e.event == batchv1alpha1.PodFailedEvent:
+		return fmt.Sprintf("pod %s failed (exit code %d)", e.pod.Name, e.exitCode)
+	case e.pod != nil && e.event == batchv1alpha1.PodEvictedEvent:
+		return fmt.Sprintf("pod %s was evicted", e.pod.Name)
+	case e.pod != nil && e.event == batchv1alpha1.PodPendingEvent:
+		return fmt.Sprintf("pod %s has been pending since %s", e.pod.Name, e.since.UTC().Format(time.RFC3339))
+	case e.pod != nil && e.event == batchv1alpha1.UnknownEvent:
+		return fmt.Sprintf("pod %s is in phase Unknown", e.pod.Name)
+	case e.event == batchv1alpha1.TaskCompletedEvent:
+		return fmt.Sprintf("task %s completed", e.task)
+	case e.event == batchv1alpha1.TaskFailedEvent:
+		return fmt.Sprintf("task %s ran out of restarts", e.task)
+	}
+	return string(e.event)
+}
+
+// podEvents lists what happened to the job's current pods, and the tasks whose pods all
+// succeeded, in a stable order.
+func (m *machine) podEvents() []jobEvent {
+	var events []jobEvent
+	for i := range m.pods {
+		pod := &m.pods[i]
+		if pod.kind != current || m.rec.restarting(pod.UID) {
+			continue
+		}
+		ev := jobEvent{task: pod.task, pod: pod}
+		switch {
+		case pod.terminating() && pod.live():
+			// The controller deletes only stale pods and those it restarts while the job runs:
+			// someone else is taking this one away.
+			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, pod.DeletionTimestamp.Time
+		case disrupted(pod.Pod) != nil && pod.live():
+			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, disrupted(pod.Pod).LastTransitionTime.Time
+		case pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted":
+			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, finishTime(pod.Pod)
+		case pod.Status.Phase == corev1.PodFailed:
+			ev.event, ev.since, ev.exitCode = batchv1alpha1.PodFailedEvent, finishTime(pod.Pod), exitCode(pod.Pod)
+		case pod.Status.Phase == corev1.PodUnknown:
+			ev.event, ev.since = batchv1alpha1.UnknownEvent, pod.CreationTimestamp.Time
+		case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
+			ev.event, ev.since = batchv1alpha1.PodPendingEvent, pod.CreationTimestamp.Time
+		default:
+			continue
+		}
+		events = append(events, ev)
+	}
+	counts := m.countTasks()
+	for _, t := range m.spec.tasks {
+		if t.replicas > 0 && counts[t.name].succeeded == t.replicas {
+			var last time.Time
+			for _, pod := range m.pods {
+				if pod.kind == current && pod.task == t.name && finishTime(pod.Pod).After(last) {
+					last = finishTime(pod.Pod)
+				}
+			}
+			events = append(events, jobEvent{event: batchv1alpha1.TaskCompletedEvent, task: t.name, since: last})
+		}
+	}
+	return events
+}
+
+// disrupted returns the pod's DisruptionTarget condition if it is True: Kubernetes is about to
+// evict or preempt it.
+func disrupted(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// exitCode is the first non-zero exit code of the pod's containers, in the order of the spec
+// (Volcano reads the first container's).
+func exitCode(pod *corev1.Pod) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, s := range pod.Status.ContainerStatuses {
+			if s.Name == c.Name && s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
+				return s.State.Terminated.ExitCode
+			}
+		}
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
+			return s.State.Terminated.ExitCode
+		}
+	}
+	return 0
+}
+
+// finishTime is when the pod's last container ended, or failing that when it stopped being
+// ready, or was created.
+func finishTime(pod *corev1.Pod) time.Time {
+	var last time.Time
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.State.Terminated != nil && s.State.Terminated.FinishedAt.After(last) {
+			last = s.State.Terminated.FinishedAt.Time
+		}
+	}
+	if !last.IsZero() {
+		return last
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && c.LastTransitionTime.After(last) {
+			last = c.LastTransitionTime.Time
+		}
+	}
+	if !last.IsZero() {
+		return last
+	}
+	return pod.CreationTimestamp.Time
+}
+
+// isFailure says whether `*` matches the event: it stands for the events that report trouble.
+// TaskCompleted and PodPending match only policies that name them, so that `event: "*"` does not
+// restart a job for finishing a task or for a pod that has just been created.
+func isFailure(e batchv1alpha1.Event) bool {
+	switch e {
+	case batchv1alpha1.PodFailedEvent, batchv1alpha1.PodEvictedEvent, batchv1alpha1.TaskFailedEvent, batchv1alpha1.UnknownEvent:
+		return true
+	}
+	return false
+}
+
+// policyFor finds the policy that handles the event: the first match among its task's policies,
+// then among the job's, as in Volcano. A policy matches when it names the event (or `*` for a
+// failure), or when its exitCode is the exit code of a failed pod.
+func (m *machine) policyFor(ev jobEvent) (*batchv1alpha1.LifecyclePolicy, string) {
+	match := func(policies []batchv1alpha1.LifecyclePolicy) *batchv1alpha1.LifecyclePolicy {
+		for i := range policies {
+			p := &policies[i]
+			events := p.Events
+			if p.Event != "" {
+				events = append(slices.Clone(events), p.Event)
+			}
+			for _, e := range events {
+				if e == ev.event || (e == batchv1alpha1.AnyEvent && isFailure(ev.event)) {
+					return p
+				}
+			}
+			if p.ExitCode != nil && ev.event == batchv1alpha1.PodFailedEvent && *p.ExitCode == ev.exitCode {
+				return p
+			}
+		}
+		return nil
+	}
+	if t, ok := m.spec.task(ev.task); ok {
+		if p := match(t.spec.Policies); p != nil {
+			return p, "task " + t.name
+		}
+	}
+	if p := match(m.job.Spec.Policies); p != nil {
+		return p, "job"
+	}
+	return nil, ""
+}
+
+func describePolicy(p *batchv1alpha1.LifecyclePolicy, owner string) string {
+	var what string
+	switch {
+	case p.ExitCode != nil:
+		what = fmt.Sprintf("exitCode %d", *p.ExitCode)
+	case p.Event != "":
+		what = "event " + string(p.Event)
+	default:
+		names := make([]string, len(p.Events))
+		for i, e := range p.Events {
+			names[i] = string(e)
+		}
+		what = "events " + strings.Join(names, ",")
+	}
+	return fmt.Sprintf("the %s policy on %s", owner, what)
+}
+
+// actionRank orders actions when several events call for different ones at once: the one that
+// ends or restarts most wins.
+func actionRank(a batchv1alpha1.Action) int {
+	switch a {
+	case batchv1alpha1.TerminateJobAction:
+		return 6
+	case batchv1alpha1.AbortJobAction:
+		return 5
+	case batchv1alpha1.CompleteJobAction:
+		return 4
+	case batchv1alpha1.RestartJobAction:
+		return 3
+	case batchv1alpha1.RestartTaskAction:
+		return 2
+	case batchv1alpha1.RestartPodAction:
+		return 1
+	}
+	return 0
+}
+
+func jobLevel(a batchv1alpha1.Action) bool {
+	return actionRank(a) >= actionRank(batchv1alpha1.RestartJobAction)
+}
+
+// candidate is an event whose policy's action is due.
+type candidate struct {
+	ev     jobEvent
+	action batchv1alpha1.Action
+	why    string
+}
+
+// handleEvents matches the job's events to policies and takes their actions. A job-level action
+// (the highest ranked, if several are due) changes the phase; otherwise tasks and pods are
+// restarted within their maxRetry, the restarts written to the run record before any pod is
+// deleted. handled returns the failed pods that a policy has taken care of or is waiting on,
+// which the default rules must not count as failures.
+func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *change) {
+	handled = map[types.UID]bool{}
+	var due []candidate
+	for _, ev := range m.podEvents() {
+		policy, owner := m.policyFor(ev)
+		if policy == nil {
+			continue
+		}
+		if ev.pod != nil && ev.pod.Status.Phase == corev1.PodFailed {
+			handled[ev.pod.UID] = true
+		}
+		if policy.Timeout != nil {
+			if left := ev.since.Add(policy.Timeout.Duration).Sub(m.o.Now); left > 0 {
+				p.requeueAfter(left)
+				continue
+			}
+		}
+		due = append(due, candidate{ev: ev, action: policy.Action, why: describePolicy(policy, owner)})
+	}
+	// Restarts within a task's budget; a task out of restarts raises TaskFailed instead.
+	var jobAction *candidate
+	restartTasks := map[string]candidate{}
+	var restartPods []candidate
+	consider := func(c candidate) {
+		if jobLevel(c.action) {
+			if jobAction == nil || actionRank(c.action) > actionRank(jobAction.action) {
+				jobAction = &c
+			}
+		}
+	}
+	for _, c := range due {
+		switch c.action {
+		case batchv1alpha1.RestartTaskAction:
+			if _, ok := restartTasks[c.ev.task]; !ok {
+				restartTasks[c.ev.task] = c
+			}
+		case batchv1alpha1.RestartPodAction:
+			if c.ev.pod != nil {
+				restartPods = append(restartPods, c)
+			} else {
+				// A task event has no pod to restart: restart the task.
+				restartTasks[c.ev.task] = c
+			}
+		default:
+			consider(c)
+		}
+	}
+	if jobAction != nil {
+		return handled, m.takeJobAction(*jobAction)
+	}
+
+	outOfRetries := map[string]candidate{}
+	taskNames := make([]string, 0, len(restartTasks))
+	for name := range restartTasks {
+		taskNames = append(taskNames, name)
+	}
+	sort.Strings(taskNames)
+	for _, name := range taskNames {
+		c := restartTasks[name]
+		if !m.spendRestart(name) {
+			outOfRetries[name] = c
+			continue
+		}
+		m.rec.updateTask(name, func(t *taskRecord) { t.Generation++ })
+		t, _ := m.spec.task(name)
+		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartTaskAction, Event: c.ev.event, Task: name,
+			Message: fmt.Sprintf("%s: %s restarts task %s (restart %d of %d)", c.ev.describe(), c.why, name, m.rec.Tasks[name].Restarts, t.maxRetry)})
+	}
+	for _, c := range restartPods {
+		if _, ok := restartTasks[c.ev.task]; ok {
+			continue // its task restarts as a whole
+		}
+		if !m.spendRestart(c.ev.task) {
+			if _, ok := outOfRetries[c.ev.task]; !ok {
+				outOfRetries[c.ev.task] = c
+			}
+			continue
+		}
+		m.rec.RestartingPods = append(m.rec.RestartingPods, c.ev.pod.UID)
+		t, _ := m.spec.task(c.ev.task)
+		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartPodAction, Event: c.ev.event, Task: c.ev.task,
+			Message: fmt.Sprintf("%s: %s restarts the pod (restart %d of %d of task %s)", c.ev.describe(), c.why, m.rec.Tasks[c.ev.task].Restarts, t.maxRetry, c.ev.task)})
+	}
+	if next := m.raiseTaskFailed(outOfRetries); next != nil {
+		return handled, next
+	}
+	// A pod that ran out of retries is a plain failure for the default rules.
+	for _, pod := range m.pods {
+		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && m.rec.Tasks[pod.task].OutOfRetries {
+			delete(handled, pod.UID)
+		}
+	}
+	m.pruneRestarting()
+	if len(restartTasks) > 0 {
+		m.classify() // the restarted tasks' pods are now of an old generation
+	}
+	return handled, nil
+}
+
+// spendRestart counts a restart of the task if its maxRetry allows it.
+func (m *machine) spendRestart(task string) bool {
+	t, ok := m.spec.task(task)
+	if !ok || m.rec.Tasks[task].OutOfRetries || m.rec.Tasks[task].Restarts >= t.maxRetry {
+		return false
+	}
+	m.rec.updateTask(task, func(r *taskRecord) { r.Restarts++ })
+	m.recordChanged = true
+	return true
+}
+
+// raiseTaskFailed handles the tasks that needed a restart beyond their maxRetry: TaskFailed is
+// matched to the policies, and a job-level action there is taken. Without one, the task's failed
+// pods stay failed and the default rules decide (the job fails if too few pods can succeed).
+// The task is marked in the run record so that TaskFailed is raised once per run.
+func (m *machine) raiseTaskFailed(tasks map[string]candidate) *change {
+	names := make([]string, 0, len(tasks))
+	for name := range tasks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var best *candidate
+	for _, name := range names {
+		if m.rec.Tasks[name].OutOfRetries {
+			continue // raised earlier in this run
+		}
+		cause := tasks[name]
+		m.rec.updateTask(name, func(r *taskRecord) { r.OutOfRetries = true })
+		m.recordChanged = true
+		t, _ := m.spec.task(name)
+		ev := jobEvent{event: batchv1alpha1.TaskFailedEvent, task: name, since: m.o.Now}
+		m.d.Actions = append(m.d.Actions, ActionTaken{Action: TaskFailedAction, Event: batchv1alpha1.TaskFailedEvent, Task: name,
+			Message: fmt.Sprintf("%s: task %s cannot be restarted again (maxRetry %d)", cause.ev.describe(), name, t.maxRetry)})
+		if policy, owner := m.policyFor(ev); policy != nil && jobLevel(policy.Action) {
+			c := candidate{ev: ev, action: policy.Action, why: describePolicy(policy, owner)}
+			if best == nil || actionRank(c.action) > actionRank(best.action) {
+				best = &c
+			}
+		}
+	}
+	if best != nil {
+		// The job-level action replaces the restarts decided alongside.
+		m.d.Actions = slices.DeleteFunc(m.d.Actions, func(a ActionTaken) bool {
+			return a.Action == batchv1alpha1.RestartTaskAction || a.Action == batchv1alpha1.RestartPodAction
+		})
+		return m.takeJobAction(*best)
+	}
+	return nil
+}
+
+// pruneRestarting forgets restarted pods that are gone, so that the record stays small.
+func (m *machine) pruneRestarting() {
+	if len(m.rec.RestartingPods) == 0 {
+		return
+	}
+	seen := map[types.UID]bool{}
+	for _, pod := range m.pods {
+		seen[pod.UID] = true
+	}
+	kept := m.rec.RestartingPods[:0:0]
+	for _, uid := range m.rec.RestartingPods {
+		if seen[uid] {
+			kept = append(kept, uid)
+		}
+	}
+	if len(kept) != len(m.rec.RestartingPods) {
+		m.rec.RestartingPods = kept
+		m.recordChanged = true
+	}
+}
+
+// takeJobAction changes the job's phase for a job-level action. RestartJob counts the retry in
+// the same status write that enters Restarting, before any pod is deleted: a controller that
+// restarts in between finds the job Restarting and finishes the restart without counting it
+// again; once retryCount has reached maxRetry, the job fails instead.
+func (m *machine) takeJobAction(c candidate) *change {
+	reason := string(c.ev.event)
+	taken := ActionTaken{Action: c.action, Event: c.ev.event, Task: c.ev.task}
+	var next change
+	switch c.action {
+	case batchv1alpha1.RestartJobAction:
+		if m.d.Status.RetryCount >= m.job.Spec.MaxRetry {
+			taken.Message = fmt.Sprintf("%s: %s would restart the job, but it was restarted %d times (maxRetry %d): the job fails",
+				c.ev.describe(), c.why, m.d.Status.RetryCount, m.job.Spec.MaxRetry)
+			next = change{batchv1alpha1.JobFailed, ReasonRetriesExhausted, taken.Message}
+			break
+		}
+		m.d.Status.RetryCount++
+		taken.Message = fmt.Sprintf("%s: %s restarts the job (retry %d of %d)", c.ev.describe(), c.why, m.d.Status.RetryCount, m.job.Spec.MaxRetry)
+		next = change{batchv1alpha1.JobRestarting, reason, taken.Message}
+	case batchv1alpha1.AbortJobAction:
+		taken.Message = fmt.Sprintf("%s: %s aborts the job; resume it with the %s annotation", c.ev.describe(), c.why, ResumeAnnotation)
+		next = change{batchv1alpha1.JobAborting, reason, taken.Message}
+	case batchv1alpha1.TerminateJobAction:
+		taken.Message = fmt.Sprintf("%s: %s terminates the job", c.ev.describe(), c.why)
+		next = change{batchv1alpha1.JobTerminating, reason, taken.Message}
+	case batchv1alpha1.CompleteJobAction:
+		taken.Message = fmt.Sprintf("%s: %s completes the job", c.ev.describe(), c.why)
+		next = change{batchv1alpha1.JobCompleting, reason, taken.Message}
+	}
+	m.d.Actions = append(m.d.Actions, taken)
+	return &next
+}

@@ -1,0 +1,123 @@
+package job
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/job/plugins"
+)
+
+// ExamplesDir holds the example Jobs, relative to this package.
+const examplesDir = "../../manifests/examples"
+
+// Every example is a Job that decodes strictly (no field the API does not have), that the
+// state machine starts (no invalid spec), whose plugins accept their arguments, and whose
+// simulated run times parse.
+func TestExamplesAreValidJobs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 5, "TensorFlow, PyTorch, MPI, restart policy and dependsOn examples")
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			job := &batchv1alpha1.Job{}
+			require.NoError(t, yaml.UnmarshalStrict(data, job))
+			assert.Equal(t, "batch.tephra.dev/v1alpha1", job.APIVersion)
+			assert.Equal(t, "Job", job.Kind)
+			assert.NotEmpty(t, job.Name)
+
+			job.Namespace, job.UID = "examples", "uid"
+			d := Decide(Observed{Job: job, Now: t0})
+			require.Equal(t, batchv1alpha1.JobPending, d.Status.State.Phase, d.Status.State.Message)
+			assert.NotEmpty(t, d.Create)
+			require.NotNil(t, d.PodGroup)
+
+			ps, err := plugins.ForJob(nil, runtime.NewScheme(), job)
+			require.NoError(t, err)
+			for _, slot := range d.Create {
+				spec := viewSpec(job)
+				task, _ := spec.task(slot.Task)
+				pod := NewPod(job, task.spec, slot.Index, 0, 0)
+				for _, p := range ps {
+					require.NoError(t, p.OnPodCreate(pod, job), "plugin %s on pod %s", p.Name(), pod.Name)
+				}
+			}
+			for _, task := range job.Spec.Tasks {
+				annotations := task.Template.Annotations
+				if v, ok := annotations["sim.tephra.dev/duration"]; ok {
+					_, err := time.ParseDuration(v)
+					assert.NoError(t, err, "task %s: sim.tephra.dev/duration", task.Name)
+				}
+				if v, ok := annotations["sim.tephra.dev/exit-code"]; ok {
+					_, err := strconv.Atoi(v)
+					assert.NoError(t, err, "task %s: sim.tephra.dev/exit-code", task.Name)
+				}
+				assert.NotEmpty(t, task.Template.Spec.Containers[0].Resources.Requests, "task %s asks for resources", task.Name)
+			}
+		})
+	}
+}
+
+// The examples behave as their comments say when their pods run as simulated: each one ends in
+// the phase its comment promises.
+func TestExamplesEndAsDescribed(t *testing.T) {
+	for file, want := range map[string]batchv1alpha1.JobPhase{
+		"tensorflow.yaml":     batchv1alpha1.JobCompleted,
+		"pytorch.yaml":        batchv1alpha1.JobCompleted,
+		"mpi.yaml":            batchv1alpha1.JobCompleted,
+		"restart-policy.yaml": batchv1alpha1.JobCompleted,
+		"depends-on.yaml":     batchv1alpha1.JobCompleted,
+	} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(examplesDir, file))
+			require.NoError(t, err)
+			job := &batchv1alpha1.Job{}
+			require.NoError(t, yaml.UnmarshalStrict(data, job))
+			job.Namespace, job.UID = "examples", "uid"
+			w := newWorld(job)
+			// Play the pods as kwok would: each starts at once, and ends after its duration with
+			// its exit code; those without a duration run until deleted.
+			for step := 0; step < 120 && !Finished(w.job.Status.State.Phase); step++ {
+				_, err := w.settle(5)
+				require.NoError(t, err)
+				w.now = w.now.Add(time.Second)
+				for _, pod := range w.pods {
+					if pod.Status.Phase == "Pending" {
+						pod.Spec.NodeName = "node-0"
+						pod.Status.Phase = "Running"
+						if pod.Annotations == nil {
+							pod.Annotations = map[string]string{}
+						}
+						pod.Annotations["started"] = w.now.Format(time.RFC3339)
+						continue
+					}
+					duration, ok := pod.Annotations["sim.tephra.dev/duration"]
+					if pod.Status.Phase != "Running" || !ok {
+						continue
+					}
+					d, _ := time.ParseDuration(duration)
+					started, _ := time.Parse(time.RFC3339, pod.Annotations["started"])
+					if w.now.Sub(started) >= d {
+						code, _ := strconv.Atoi(pod.Annotations["sim.tephra.dev/exit-code"])
+						if code == 0 {
+							finishPod(pod, "Succeeded", 0, w.now)
+						} else {
+							finishPod(pod, "Failed", int32(code), w.now)
+						}
+					}
+				}
+			}
+			assert.Equal(t, want, w.job.Status.State.Phase, "%s: %s", w.job.Status.State.Reason, w.job.Status.State.Message)
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// PodName is the name of a job's pod: <job>-<task>-<index>. Fixed names make creation
+// idempotent: a pod created twice is refused the second time.
+func PodName(job, task string, index int32) string {
+	return fmt.Sprintf("%s-%s-%d", job, task, index)
+}
+
+// NewPod builds the pod of a task's slot from the task's template: named, labelled and owned
+// by the job, with the job's scheduler and priority class. retry and generation say which run
+// of the job and of the task it is created for. Plugins add to it afterwards.
+func NewPod(job *batchv1alpha1.Job, task *batchv1alpha1.TaskSpec, index, retry, generation int32) *corev1.Pod {
+	tmpl := task.Template.DeepCopy()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        PodName(job.Name, task.Name, index),
+			Namespace:   job.Namespace,
+			Labels:      tmpl.Labels,
+			Annotations: tmpl.Annotations,
+			OwnerReferences: []metav1.OwnerReference{
+				*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job")),
+			},
+		},
+		Spec: tmpl.Spec,
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[schedulingv1alpha1.PodGroupLabel] = job.Name
+	pod.Labels[schedulingv1alpha1.TaskLabel] = task.Name
+	pod.Labels[batchv1alpha1.JobNameLabel] = job.Name
+	pod.Labels[batchv1alpha1.TaskIndexLabel] = strconv.Itoa(int(index))
+	pod.Labels[JobRetryLabel] = strconv.Itoa(int(retry))
+	pod.Labels[TaskGenerationLabel] = strconv.Itoa(int(generation))
+	pod.Spec.SchedulerName = job.Spec.SchedulerName
+	if pod.Spec.SchedulerName == "" {
+		pod.Spec.SchedulerName = schedulingv1alpha1.SchedulerName
+	}
+	if job.Spec.PriorityClassName != "" {
+		pod.Spec.PriorityClassName = job.Spec.PriorityClassName
+		// The admission plugin fills priority from the class; a template's own value would be
+		// refused as disagreeing with it.
+		pod.Spec.Priority = nil
+	}
+	return pod
+}
+
+// podKind says what a pod observed for a job is to the state machine.
+type podKind int
+
+const (
+	// current pods belong to the job's current run and task generation, in a slot of the spec.
+	current podKind = iota
+	// stale pods are of an earlier run or task generation, of a task or index the spec no
+	// longer has, or unrecognisable: they are deleted and count for nothing.
+	stale
+)
+
+// observedPod is a pod with what its labels say about it.
+type observedPod struct {
+	*corev1.Pod
+	kind  podKind
+	task  string
+	index int32
+}
+
+func (p observedPod) terminating() bool { return p.DeletionTimestamp != nil }
+
+// live pods are not finished: pending, running or unknown.
+func (p observedPod) live() bool {
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+func (p observedPod) running() bool {
+	return p.Status.Phase == corev1.PodRunning && !p.terminating()
+}
+
+// classify sorts the job's pods into current and stale for the job's run retry, in name order so
+// that decisions are stable.
+func classify(job *batchv1alpha1.Job, spec *jobSpec, retry int32, rec runRecord, pods []corev1.Pod) []observedPod {
+	out := make([]observedPod, 0, len(pods))
+	for i := range pods {
+		pod := &pods[i]
+		p := observedPod{Pod: pod, kind: stale, task: pod.Labels[schedulingv1alpha1.TaskLabel]}
+		index, okIndex := parseCount(pod.Labels, batchv1alpha1.TaskIndexLabel)
+		podRetry, okRetry := parseCount(pod.Labels, JobRetryLabel)
+		gen, okGen := parseCount(pod.Labels, TaskGenerationLabel)
+		p.index = index
+		if t, ok := spec.task(p.task); ok && okIndex && okRetry && okGen &&
+			index < t.replicas && pod.Name == PodName(job.Name, p.task, index) &&
+			podRetry == retry && gen == rec.generation(p.task) {
+			p.kind = current
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b observedPod) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// podRequests is what one pod of the task asks for, as the scheduler counts it.
+func podRequests(task *batchv1alpha1.TaskSpec) corev1.ResourceList {
+	return resourcehelper.PodRequests(&corev1.Pod{Spec: task.Template.Spec}, resourcehelper.PodResourcesOptions{})
+}
+
+// podGroupSpec is the PodGroup spec for the job's minimum that is still to be placed. need
+// maps each task to how many more of its pods must run at once: its minimum for the tasks
+// that may start (not waiting for dependencies), less its pods that already succeeded, because
+// Tephra's gang counts only live pods and a finished pod will not run again. jobNeed is the job's
+// minimum less all its succeeded pods. ok is false when nothing is left to place: the group's
+// current minimum should then be left alone (minMember must be at least 1).
+func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, jobNeed int32) (schedulingv1alpha1.PodGroupSpec, bool) {
+	out := schedulingv1alpha1.PodGroupSpec{
+		Queue:             job.Spec.Queue,
+		PriorityClassName: job.Spec.PriorityClassName,
+	}
+	if out.Queue == "" {
+		out.Queue = schedulingv1alpha1.DefaultQueue
+	}
+	var sumNeed int32
+	minResources := corev1.ResourceList{}
+	// Requests of the pods that may make up the rest of minMember beyond the task minimums.
+	var rest []corev1.ResourceList
+	for i := range spec.tasks {
+		t := &spec.tasks[i]
+		n := need[t.name]
+		sumNeed += n
+		requests := podRequests(t.spec)
+		counted := int32(0)
+		if t.hasTaskMinimum && n > 0 {
+			if out.MinTaskMember == nil {
+				out.MinTaskMember = map[string]int32{}
+			}
+			out.MinTaskMember[t.name] = n
+			for range n {
+				addResources(minResources, requests)
+			}
+			counted = n
+		}
+		for ; counted < n; counted++ {
+			rest = append(rest, requests)
+		}
+	}
+	out.MinMember = min(jobNeed, sumNeed)
+	if out.MinMember < 1 {
+		return out, false
+	}
+	// minResources must not exceed what the minimum really needs, or the scheduler would refuse
+	// a group that fits: beyond the task minimums, count for each resource the smallest requests
+	// that could complete minMember.
+	var fromTasks int32
+	for _, n := range out.MinTaskMember {
+		fromTasks += n
+	}
+	if extra := int(out.MinMember - fromTasks); extra > 0 {
+		names := map[corev1.ResourceName]bool{}
+		for _, r := range rest {
+			for name := range r {
+				names[name] = true
+			}
+		}
+		for name := range names {
+			values := make([]resource.Quantity, len(rest))
+			for i, r := range rest {
+				values[i] = r[name]
+			}
+			slices.SortFunc(values, func(a, b resource.Quantity) int { return a.Cmp(b) })
+			sum := minResources[name]
+			for _, q := range values[:min(extra, len(values))] {
+				sum.Add(q)
+			}
+			minResources[name] = sum
+		}
+	}
+	for name, q := range minResources {
+		if q.IsZero() {
+			delete(minResources, name)
+		}
+	}
+	if len(minResources) > 0 {
+		out.MinResources = minResources
+	}
+	return out, true
+}
+
+func addResources(sum, add corev1.ResourceList) {
+	for name, q := range add {
+		total := sum[name]
+		total.Add(q)
+		sum[name] = total
+	}
+}
