@@ -324,7 +324,8 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 		return &schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: job.Name, Namespace: job.Namespace,
-				Labels: map[string]string{batchv1alpha1.JobNameLabel: job.Name},
+				Labels:      map[string]string{batchv1alpha1.JobNameLabel: job.Name},
+				Annotations: groupAnnotations(job),
 				OwnerReferences: []metav1.OwnerReference{
 					*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job")),
 				},
@@ -342,7 +343,25 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want := group.DeepCopy()
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
-	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec), nil
+	sla, hasSLA := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]
+	if old, had := group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; hasSLA && (!had || old != sla) {
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation] = sla
+	} else if had && !hasSLA {
+		delete(want.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
+	}
+	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
+}
+
+// groupAnnotations are the job's annotations its PodGroup carries: the SLA waiting time, which
+// tephra-scheduler reads from the group.
+func groupAnnotations(job *batchv1alpha1.Job) map[string]string {
+	if sla, ok := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; ok {
+		return map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla}
+	}
+	return nil
 }
 
 // writePodGroup creates or updates the job's PodGroup as podGroupChange decided.

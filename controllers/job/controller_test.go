@@ -407,3 +407,23 @@ func TestReconcileLeavesAForeignPodGroupAlone(t *testing.T) {
 	assert.Len(t, f.pods(t), 6, "the pods are created all the same")
 	assert.Contains(t, f.events(), "Warning PodGroupNotOwned PodGroup train exists and does not belong to this job: its pods join it, with its minimum")
 }
+
+// The job's SLA waiting time reaches its PodGroup, where tephra-scheduler reads it, and follows
+// later changes of the job's annotation.
+func TestReconcilePassesTheSLAToTheGroup(t *testing.T) {
+	f := newFixture(t, newStoredJob(func(j *batchv1alpha1.Job) {
+		j.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	}))
+	f.reconcile(t)
+	group := &schedulingv1alpha1.PodGroup{}
+	key := client.ObjectKey{Namespace: testNamespace, Name: "train"}
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.Equal(t, "30s", group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
+
+	job := f.job(t)
+	job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation] = "2m"
+	require.NoError(t, f.client.Update(context.Background(), job))
+	f.reconcile(t)
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.Equal(t, "2m", group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
+}
