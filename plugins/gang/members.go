@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 )
 
 // memberCount is what a group's members are doing now.
@@ -141,21 +142,8 @@ func lackingCapacity(need corev1.ResourceList, nodes []fwk.NodeInfo) string {
 	}
 	free := make(map[corev1.ResourceName]int64, len(need))
 	for _, node := range nodes {
-		alloc, used := node.GetAllocatable(), node.GetRequested()
 		for name := range need {
-			var a, u int64
-			switch name {
-			case corev1.ResourceCPU:
-				a, u = alloc.GetMilliCPU(), used.GetMilliCPU()
-			case corev1.ResourceMemory:
-				a, u = alloc.GetMemory(), used.GetMemory()
-			case corev1.ResourceEphemeralStorage:
-				a, u = alloc.GetEphemeralStorage(), used.GetEphemeralStorage()
-			case corev1.ResourcePods:
-				a, u = int64(alloc.GetAllowedPodNumber()), int64(len(node.GetPods()))
-			default:
-				a, u = alloc.GetScalarResources()[name], used.GetScalarResources()[name]
-			}
+			a, u := capacity.Of(node, name)
 			if a > u {
 				free[name] += a - u
 			}

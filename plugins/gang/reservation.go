@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 )
 
 // ReasonReserved is the event reason when nodes are reserved for a group past its SLA.
@@ -66,7 +67,7 @@ func (g *Gang) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.Po
 		}
 		c := candidate{name: node.Node().Name, free: map[corev1.ResourceName]int64{}, alloc: map[corev1.ResourceName]int64{}}
 		for name := range need {
-			a, u := amounts(node, name)
+			a, u := capacity.Of(node, name)
 			c.alloc[name], c.free[name] = a, max(a-u, 0)
 		}
 		candidates = append(candidates, c)
@@ -113,22 +114,6 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 		}
 	}
 	return true
-}
-
-func amounts(node fwk.NodeInfo, name corev1.ResourceName) (allocatable, used int64) {
-	alloc, req := node.GetAllocatable(), node.GetRequested()
-	switch name {
-	case corev1.ResourceCPU:
-		return alloc.GetMilliCPU(), req.GetMilliCPU()
-	case corev1.ResourceMemory:
-		return alloc.GetMemory(), req.GetMemory()
-	case corev1.ResourceEphemeralStorage:
-		return alloc.GetEphemeralStorage(), req.GetEphemeralStorage()
-	case corev1.ResourcePods:
-		return int64(alloc.GetAllowedPodNumber()), int64(len(node.GetPods()))
-	default:
-		return alloc.GetScalarResources()[name], req.GetScalarResources()[name]
-	}
 }
 
 // Filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a

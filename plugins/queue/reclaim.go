@@ -22,6 +22,7 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 	"github.com/tephra-dev/tephra/plugins/queue/quota"
 )
@@ -199,17 +200,8 @@ func (r *reclaimer) roomForMinimum(minimum quota.Amounts) string {
 	room := quota.Amounts{}
 	infos, _ := r.q.handle.SnapshotSharedLister().NodeInfos().List()
 	for _, info := range infos {
-		alloc, used := info.GetAllocatable(), info.GetRequested()
 		for name := range minimum {
-			var a, u int64
-			switch name {
-			case corev1.ResourceCPU:
-				a, u = alloc.GetMilliCPU(), used.GetMilliCPU()
-			case corev1.ResourceMemory:
-				a, u = alloc.GetMemory(), used.GetMemory()
-			default:
-				a, u = alloc.GetScalarResources()[name], used.GetScalarResources()[name]
-			}
+			a, u := capacity.Of(info, name)
 			room[name] += max(a-u, 0)
 		}
 	}
