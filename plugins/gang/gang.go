@@ -53,6 +53,7 @@ type Gang struct {
 	podGroups schedulinglisters.PodGroupLister
 	members   cache.Indexer
 	groups    *tracker
+	shares    *jobShares
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 }
@@ -87,6 +88,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
+	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
+		return nil, err
+	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -106,7 +110,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
-	return &Gang{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), now: time.Now}
+	return &Gang{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now}
 }
 
 // Name of the plugin.
@@ -160,11 +164,16 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	return nil
 }
 
-// Less orders the active queue: higher priority first; then groups by their sort time (creation,
-// or last failure) and plain pods by their queue time; members of one group stay together.
+// Less orders the active queue: higher priority first; then jobs by their dominant resource
+// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then groups by
+// their sort time (creation, or last failure) and plain pods by their queue time; members of one
+// group stay together.
 func (g *Gang) Less(a, b fwk.QueuedEntityInfo) bool {
 	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
 		return pa > pb
+	}
+	if sa, sb := g.shareOf(a), g.shareOf(b); sa != sb {
+		return sa < sb
 	}
 	ta, ka := g.sortKey(a)
 	tb, kb := g.sortKey(b)
@@ -407,6 +416,7 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	var first time.Time
 	observe := false
+	g.shares.forget(pod.UID)
 	g.groups.with(key, func(s *groupState) {
 		delete(s.assumed, pod.UID)
 		s.bound[pod.UID] = struct{}{}

@@ -486,3 +486,29 @@ func cpuNode(name string, cpus int) fwk.NodeInfo {
 	node.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: fmt.Sprint(cpus), corev1.ResourcePods: "110"}).Obj())
 	return node
 }
+
+// Among jobs of equal priority, the one running the smaller share of the cluster goes first
+// (DRF), whatever their ages; a pod's share stays as it was when it entered the queue, so the
+// heap's order never changes under it, and is read again when it enters again.
+func TestLessOrdersJobsByDominantShare(t *testing.T) {
+	f := newFixture(t)
+	f.gang.shares.setNode("n1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")})
+	f.group(t, "big", 1, nil, f.now)
+	f.group(t, "small", 1, nil, f.now.Add(time.Minute))
+	running := f.member(t, "big-0", "big", "")
+	f.bind(t, running, "n1")
+	bigNext := queued(t, f.member(t, "big-1", "big", ""), f.now)
+	smallNext := queued(t, f.member(t, "small-0", "small", ""), f.now)
+	for _, e := range []fwk.QueuedEntityInfo{bigNext, smallNext} {
+		require.Nil(t, f.gang.PreEnqueue(context.Background(), e.(*framework.QueuedPodInfo).Pod), "records each group's creation")
+	}
+
+	assert.True(t, f.gang.Less(smallNext, bigNext), "the job with a quarter of the cluster goes after the one with none, though it is older")
+	assert.False(t, f.gang.Less(bigNext, smallNext))
+
+	// The big job's running pod ends: its queued pod keeps its frozen share until it re-enters.
+	require.NoError(t, f.pods.Delete(running))
+	assert.True(t, f.gang.Less(smallNext, bigNext), "the share is frozen while the pod is queued")
+	requeued := queued(t, bigNext.(*framework.QueuedPodInfo).Pod, f.now.Add(time.Second))
+	assert.True(t, f.gang.Less(requeued, smallNext), "re-entering, it is read again: both at 0, the older job first")
+}
