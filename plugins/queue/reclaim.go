@@ -109,7 +109,11 @@ func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	// Unschedulable rather than UnschedulableAndUnresolvable when evicting cannot help, so that
 	// TephraGang's PostFilter still runs after this one.
-	if s := m.Get(""); s != nil && (s.Code() == fwk.UnschedulableAndUnresolvable || strings.HasPrefix(s.Message(), v1alpha1.ReasonElasticWaiting)) {
+	// A PreFilter rejection (the status every node gets, naming its plugin) that no eviction can
+	// change: a group backing off, an elastic pod waiting for a minimum. Without a PreFilter
+	// rejection, the status of nodes not evaluated is UnschedulableAndUnresolvable by default,
+	// and says nothing.
+	if s := m.Get(""); s != nil && s.Plugin() != "" && (s.Code() == fwk.UnschedulableAndUnresolvable || strings.HasPrefix(s.Message(), v1alpha1.ReasonElasticWaiting)) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	w, status := q.workloadOf(pod)
