@@ -1,15 +1,18 @@
 // Command tephra-bench runs Tephra's scheduling benchmark (test/bench): for each configuration
-// (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra) a fresh local control
-// plane with simulated nodes, and on it each scenario's backlog drained while an informer records
-// every bind. `make bench` and `make bench-smoke` call it.
+// (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra) and each scenario, a
+// fresh local control plane with simulated nodes, on which a fresh scheduler drains a backlog
+// while an informer records every bind. `make bench` and `make bench-smoke` call it.
 //
 //	tephra-bench           full run: results under test/bench/out/, and docs/benchmarks.md
 //	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
 //	                       configuration completes (test/bench/out/ only)
 //
-// Sizes come from BENCH_NODES (1000), BENCH_PODS (10000), BENCH_REPS (3); BENCH_SWEEP=500,1000,...
-// measures scenario P against node counts instead; BENCH_CONFIGS and BENCH_SCENARIOS pick a
-// subset; BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data.
+// Sizes come from BENCH_NODES (1000), BENCH_PODS (5000), BENCH_REPS (3); BENCH_SWEEP=1 measures
+// scenario P against 500, 1000, 2000 and 5000 nodes instead (or BENCH_SWEEP=500,1000,...), one
+// repetition unless BENCH_REPS says otherwise; BENCH_CONFIGS and BENCH_SCENARIOS pick a subset;
+// BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data; BENCH_PROFILE=0 skips
+// the CPU profile of C's scheduler. docs/ is updated by complete runs only (no BENCH_CONFIGS or
+// BENCH_SCENARIOS) and not with BENCH_DOCS=0.
 package main
 
 import (
@@ -53,12 +56,15 @@ func run(smoke bool) error {
 		// The smoke run's sizes are fixed; only the output and subset variables apply.
 		s.Nodes, s.Pods, s.Reps, s.Sweep = bench.SmokeNodes, bench.SmokePods, 1, nil
 	}
+	if len(s.Configs) > 0 || len(s.Scenarios) > 0 || os.Getenv("BENCH_DOCS") == "0" {
+		s.DocsDir = ""
+	}
 	s.Log, s.Progress = os.Stderr, os.Stderr
 
 	res, err := bench.Run(ctx, s)
 	if res != nil {
 		res.WriteText(os.Stdout)
-		fmt.Printf("\nresults, plot, report and the clusters' logs: %s\n", res.Dir)
+		fmt.Printf("\nresults, plots, report and the clusters' logs: %s\n", res.Dir)
 	}
 	if err != nil {
 		return err

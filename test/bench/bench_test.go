@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -88,17 +89,19 @@ apiserver_request_duration_seconds_count{verb="POST"} 1000
 }
 
 func TestWorkloads(t *testing.T) {
-	p := newWorkload(scenarioByName("P"), "ns", 300, 100)
+	size := workloadSize{pods: 300, nodes: 100, gpus: 12}
+	p := newWorkload(scenarioByName("P"), "ns", size)
 	assert.Len(t, p.pods, 300)
 	assert.Empty(t, p.gangs)
 	assert.Equal(t, 300, p.measured())
+	assert.False(t, p.queues())
 
-	g64 := newWorkload(scenarioByName("G64"), "ns", 300, 100)
+	g64 := newWorkload(scenarioByName("G64"), "ns", size)
 	assert.Len(t, g64.gangs, 4)
 	assert.Len(t, g64.pods, 256)
 	assert.Equal(t, 64, g64.gangs[0].minMember)
 
-	gi := newWorkload(scenarioByName("GI"), "ns", 300, 100)
+	gi := newWorkload(scenarioByName("GI"), "ns", size)
 	assert.Equal(t, 150, gi.measured())
 	assert.Len(t, gi.pods, 150+blockerGangs*101)
 	for _, g := range gi.gangs {
@@ -119,6 +122,64 @@ func TestWorkloads(t *testing.T) {
 	assert.Less(t, blockerCPU.MilliValue()+10*podCPU.MilliValue(), cpu)
 }
 
+func TestQueueWorkload(t *testing.T) {
+	q := newWorkload(scenarioByName("Q"), "ns", workloadSize{pods: 300, nodes: 100, gpus: 12, qScale: 0.1})
+	require.True(t, q.queues())
+	assert.Len(t, q.pods, qDemand*12, "5x the GPUs, one GPU each")
+	assert.Equal(t, len(q.pods), q.measured())
+	perQueue := map[string]int{}
+	var total time.Duration
+	for i, p := range q.pods {
+		assert.Equal(t, benchQueues[i%3].Name, p.queue, "queues interleaved")
+		assert.Equal(t, 1, p.gpus)
+		assert.GreaterOrEqual(t, p.run, time.Second)
+		assert.LessOrEqual(t, p.run, 3*time.Second)
+		perQueue[p.queue]++
+		total += p.run
+	}
+	assert.Equal(t, map[string]int{"bench-q1": 20, "bench-q2": 20, "bench-q3": 20}, perQueue)
+	assert.InDelta(t, 2*time.Second, total/time.Duration(len(q.pods)), float64(300*time.Millisecond))
+	again := newWorkload(scenarioByName("Q"), "other", workloadSize{gpus: 12, qScale: 0.1})
+	assert.Equal(t, q.pods, again.pods, "every configuration gets the same jobs")
+
+	pod := q.pod(q.pods[0], TephraGangs)
+	assert.Equal(t, "bench-q1", pod.Labels[schedulingv1alpha1.QueueLabel])
+	assert.Equal(t, q.pods[0].run.String(), pod.Annotations[durationAnnotation])
+	gpus := pod.Spec.Containers[0].Resources
+	assert.Equal(t, int64(1), gpus.Requests.Name(gpuResource, resource.DecimalSI).Value())
+	assert.Equal(t, int64(1), gpus.Limits.Name(gpuResource, resource.DecimalSI).Value(), "extended resources need limits")
+	d, err := time.ParseDuration(pod.Annotations[durationAnnotation])
+	require.NoError(t, err, "kwok parses the annotation with time.ParseDuration")
+	assert.Equal(t, q.pods[0].run, d)
+}
+
+func TestBenchNodes(t *testing.T) {
+	gpu, plain := benchNode(0), benchNode(1)
+	assert.True(t, schedulable(gpu), "created Ready")
+	assert.True(t, schedulable(plain))
+	assert.Equal(t, "true", gpu.Labels[gpuNodeLabel])
+	assert.NotContains(t, plain.Labels, gpuNodeLabel)
+	assert.Equal(t, int64(gpusPerNode), gpu.Status.Allocatable.Name(gpuResource, resource.DecimalSI).Value())
+	assert.NotContains(t, plain.Status.Allocatable, gpuResource)
+	assert.Equal(t, "10.64.0.1", plain.Status.Addresses[0].Address)
+	assert.Equal(t, 12, estimateGPUs(100), "nodes 0, 40 and 80")
+	assert.Equal(t, 100, estimateGPUs(1000))
+}
+
+func TestKwokPodStages(t *testing.T) {
+	dir := t.TempDir()
+	path, err := writeKwokPodStages(filepath.Join("..", ".."), dir)
+	require.NoError(t, err)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(data)
+	for _, want := range []string{"kind: KwokConfiguration", "name: pod-ready", "name: pod-complete", "name: pod-delete", durationAnnotation,
+		"name: node-initialize"} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, "node-heartbeat", "no heartbeat: the nodes stay as created")
+}
+
 func nodeShapeCPU(t *testing.T) int64 {
 	t.Helper()
 	node := localcluster.SimulatedNode("n", nodeShape)
@@ -126,7 +187,7 @@ func nodeShapeCPU(t *testing.T) int64 {
 }
 
 func TestPodsPerGangAPI(t *testing.T) {
-	w := newWorkload(scenarioByName("G8"), "ns", 64, 10)
+	w := newWorkload(scenarioByName("G8"), "ns", workloadSize{pods: 64, nodes: 10})
 	member := w.pods[0]
 
 	plain := w.pod(member, NoGangs)
@@ -155,30 +216,24 @@ func TestRecorderGangs(t *testing.T) {
 			{name: "plain"},
 		},
 	}
-	r := &recorder{pods: map[string]*podRecord{}, gangs: map[string]*gangRecord{}, changed: make(chan struct{}, 1), toBind: w.measured()}
-	for _, g := range w.gangs {
-		r.gangs[g.name] = &gangRecord{minMember: g.minMember, blocker: g.blocker}
-	}
-	for _, p := range w.pods {
-		r.pods[p.name] = &podRecord{gang: p.gang, blocker: p.blocker}
-	}
+	r := newRecorder(w)
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	}
 	for _, p := range w.pods {
-		r.observe(pod(p.name, ""))
+		r.observe(pod(p.name, ""), false)
 	}
-	r.observe(pod("unknown", "n"))
-	seen, bound, toBind := r.counts()
-	assert.Equal(t, []int{6, 0, 4}, []int{seen, bound, toBind})
+	r.observe(pod("unknown", "n"), false)
+	c := r.counts()
+	assert.Equal(t, []int{6, 0, 4}, []int{c.seen, c.bound, c.toBind})
 
-	r.observe(pod("a-0", "n"))
-	r.observe(pod("a-1", "n"))
-	r.observe(pod("never-0", "n"))
-	r.observe(pod("a-1", "n")) // seen again: counted once
+	r.observe(pod("a-0", "n"), false)
+	r.observe(pod("a-1", "n"), false)
+	r.observe(pod("never-0", "n"), false)
+	r.observe(pod("a-1", "n"), false) // seen again: counted once
 	assert.Equal(t, 3, r.partial)
-	r.observe(pod("a-2", "n"))
-	r.observe(pod("plain", "n"))
+	r.observe(pod("a-2", "n"), false)
+	r.observe(pod("plain", "n"), false)
 	assert.Equal(t, 1, r.partial, "the whole gang leaves the count; the blocker stays")
 
 	o := r.observation()
@@ -187,8 +242,112 @@ func TestRecorderGangs(t *testing.T) {
 	assert.Len(t, o.binds, 4, "blockers are not measured")
 	assert.Len(t, o.latencies, 4)
 	assert.Equal(t, []int{1, 1, 0}, []int{o.gangs, o.gangsWhole, o.blockersWhole})
-	_, _, toBind = r.counts()
-	assert.Zero(t, toBind)
+	assert.Zero(t, r.counts().toBind)
+}
+
+func TestRecorderEnds(t *testing.T) {
+	w := &workload{namespace: "ns", pods: []podSpec{{name: "a", queue: "bench-q1", gpus: 1}, {name: "b", queue: "bench-q2", gpus: 1}, {name: "c", queue: "bench-q3", gpus: 1}}}
+	r := newRecorder(w)
+	var freed []string
+	r.setOnEnd(func(node string) { freed = append(freed, node) })
+	pod := func(name, node string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		r.observe(pod(name, "", corev1.PodPending), false)
+	}
+	r.observe(pod("a", "n1", corev1.PodPending), false)
+	r.observe(pod("a", "n1", corev1.PodRunning), false)
+	r.observe(pod("a", "n1", corev1.PodSucceeded), false)
+	r.observe(pod("a", "n1", corev1.PodSucceeded), false) // seen again: counted once
+	r.observe(pod("b", "n2", corev1.PodRunning), false)
+	r.observe(pod("b", "n2", corev1.PodRunning), true) // deleted while running: evicted
+	r.observe(pod("c", "", corev1.PodPending), true)   // deleted before binding
+	c := r.counts()
+	assert.Equal(t, 3, c.ended)
+	assert.Equal(t, 2, c.bound)
+	assert.Equal(t, []string{"n1", "n2"}, freed, "GPUs come back once per bound pod")
+	o := r.observation()
+	assert.Equal(t, 2, o.evicted)
+	assert.Len(t, o.pods, 3)
+}
+
+func TestWaterFill(t *testing.T) {
+	w := []float64{1, 2, 3}
+	assert.InDeltaSlice(t, []float64{20, 40, 60}, waterFill(120, w, []float64{500, 500, 500}), 1e-9)
+	// q3 asks for less than its share: the rest goes to the others by weight.
+	assert.InDeltaSlice(t, []float64{30, 60, 30}, waterFill(120, w, []float64{500, 500, 30}), 1e-9)
+	// Nobody asks for enough: everyone gets its demand.
+	assert.InDeltaSlice(t, []float64{5, 0, 7}, waterFill(120, w, []float64{5, 0, 7}), 1e-9)
+	// The docs' 3:1 example.
+	assert.InDeltaSlice(t, []float64{9, 3}, waterFill(12, []float64{3, 1}, []float64{100, 100}), 1e-9)
+}
+
+func TestQueueResult(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	// 4 GPUs. q3 (weight 3) gets 2 of them from the start, q1 and q2 one each; all run 2 s.
+	var pods []podRecord
+	job := func(queue string, bound, end float64) {
+		pods = append(pods, podRecord{queue: queue, gpus: 1, run: 2 * time.Second, created: t0, bound: at(bound), ended: at(end)})
+	}
+	job("bench-q3", 0, 2)
+	job("bench-q3", 0, 2)
+	job("bench-q1", 0, 2)
+	job("bench-q2", 0, 2)
+	job("bench-q3", 2, 4)
+	job("bench-q3", 2, 4)
+	job("bench-q2", 2, 4)
+	job("bench-q1", 3, 5) // one GPU idle from 2 to 3 s
+	res := queueResult(pods, 4, 0)
+	assert.InDelta(t, 5, res.MakespanSeconds, 1e-9)
+	assert.InDelta(t, 4, res.LowerBoundSeconds, 1e-9, "16 GPU-seconds on 4 GPUs")
+	// From the first bind (0) to the last (3): 4+4+3 GPU-seconds held of 12.
+	assert.InDelta(t, 11.0/12, res.Utilisation, 1e-9)
+	require.Len(t, res.Queues, 3)
+	assert.Equal(t, 2, res.Queues[0].Pods)
+	assert.Equal(t, 4, res.Queues[2].Pods)
+	assert.InDelta(t, 2.0, res.Queues[2].AdmissionSeconds.P99, 1e-9)
+	assert.Greater(t, res.Queues[2].Share, res.Queues[0].Share)
+	for _, q := range res.Queues {
+		assert.GreaterOrEqual(t, q.Deviation, 0.0)
+		assert.LessOrEqual(t, q.Deviation, 1.0)
+	}
+	require.NotNil(t, res.Series)
+	assert.Equal(t, 2.0, res.Series.Held[2][0], "q3 holds 2 GPUs at the first bind")
+	assert.Len(t, res.Series.Held[0], len(res.Series.Deserved[0]))
+}
+
+func TestParsePprofTop(t *testing.T) {
+	text := `File: tephra-scheduler
+Type: cpu
+Duration: 15.10s, Total samples = 12.34s (81.72%)
+Showing nodes accounting for 10.50s, 85.09% of 12.34s total
+Dropped 412 nodes (cum <= 0.06s)
+      flat  flat%   sum%        cum   cum%
+     1.20s  9.72%  9.72%      1.50s 12.16%  runtime.scanobject
+     0.50s  4.05% 13.78%      3.10s 25.12%  github.com/tephra-dev/tephra/plugins/queue.(*Queue).PreFilter
+      10ms 0.081% 13.86%      8.20s 66.45%  k8s.io/kubernetes/pkg/scheduler.(*Scheduler).ScheduleOne
+`
+	entries, total := parsePprofTop(text)
+	assert.InDelta(t, 12.34, total, 1e-9)
+	require.Len(t, entries, 3)
+	assert.Equal(t, "runtime.scanobject", entries[0].Name)
+	assert.InDelta(t, 9.72, entries[0].Flat, 1e-9)
+	assert.InDelta(t, 25.12, entries[1].Cum, 1e-9)
+	for text, want := range map[string]float64{"850ms": 0.85, "1.5mins": 90, "2s": 2} {
+		got, err := parsePprofDuration(text)
+		require.NoError(t, err)
+		assert.InDelta(t, want, got, 1e-9, text)
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	full := Estimate(Settings{OutDir: "out"}, len(Configurations), Scenarios)
+	assert.Greater(t, full, 10*time.Minute)
+	assert.Less(t, full, 30*time.Minute, "the default run fits the issue's budget")
+	smoke := Estimate(SmokeSettings("out"), len(Configurations), Scenarios)
+	assert.Less(t, smoke, 3*time.Minute)
 }
 
 func TestSettings(t *testing.T) {
@@ -211,6 +370,19 @@ func TestSettings(t *testing.T) {
 
 	t.Setenv("BENCH_REPS", "zero")
 	assert.Error(t, s.FromEnv())
+	t.Setenv("BENCH_REPS", "")
+
+	var sweep Settings
+	t.Setenv("BENCH_SWEEP", "1")
+	t.Setenv("BENCH_CONFIGS", "")
+	require.NoError(t, sweep.FromEnv())
+	assert.Equal(t, DefaultSweep, sweep.Sweep)
+	sweep.OutDir = "out"
+	sweep, err = sweep.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, 1, sweep.Reps, "one repetition per node count by default")
+	assert.True(t, *sweep.Profile)
+	assert.Equal(t, "make bench BENCH_SWEEP=1", sweep.Command())
 
 	assert.Equal(t, "make bench-smoke", SmokeSettings("out").Command())
 	assert.Equal(t, "make bench BENCH_NODES=5000", Settings{Nodes: 5000, Pods: DefaultPods, Reps: DefaultReps}.Command())
@@ -250,7 +422,7 @@ func syntheticResults() *Results {
 	speed := map[string]float64{"L": 400, "B0": 200, "C": 100}
 	for rep := 1; rep <= 2; rep++ {
 		for _, c := range []string{"L", "B0", "C"} {
-			for _, sc := range []string{"P", "G8", "G64", "GI"} {
+			for _, sc := range []string{"P", "G8", "G64", "GI", "Q"} {
 				r := RunResult{Configuration: c, Scenario: sc, Rep: rep, Nodes: 100, Pods: 300, Bound: 300, BoundAll: 300,
 					Throughput:     Throughput{Average: speed[c] * float64(rep), P50: speed[c], P99: 2 * speed[c]},
 					LatencySeconds: &Quantiles{P50: 1, P99: 2}, MutatingRequestsPerPod: 2}
@@ -259,6 +431,14 @@ func syntheticResults() *Results {
 				}
 				if sc == "G8" {
 					r.Gangs, r.GangsWhole, r.GangWholeSeconds = 37, 37, &Quantiles{P50: 0.5, P99: 0.9}
+				}
+				if sc == "Q" {
+					r.Queues = &QueueResult{GPUs: 12, MakespanSeconds: 12, LowerBoundSeconds: 10, Utilisation: 0.9,
+						Series: &QueueSeries{StepSeconds: 0.25, Held: [][]float64{{1, 2}, {3, 4}, {5, 6}}, Deserved: [][]float64{{2, 2}, {4, 4}, {6, 6}}}}
+					for _, q := range benchQueues {
+						r.Queues.Queues = append(r.Queues.Queues, QueueFigures{Name: q.Name, Weight: q.Weight, Pods: 20,
+							AdmissionSeconds: &Quantiles{P50: 3, P99: 6}, Share: 0.3, Deserved: float64(q.Weight) / 6, Deviation: 0.05})
+					}
 				}
 				res.Runs = append(res.Runs, r)
 			}
@@ -280,14 +460,20 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, "150 (100–200)", c[1], "median of the repetitions and their range")
 	assert.Equal(t, "0.50×", c[4], "against B0")
 	assert.Equal(t, "0.25×", c[5], "against L")
-	assert.Equal(t, "1.50", c[11])
-	assert.Equal(t, "–", rows[0][11], "L has no scheduler")
+	assert.Equal(t, "1.50", c[12])
+	assert.Equal(t, "–", rows[0][12], "L has no scheduler")
 	assert.Contains(t, rows[2][1], "unavailable")
 
 	md := Markdown(res, nil, "benchmarks")
-	for _, want := range []string{"## Machine", "make bench", "### G64", "### Q", "queues are not built yet", "benchmarks/throughput.svg", "B1 unavailable"} {
+	for _, want := range []string{"## Machine", "make bench", "### G64", "### Q", "bench-q3 (3)", "makespan / bound", "1.20", "90.0 %",
+		"benchmarks/throughput.svg", "benchmarks/queues.svg", "B1 unavailable"} {
 		assert.Contains(t, md, want)
 	}
+
+	header, rows = queueShareTable(res, 100)
+	require.Len(t, rows, 3*3+1, "three queues per configuration; one row for B1")
+	assert.Len(t, rows[0], len(header))
+	assert.Equal(t, []string{"C", "bench-q3 (3)", "20", "3.00 s", "6.00 s", "30.0 %", "50.0 %", "5.0 %"}, rows[len(rows)-1])
 
 	// A failed run shows in the table and in Failures.
 	res.Runs[0].Error = "scheduler exited"
@@ -295,7 +481,7 @@ func TestReport(t *testing.T) {
 
 	dir := t.TempDir()
 	require.NoError(t, res.writeOutputs(dir, "."))
-	for _, name := range []string{"results.json", "throughput.svg", "benchmarks.md"} {
+	for _, name := range []string{"results.json", "throughput.svg", "throughput.png", "queues.svg", "queues.png", "benchmarks.md"} {
 		assert.FileExists(t, filepath.Join(dir, name))
 	}
 	back, err := ReadResults(filepath.Join(dir, "results.json"))
@@ -319,4 +505,32 @@ func TestPublishKeepsTheOtherKind(t *testing.T) {
 	for _, name := range []string{"results.json", "sweep.json", "throughput.svg", "sweep.svg"} {
 		assert.FileExists(t, filepath.Join(docs, "benchmarks", name))
 	}
+}
+
+func TestReportProfiles(t *testing.T) {
+	res := syntheticResults()
+	res.Dir = t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(res.Dir, "profiles"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(res.Dir, "profiles", "C-P-rep1-top.txt"), []byte("top"), 0o644))
+	res.Profiles = []ProfileSummary{{Configuration: "C", Scenario: "P", Rep: 1, SampledSeconds: 12, WallSeconds: 15,
+		Files:   []string{"profiles/C-P-rep1-0.pb.gz", "profiles/C-P-rep1-top.txt"},
+		Phases:  []ProfileEntry{{Name: "scheduling cycles, serial part (ScheduleOne)", Cum: 66.5}},
+		TopFlat: []ProfileEntry{{Name: "runtime.scanobject", Flat: 9.7, Cum: 12.2}},
+		Tephra:  []ProfileEntry{{Name: "github.com/tephra-dev/tephra/plugins/queue.(*Queue).PreFilter", Flat: 4, Cum: 25.1}}}}
+	res.Profiles = append(res.Profiles, ProfileSummary{Configuration: "B0", Scenario: "P", Rep: 1, SampledSeconds: 6, WallSeconds: 10,
+		Phases: []ProfileEntry{{Name: "scheduling cycles, serial part (ScheduleOne)", Cum: 50}, {Name: "garbage collection (background marking)", Cum: 10}}})
+	for i := range res.Runs {
+		if res.Runs[i].Scenario == "P" && res.Runs[i].Rep == 1 {
+			res.Runs[i].Profiled = true
+		}
+	}
+	md := Markdown(res, nil, "benchmarks")
+	for _, want := range []string{"### Where the schedulers spend their CPU in P", "|  | B0 | C |", "| scheduling cycles, serial part (ScheduleOne) | 50.0 % | 66.5 % |",
+		"| garbage collection (background marking) | 10.0 % | – |", "(*Queue).PreFilter", "[C-P-rep1-top.txt](benchmarks/profiles/C-P-rep1-top.txt)",
+		"12.0 s / 15.0 s", "C's scheduler used 1.50 CPU-seconds per 1000 pods against B0's 1.50 (1.00×)"} {
+		assert.Contains(t, md, want)
+	}
+	docs := t.TempDir()
+	require.NoError(t, res.Publish(docs))
+	assert.FileExists(t, filepath.Join(docs, "benchmarks", "profiles", "C-P-rep1-top.txt"))
 }

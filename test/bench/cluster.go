@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,13 +17,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // nodeShape is every simulated node's: room for about 65 of the benchmark's pods (100m CPU,
 // 500Mi), and for one never-fitting gang member (scenarios.go) beside them.
 var nodeShape = localcluster.NodeShape{CPU: "8", Memory: "32Gi", Pods: 110}
+
+// Q's GPU pool: every gpuNodeEvery-th node (bench-node-0, -40, -80, ...) also offers gpusPerNode
+// GPUs and carries gpuNodeLabel, so that Q's simulated kubelet (kwok) manages only those nodes.
+// Other scenarios' pods ask for no GPU and use these nodes like any other.
+const (
+	gpuNodeEvery = 40
+	gpusPerNode  = 4
+	gpuNodeLabel = "bench.tephra.dev/gpu"
+)
 
 const nodePrefix = "bench-node"
 
@@ -35,25 +48,34 @@ func unavailable(format string, args ...any) error {
 	return &UnavailableError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// benchCluster is a fresh local control plane for one configuration: etcd, kube-apiserver and
-// the simulated nodes; the scheduler is started for each scenario (run.go). There is no
-// kube-controller-manager (no node lifecycle traffic) and no tephra-controllers, and kwok is
-// stopped once the nodes are Ready, so nothing but the scheduler and the benchmark's driver talks
-// to the apiserver while a scenario runs. Bound pods therefore stay Pending: the benchmark
-// measures scheduling up to the bind.
+// benchCluster is a fresh local control plane for one run of one configuration: etcd and
+// kube-apiserver with the simulated nodes. The scheduler is started once the run's backlog
+// exists (run.go). There is no kube-controller-manager and no tephra-controllers, and the nodes
+// are created Ready, with no kubelet or kwok to keep them so: nothing but the scheduler and the
+// benchmark's driver talks to the apiserver while a scenario runs, and bound pods stay Pending.
+// Only scenario Q, whose pods must run and end, starts a kwok for the GPU nodes' pods (kwok.go).
+//
+// A control plane with 1000 Ready nodes starts in 5–7 s on 2 cores, while emptying it of a
+// scenario's 5000 pods (and their events) takes 15–20 s, so every run gets a new one rather than
+// a cleaned one. Smoke runs, whose few hundred pods go in a second, keep one control plane per
+// configuration instead and empty it between scenarios (clean).
 type benchCluster struct {
 	*localcluster.Cluster
 	config *Configuration
-	nodes  []string
+	// nodes are the simulated nodes' names, gpuNodes those that offer GPUs.
+	nodes, gpuNodes []string
 	// fast is the driver's client: protobuf and no client-side rate limit.
 	fast kubernetes.Interface
 	// qps and burst are the schedulers' client limits, which L's binder uses too.
 	qps   float32
 	burst int
+	// kwokConfig is the pod stages of manifests/kwok/stages.yaml, for Q's kwok.
+	kwokConfig string
 }
 
-// startCluster starts a cluster for a configuration in dir with the given number of Ready nodes.
-func startCluster(ctx context.Context, root string, bins *localcluster.Binaries, config *Configuration, dir string, nodes int, log io.Writer) (b *benchCluster, err error) {
+// startCluster starts a control plane for a configuration in dir, without nodes or queues
+// (prepare adds them).
+func startCluster(ctx context.Context, root string, bins *localcluster.Binaries, config *Configuration, dir string, log io.Writer) (b *benchCluster, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -64,7 +86,7 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 	opts := localcluster.Options{
 		Dir: dir, Root: root, Log: log, Binaries: bins,
 		SchedulerVerbosity:       schedulerVerbosity,
-		WithoutScheduler:         true, // started per scenario, once its backlog exists
+		WithoutScheduler:         true, // started for each run, once its backlog exists
 		WithoutControllers:       true,
 		WithoutControllerManager: true,
 		FeatureGates:             config.FeatureGates,
@@ -86,6 +108,9 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 		}
 		return nil, err
 	}
+	// localcluster always starts kwok for its nodes; the benchmark's nodes need none (they are
+	// created Ready), and Q starts its own for the GPU nodes' pods.
+	cluster.KillComponent(localcluster.Kwok)
 	b = &benchCluster{Cluster: cluster, config: config, qps: qps, burst: burst}
 	defer func() {
 		if err != nil {
@@ -102,14 +127,9 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 			return nil, err
 		}
 	}
-	start := time.Now()
-	if b.nodes, err = b.createNodes(ctx, nodes); err != nil {
+	if b.kwokConfig, err = writeKwokPodStages(root, dir); err != nil {
 		return nil, err
 	}
-	// With the nodes Ready and no controller manager to check their heartbeats, kwok has nothing
-	// left to do but add load.
-	b.StopComponent(localcluster.Kwok)
-	fmt.Fprintf(log, "%-24s ready in %v\n", fmt.Sprintf("%d nodes", nodes), time.Since(start).Round(10*time.Millisecond))
 	return b, nil
 }
 
@@ -135,44 +155,122 @@ func (b *benchCluster) checkUpstreamPodGroups() error {
 	return unavailable("the apiserver serves scheduling.k8s.io/v1beta1 without podgroups")
 }
 
-// createNodes creates the simulated nodes, several at a time, and waits until kwok has made all
-// of them Ready.
-func (b *benchCluster) createNodes(ctx context.Context, count int) ([]string, error) {
-	names := make([]string, count)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%d", nodePrefix, i)
+// createQueues creates what tephra-controllers would (the root and default queues, which
+// Tephra's profile needs for pods that name no queue) and Q's queues, for the configurations
+// whose scheduler reads them (C): to the others they are nothing, and the first writes of a new
+// CRD cost the apiserver a second or two.
+func (b *benchCluster) createQueues(ctx context.Context) error {
+	if b.config.Gangs != TephraGangs {
+		return nil
 	}
-	err := parallel(ctx, 16, len(names), func(ctx context.Context, i int) error {
-		node := localcluster.SimulatedNode(names[i], nodeShape)
+	queues := []*schedulingv1alpha1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.RootQueue}},
+		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultQueue}, Spec: schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue}},
+	}
+	for _, q := range benchQueues {
+		queues = append(queues, &schedulingv1alpha1.Queue{
+			ObjectMeta: metav1.ObjectMeta{Name: q.Name},
+			Spec:       schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: int32(q.Weight)},
+		})
+	}
+	for _, q := range queues {
+		if _, err := b.Tephra.SchedulingV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating queue %s: %w", q.Name, err)
+		}
+	}
+	return nil
+}
+
+// benchNode is the i-th simulated node, Ready from its creation: the apiserver keeps the status
+// a node is created with (kubelet registers nodes that way), so no kubelet or kwok is needed to
+// initialise it, and none keeps it alive afterwards.
+func benchNode(i int) *corev1.Node {
+	shape := nodeShape
+	if i%gpuNodeEvery == 0 {
+		shape.GPUs = gpusPerNode
+		shape.Labels = map[string]string{gpuNodeLabel: "true"}
+	}
+	node := localcluster.SimulatedNode(fmt.Sprintf("%s-%d", nodePrefix, i), shape)
+	now := metav1.Now()
+	condition := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	node.Status.Conditions = []corev1.NodeCondition{
+		condition(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady"),
+		condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory"),
+		condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
+		condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
+	}
+	node.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.%d.%d.%d", 64+i/65536, i/256%256, i%256)},
+		{Type: corev1.NodeHostName, Address: node.Name},
+	}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "simulated", OperatingSystem: "linux", Architecture: "amd64"}
+	return node
+}
+
+// prepare creates the simulated nodes and, meanwhile, the queues, and waits until the apiserver
+// lists every node Ready.
+func (b *benchCluster) prepare(ctx context.Context, nodes int, log io.Writer) error {
+	queues := make(chan error, 1)
+	go func() { queues <- b.createQueues(ctx) }()
+	err := b.ensureNodes(ctx, nodes, log)
+	if qerr := <-queues; err == nil {
+		err = qerr
+	}
+	return err
+}
+
+// ensureNodes creates the simulated nodes up to count and waits until the apiserver lists all of
+// them Ready.
+func (b *benchCluster) ensureNodes(ctx context.Context, count int, log io.Writer) error {
+	have := len(b.nodes)
+	if count <= have {
+		return nil
+	}
+	start := time.Now()
+	err := parallel(ctx, 16, count-have, func(ctx context.Context, i int) error {
+		node := benchNode(have + i)
 		_, err := b.fast.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating node %s: %w", names[i], err)
+			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var notReady int
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := b.fast.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	var ready int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := b.fast.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, nil
 		}
-		ready := 0
+		ready = 0
 		for i := range list.Items {
 			if schedulable(&list.Items[i]) {
 				ready++
 			}
 		}
-		notReady = count - ready
-		return notReady <= 0, nil
+		return ready >= count, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for %d nodes to be Ready (%d are not): %w", count, notReady, err)
+		return fmt.Errorf("waiting for %d nodes to be Ready (%d are): %w", count, ready, err)
 	}
-	return names, nil
+	b.nodes, b.gpuNodes = b.nodes[:0], b.gpuNodes[:0]
+	for i := range count {
+		name := fmt.Sprintf("%s-%d", nodePrefix, i)
+		b.nodes = append(b.nodes, name)
+		if i%gpuNodeEvery == 0 {
+			b.gpuNodes = append(b.gpuNodes, name)
+		}
+	}
+	fmt.Fprintf(log, "%-24s ready in %v\n", fmt.Sprintf("%d nodes", count), time.Since(start).Round(10*time.Millisecond))
+	return nil
 }
+
+// gpus is the size of Q's GPU pool.
+func (b *benchCluster) gpus() int { return len(b.gpuNodes) * gpusPerNode }
 
 func schedulable(node *corev1.Node) bool {
 	for _, taint := range node.Spec.Taints {
@@ -188,9 +286,19 @@ func schedulable(node *corev1.Node) bool {
 	return false
 }
 
-// finish stops the cluster and, unless keep, removes its etcd data and certificates; its logs
-// stay.
+// signalGroup signals a component's process group (each runs in its own; see localcluster).
+func signalGroup(pid int, sig syscall.Signal) {
+	if pid > 0 {
+		_ = syscall.Kill(-pid, sig)
+	}
+}
+
+// finish kills the cluster (its etcd data is thrown away) and, unless keep, removes its etcd
+// data and certificates; its logs stay.
 func (b *benchCluster) finish(keep bool) {
+	for _, name := range []string{localcluster.Scheduler, localcluster.APIServer, localcluster.Etcd} {
+		b.KillComponent(name)
+	}
 	b.Stop()
 	if keep {
 		return
@@ -198,6 +306,44 @@ func (b *benchCluster) finish(keep bool) {
 	for _, sub := range []string{"etcd", "pki"} {
 		_ = os.RemoveAll(filepath.Join(b.Dir(), sub))
 	}
+}
+
+// createNamespace creates a run's namespace.
+func (b *benchCluster) createNamespace(ctx context.Context, ns string) error {
+	_, err := b.fast.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// clean empties a namespace for the next run on the same control plane (smoke runs): its pods
+// (force-deleted: no kubelet needs to confirm), PodGroups and events, each with one
+// delete-collection request, which the apiserver carries out with several workers.
+func (b *benchCluster) clean(ctx context.Context, ns string) error {
+	force := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+	all := metav1.ListOptions{}
+	if err := b.fast.CoreV1().Pods(ns).DeleteCollection(ctx, force, all); err != nil {
+		return fmt.Errorf("deleting the pods of %s: %w", ns, err)
+	}
+	var err error
+	switch b.config.Gangs {
+	case TephraGangs:
+		err = b.Tephra.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	case UpstreamGangs:
+		err = b.fast.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+	case NoGangs:
+	}
+	if err != nil {
+		return fmt.Errorf("deleting the PodGroups of %s: %w", ns, err)
+	}
+	if err := b.fast.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all); err != nil {
+		return fmt.Errorf("deleting the events of %s: %w", ns, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := b.fast.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(list.Items) == 0, nil
+	})
 }
 
 // parallel runs fn(0..n-1) on workers goroutines and returns the first error, which also stops
@@ -239,4 +385,13 @@ feed:
 		return first
 	}
 	return ctx.Err()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

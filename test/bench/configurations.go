@@ -88,11 +88,13 @@ func configurationNames() []string {
 }
 
 // apiServerArgs take the apiserver's own limits out of the way: no priority and fairness, no cap
-// on requests in flight. Etcd already runs without fsync (test/localcluster).
+// on requests in flight. Etcd already runs without fsync (test/localcluster). Several workers
+// delete a collection, which is how a smoke run empties a namespace between scenarios.
 var apiServerArgs = []string{
 	"--enable-priority-and-fairness=false",
 	"--max-requests-inflight=0",
 	"--max-mutating-requests-inflight=0",
+	"--delete-collection-workers=4",
 }
 
 // schedulerVerbosity keeps the schedulers' logs (in the cluster's logs/) small: --v=2 would log

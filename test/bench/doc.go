@@ -2,20 +2,27 @@
 // (test/localcluster), for four configurations of the same apiserver and nodes:
 //
 //   - L, the limit: no scheduler; a binder client binds the pending pods to nodes round-robin.
-//     Its throughput is the ceiling the apiserver allows on this machine.
+//     Its throughput is the ceiling the apiserver allows on this machine. In scenario Q it is a
+//     first-come, first-served binder that knows exactly which GPUs are free.
 //   - B0, vanilla: tephra-scheduler with upstream's default profile and no Tephra plugin.
 //   - B1, upstream gangs: the same, with the GenericWorkload feature gate and gangs written as
 //     scheduling.k8s.io/v1beta1 PodGroups.
-//   - C, Tephra: the shipped manifests/scheduler/config.yaml, gangs as Tephra PodGroups.
+//   - C, Tephra: the shipped manifests/scheduler/config.yaml, gangs as Tephra PodGroups, Q's
+//     jobs in Tephra Queues.
 //
-// Each configuration gets fresh processes (etcd, kube-apiserver, and the scheduler restarted for
-// every scenario), N simulated nodes, and then runs each scenario (scenarios.go): a backlog of
-// pods is created while nothing schedules, then drained while an informer records when each pod
-// is bound. Configurations run interleaved (L B0 B1 C L B0 B1 C ...) over several repetitions.
+// Every run (one scenario on one configuration) gets fresh processes: etcd, kube-apiserver and
+// N simulated nodes created Ready (no kubelet, kwok or heartbeat keeps them so); a backlog of
+// pods is created while nothing schedules, then a fresh scheduler process (or L's binder) drains
+// it while an informer records when each pod is bound. Scenario Q's jobs also run and end, played
+// by a kwok that manages only the GPU nodes' pods. Runs are interleaved (for each repetition and
+// scenario: L B0 B1 C). C's scheduler is CPU-profiled during scenario P of the first repetition.
+// Smoke runs keep one control plane per configuration, run the configurations in parallel and
+// empty the control plane between scenarios: they check completion, not speed.
 //
-// The code is split by concern: settings.go (what to run), configurations.go and cluster.go (a
-// cluster per configuration), scenarios.go (workloads), recorder.go, procstat.go and
-// apimetrics.go (measurements), binder.go (L's binder), run.go (the driver), results.go,
-// report.go and plot.go (output). cmd/tephra-bench is the command; `make bench` and
-// `make bench-smoke` call it.
+// The code is split by concern: settings.go (what to run) and estimate.go (how long it takes),
+// configurations.go and cluster.go (a control plane per run), scenarios.go (workloads), kwok.go
+// (Q's simulated kubelets), recorder.go, procstat.go, apimetrics.go and profile.go
+// (measurements), queuestats.go (Q's figures), binder.go (L's binder), run.go (the driver),
+// results.go, report.go, plot.go and outputs.go (output). cmd/tephra-bench is the command;
+// `make bench` and `make bench-smoke` call it.
 package bench

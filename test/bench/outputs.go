@@ -4,10 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// writeOutputs writes the results (results.json or sweep.json), their plot (throughput.svg or
-// sweep.svg) and a report of them alone (benchmarks.md) to dir.
+// writeOutputs writes the results (results.json or sweep.json), their plots (throughput and
+// queues, or sweep; SVG and PNG) and a report of them alone (benchmarks.md) to dir.
 func (res *Results) writeOutputs(dir, assets string) error {
 	if err := res.WriteJSON(filepath.Join(dir, res.jsonName())); err != nil {
 		return err
@@ -29,11 +30,23 @@ func (res *Results) jsonName() string {
 	return "results.json"
 }
 
+// writePlot writes the plots, as SVG and PNG: throughput and queues (matrix) or sweep.
 func (res *Results) writePlot(dir string) error {
-	if res.Kind == "sweep" {
-		return writeSweepPlot(res, filepath.Join(dir, "sweep.svg"))
+	for _, ext := range []string{".svg", ".png"} {
+		if res.Kind == "sweep" {
+			if err := writeSweepPlot(res, filepath.Join(dir, "sweep"+ext)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := writeThroughputPlot(res, filepath.Join(dir, "throughput"+ext)); err != nil {
+			return err
+		}
+		if err := writeQueuePlot(res, filepath.Join(dir, "queues"+ext)); err != nil {
+			return err
+		}
 	}
-	return writeThroughputPlot(res, filepath.Join(dir, "throughput.svg"))
+	return nil
 }
 
 // Publish copies the results and their plot to docsDir/benchmarks/ and renders
@@ -48,6 +61,9 @@ func (res *Results) Publish(docsDir string) error {
 		return err
 	}
 	if err := res.writePlot(assets); err != nil {
+		return err
+	}
+	if err := res.copyProfileReports(assets); err != nil {
 		return err
 	}
 	matrix, sweep := res, (*Results)(nil)
@@ -66,4 +82,34 @@ func (res *Results) Publish(docsDir string) error {
 		sweep = previous
 	}
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")), 0o644)
+}
+
+// publishedProfileReport says whether a file of a profile is published with the report: the
+// short `go tool pprof -top` reports; the long -cum one and the raw profiles stay in the run's
+// folder.
+func publishedProfileReport(f string) bool {
+	return strings.HasSuffix(f, "-top.txt") || strings.HasSuffix(f, "-top-tephra.txt")
+}
+
+// copyProfileReports copies the published pprof reports from the run's folder to dir, under the
+// same relative paths.
+func (res *Results) copyProfileReports(dir string) error {
+	for _, p := range res.Profiles {
+		for _, f := range p.Files {
+			if !publishedProfileReport(f) || res.Dir == "" {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(res.Dir, f))
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

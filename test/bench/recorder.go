@@ -15,9 +15,9 @@ import (
 )
 
 // recorder watches a workload's pods with an informer, as a user's tooling would, and notes
-// when it first sees each pod (created) and first sees it with spec.nodeName set (bound). All
-// figures of a scenario but the scheduler's CPU, memory and the apiserver's request counts come
-// from it.
+// when it first sees each pod (created), first sees it with spec.nodeName set (bound), and first
+// sees it ended or deleted (finished; Q's pods only end). All figures of a scenario but the
+// scheduler's CPU, memory and the apiserver's request counts come from it.
 type recorder struct {
 	mu     sync.Mutex
 	pods   map[string]*podRecord
@@ -25,18 +25,30 @@ type recorder struct {
 	seen   int // pods seen created
 	bound  int // pods seen bound, blockers included
 	toBind int // measured pods not yet bound
+	ended  int // pods seen ended (Succeeded or Failed) or deleted
+	// evicted counts the pods deleted before they ended (in Q, reclaimed or preempted).
+	evicted int
 	// binds are the bind times of the measured pods, in the order seen.
 	binds []time.Time
 	// partial counts the pods bound in gangs not yet whole; peakPartial is its maximum.
 	partial, peakPartial int
-	changed              chan struct{}
-	stop                 context.CancelFunc
+	// onEnd, if set, is called (without the lock) with the node of each bound pod that ends.
+	onEnd   func(node string)
+	changed chan struct{}
+	stop    context.CancelFunc
 }
 
 type podRecord struct {
-	gang           string
-	blocker        bool
-	created, bound time.Time
+	gang    string
+	blocker bool
+	queue   string
+	gpus    int
+	run     time.Duration
+	node    string
+	// created, bound and ended are when the recorder saw them; evicted says the pod was deleted
+	// before it ended.
+	created, bound, ended time.Time
+	evicted               bool
 }
 
 type gangRecord struct {
@@ -47,8 +59,8 @@ type gangRecord struct {
 	whole        time.Time
 }
 
-// startRecorder starts watching the workload's namespace; it expects the workload's pods.
-func startRecorder(ctx context.Context, client kubernetes.Interface, w *workload) (*recorder, error) {
+// newRecorder prepares a recorder for the workload's pods.
+func newRecorder(w *workload) *recorder {
 	r := &recorder{
 		pods:    make(map[string]*podRecord, len(w.pods)),
 		gangs:   make(map[string]*gangRecord, len(w.gangs)),
@@ -59,27 +71,39 @@ func startRecorder(ctx context.Context, client kubernetes.Interface, w *workload
 		r.gangs[g.name] = &gangRecord{minMember: g.minMember, blocker: g.blocker}
 	}
 	for _, p := range w.pods {
-		r.pods[p.name] = &podRecord{gang: p.gang, blocker: p.blocker}
+		r.pods[p.name] = &podRecord{gang: p.gang, blocker: p.blocker, queue: p.queue, gpus: p.gpus, run: p.run}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(w.namespace))
+	return r
+}
+
+// start starts watching the workload's namespace and waits for the informer's first list.
+func (r *recorder) start(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
 	informer := factory.Core().V1().Pods().Informer()
-	// The recorder needs a pod's name and node only; the rest would cost memory and copies.
+	// The recorder needs a pod's name, node and phase only; the rest would cost memory and copies.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion},
 				Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
+				Status:     corev1.PodStatus{Phase: pod.Status.Phase},
 			}, nil
 		}
 		return obj, nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.observe(obj) },
-		UpdateFunc: func(_, obj any) { r.observe(obj) },
+		AddFunc:    func(obj any) { r.observe(obj, false) },
+		UpdateFunc: func(_, obj any) { r.observe(obj, false) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			r.observe(obj, true)
+		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	ctx, r.stop = context.WithCancel(ctx)
 	factory.Start(ctx.Done())
@@ -88,20 +112,29 @@ func startRecorder(ctx context.Context, client kubernetes.Interface, w *workload
 	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
 		if !ok {
 			r.stop()
-			return nil, fmt.Errorf("the recorder's %v informer did not sync", typ)
+			return fmt.Errorf("the recorder's %v informer did not sync", typ)
 		}
 	}
-	return r, nil
+	return nil
 }
 
-func (r *recorder) observe(obj any) {
+func (r *recorder) observe(obj any, deleted bool) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	now := time.Now()
+	var (
+		notify  func(string)
+		endedOn string
+	)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer func() {
+		r.mu.Unlock()
+		if notify != nil && endedOn != "" {
+			notify(endedOn)
+		}
+	}()
 	p := r.pods[pod.Name]
 	if p == nil {
 		return
@@ -113,10 +146,23 @@ func (r *recorder) observe(obj any) {
 			g.firstCreated = now
 		}
 	}
-	if pod.Spec.NodeName == "" || !p.bound.IsZero() {
-		return
+	if pod.Spec.NodeName != "" && p.bound.IsZero() {
+		r.bindLocked(p, pod.Spec.NodeName, now)
 	}
-	p.bound = now
+	if p.ended.IsZero() && (deleted || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+		p.ended = now
+		r.ended++
+		if deleted && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			p.evicted = true
+			r.evicted++
+		}
+		notify, endedOn = r.onEnd, p.node
+		r.signal()
+	}
+}
+
+func (r *recorder) bindLocked(p *podRecord, node string, now time.Time) {
+	p.bound, p.node = now, node
 	r.bound++
 	if !p.blocker {
 		r.toBind--
@@ -133,25 +179,45 @@ func (r *recorder) observe(obj any) {
 			g.whole = now
 		}
 	}
+	r.signal()
+}
+
+func (r *recorder) signal() {
 	select {
 	case r.changed <- struct{}{}:
 	default:
 	}
 }
 
-// counts returns how many pods have been seen created and bound, and how many measured pods
-// are still to bind.
-func (r *recorder) counts() (seen, bound, toBind int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen, r.bound, r.toBind
+// recorderCounts are how far a workload is.
+type recorderCounts struct {
+	// seen pods created; bound pods, blockers included; toBind measured pods not bound yet;
+	// ended pods ended or deleted.
+	seen, bound, toBind, ended int
 }
 
-// Changed is signalled (at most once per read) after a pod is seen bound.
+func (r *recorder) counts() recorderCounts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return recorderCounts{seen: r.seen, bound: r.bound, toBind: r.toBind, ended: r.ended}
+}
+
+// setOnEnd makes the recorder call f with the node of each bound pod that ends or is deleted.
+func (r *recorder) setOnEnd(f func(node string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onEnd = f
+}
+
+// Changed is signalled (at most once per read) after a pod is seen bound or ended.
 func (r *recorder) Changed() <-chan struct{} { return r.changed }
 
 // close stops the informer.
-func (r *recorder) close() { r.stop() }
+func (r *recorder) close() {
+	if r.stop != nil {
+		r.stop()
+	}
+}
 
 // observation is what a recorder saw of a scenario, once it is over.
 type observation struct {
@@ -168,14 +234,18 @@ type observation struct {
 	blockersWhole int
 	bound         int
 	peakPartial   int
+	evicted       int
+	// pods are copies of every pod's record, for Q's figures.
+	pods []podRecord
 }
 
 func (r *recorder) observation() observation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o := observation{binds: slices.Clone(r.binds), bound: r.bound, peakPartial: r.peakPartial}
+	o := observation{binds: slices.Clone(r.binds), bound: r.bound, peakPartial: r.peakPartial, evicted: r.evicted}
 	slices.SortFunc(o.binds, time.Time.Compare)
 	for _, p := range r.pods {
+		o.pods = append(o.pods, *p)
 		if !p.blocker && !p.bound.IsZero() {
 			o.latencies = append(o.latencies, p.bound.Sub(p.created))
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -21,12 +23,13 @@ type summary struct {
 	gangP50, gangP99                         float64
 	peakPartial                              float64
 	cpuPer1000, peakRSS                      float64
+	schedStart                               float64
 	mutatingPerPod                           float64
 }
 
 func summarize(res *Results, config, scenario string, nodes int) summary {
 	var s summary
-	var thr, p50, p99, lat50, lat99, gang50, gang99, partial, cpu, rss, mut []float64
+	var thr, p50, p99, lat50, lat99, gang50, gang99, partial, cpu, rss, mut, start []float64
 	for _, r := range res.runs(config, scenario, nodes) {
 		if ok, why := r.complete(); !ok {
 			s.failed++
@@ -53,6 +56,9 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 			rss = append(rss, *r.SchedulerPeakRSSMiB)
 		}
 		mut = append(mut, r.MutatingRequestsPerPod)
+		if r.Timings.SchedulerStartSeconds > 0 {
+			start = append(start, r.Timings.SchedulerStartSeconds)
+		}
 	}
 	s.throughput, s.sampleP50, s.sampleP99 = median(thr), median(p50), median(p99)
 	s.throughputMin, s.throughputMax = percentile(thr, 0), percentile(thr, 100)
@@ -60,6 +66,7 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 	s.gangP50, s.gangP99 = median(gang50), median(gang99)
 	s.peakPartial, s.cpuPer1000, s.peakRSS = median(partial), median(cpu), median(rss)
 	s.mutatingPerPod = median(mut)
+	s.schedStart = median(start)
 	return s
 }
 
@@ -83,7 +90,7 @@ func num(format string, v float64) string {
 func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "pods/s", "1-s p50", "1-s p99", "vs B0", "vs L",
 		"create→bind p50", "p99", "gang whole p50", "p99", "peak pods in partial gangs",
-		"sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
+		"sched start", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
 	b0 := summarize(res, "B0", sc.Name, nodes)
 	l := summarize(res, "L", sc.Name, nodes)
 	for _, c := range res.Configurations {
@@ -113,7 +120,7 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 			ratio(s.throughput, b0.throughput), ratio(s.throughput, l.throughput),
 			num("%.2f s", s.latencyP50), num("%.2f s", s.latencyP99),
 			num("%.2f s", s.gangP50), num("%.2f s", s.gangP99),
-			num("%.0f", s.peakPartial),
+			num("%.0f", s.peakPartial), num("%.1f s", s.schedStart),
 			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
 		})
 	}
@@ -171,6 +178,14 @@ func (res *Results) WriteText(w io.Writer) {
 				continue
 			}
 			fmt.Fprintf(tw, "\n%s: %s\n", sc.Name, res.scenarioCaption(sc, res.Nodes))
+			if sc.Queues {
+				header, rows := queueTable(res, res.Nodes)
+				writeTabRows(tw, header, rows)
+				fmt.Fprintln(tw)
+				header, rows = queueShareTable(res, res.Nodes)
+				writeTabRows(tw, header, rows)
+				continue
+			}
 			header, rows := scenarioTable(res, sc, res.Nodes)
 			writeTabRows(tw, header, rows)
 		}
@@ -221,6 +236,15 @@ func (res *Results) scenarioCaption(sc *Scenario, nodes int) string {
 	case sc.Blockers:
 		caption = fmt.Sprintf("%s: %d plain pods measured, and %d gangs of %d members that ask for %s CPU each",
 			sc.Title, pods, blockerGangs, blockers/blockerGangs, blockerCPU.String())
+	case sc.Queues:
+		gpus := estimateGPUs(nodes)
+		scale := res.QScale
+		if scale == 0 {
+			scale = qDefaultScale
+		}
+		caption = fmt.Sprintf("%s: %d GPU jobs (%d per queue) asking for %d× the %d GPUs of %d GPU nodes, running %.3g–%.3g s each "+
+			"(the issue's %.0f–%.0f s scaled by %.2g)", sc.Title, pods, pods/len(benchQueues), qDemand, gpus, gpus/gpusPerNode,
+			qMinRun.Seconds()*scale, qMaxRun.Seconds()*scale, qMinRun.Seconds(), qMaxRun.Seconds(), scale)
 	}
 	return fmt.Sprintf("%s, %d nodes", caption, nodes)
 }
@@ -248,7 +272,8 @@ func Markdown(matrix, sweep *Results, assets string) string {
 	b.WriteString("Reproduce with:\n\n")
 	for _, res := range []*Results{matrix, sweep} {
 		if res != nil {
-			fmt.Fprintf(&b, "    %s   # %s, %s\n", res.Command, res.describe(), res.Finished.UTC().Format("2006-01-02"))
+			fmt.Fprintf(&b, "    %s   # %s; %s, took %.0f min\n", res.Command, res.describe(), res.Finished.UTC().Format("2006-01-02"),
+				res.Finished.Sub(res.Started).Minutes())
 		}
 	}
 	b.WriteString("\n")
@@ -264,9 +289,14 @@ func Markdown(matrix, sweep *Results, assets string) string {
 				continue
 			}
 			fmt.Fprintf(&b, "%s.\n\n", upperFirst(matrix.scenarioCaption(sc, matrix.Nodes)))
+			if sc.Queues {
+				writeQueueSection(&b, matrix, assets)
+				continue
+			}
 			header, rows := scenarioTable(matrix, sc, matrix.Nodes)
 			writeMarkdownTable(&b, header, rows)
 		}
+		writeProfiles(&b, matrix, assets)
 		writeProblems(&b, matrix)
 	}
 	if sweep != nil {
@@ -275,6 +305,9 @@ func Markdown(matrix, sweep *Results, assets string) string {
 		fmt.Fprintf(&b, "![pods bound per second against the number of nodes](%s/sweep.svg)\n\n", assets)
 		header, rows := sweepTable(sweep)
 		writeMarkdownTable(&b, header, rows)
+		if matrix == nil {
+			writeProfiles(&b, sweep, assets)
+		}
 		writeProblems(&b, sweep)
 	}
 	return b.String()
@@ -282,11 +315,13 @@ func Markdown(matrix, sweep *Results, assets string) string {
 
 func writeMethod(b *strings.Builder, res *Results) {
 	b.WriteString("## Method\n\n")
-	b.WriteString("Every configuration gets fresh processes: etcd (no fsync), kube-apiserver without priority and fairness " +
-		"or in-flight limits, and no kube-controller-manager. kwok makes the simulated nodes Ready (8 CPUs, 32Gi, 110 pods each) " +
-		"and is then stopped, so no heartbeat, lease or pod status update competes with the scheduler; bound pods stay Pending. " +
-		"The scheduler runs as its own process at --v=1, with the shipped configuration's client QPS and burst and no leader election. " +
-		"Configurations are interleaved (L B0 B1 C L B0 B1 C ...).\n\n")
+	b.WriteString("Every run (one scenario on one configuration) gets a fresh control plane: etcd (no fsync), " +
+		"kube-apiserver without priority and fairness or in-flight limits, and no kube-controller-manager. " +
+		"The simulated nodes (8 CPUs, 32Gi, 110 pods each; every 40th also has 4 GPUs) are created Ready, and nothing keeps them so: " +
+		"no kubelet, kwok, heartbeat or lease competes with the scheduler, and bound pods stay Pending (but in Q, below). " +
+		"The scheduler runs as its own process at --v=1 (logs to a file), with the shipped configuration's client QPS and burst and no leader election, " +
+		"started once the run's backlog exists. Runs are interleaved: for each repetition and scenario, L B0 B1 C in turn. " +
+		"(A fresh control plane with its nodes takes about 5 s to start; emptying one of a scenario's pods and events took longer.)\n\n")
 	b.WriteString("Configurations:\n\n")
 	for _, c := range res.Configurations {
 		fmt.Fprintf(b, "- **%s**, %s.", c.Name, c.Title)
@@ -297,21 +332,269 @@ func writeMethod(b *strings.Builder, res *Results) {
 	}
 	b.WriteString("\nB1 needs GenericWorkload in the apiserver (PodGroup storage; without it spec.schedulingGroup is dropped) and in the scheduler " +
 		"(the GangScheduling plugin joins the default profile, and the queue handles pod groups). kube-controller-manager uses the gate only for " +
-		"the PodGroupProtection controller, a deletion finalizer that scheduling does not need; no other gate is required.\n")
+		"the PodGroupProtection controller, a deletion finalizer that scheduling does not need; no other gate is required. " +
+		"C's control planes have the `root` and `default` queues that tephra-controllers would create, and Q's three queues; " +
+		"the other configurations' schedulers read no queues.\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
 		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast.\n")
-	b.WriteString("\nIn each scenario the pods are created while nothing schedules; then the scheduler (or L's binder) starts " +
-		"and drains the backlog. The scheduler is restarted for every scenario. B0 and L get the same pods without gangs.\n\n")
+	b.WriteString("\nIn each run the pods are created (32 at a time) while nothing schedules; then the scheduler (or L's binder) starts " +
+		"and drains the backlog. B0 and L get the same pods without gangs.\n\n")
 	b.WriteString("Figures (pods/s, create→bind, gang whole and partial gangs come from an informer of the driver: a pod is bound when the driver sees its spec.nodeName set):\n\n")
 	b.WriteString("- **pods/s**: measured pods bound per second from the first bind to the last (median of repetitions, range in brackets); " +
 		"**1-s p50, p99**: quantiles of the pods bound in each second.\n")
-	b.WriteString("- **create→bind**: from the driver seeing a pod created to seeing it bound; in a backlog this is mostly queueing time.\n")
+	b.WriteString("- **create→bind**: from the driver seeing a pod created to seeing it bound; in a backlog this is mostly queueing time, " +
+		"and it includes the scheduler's start (which L does not have); **sched start**: from starting the scheduler process to its /readyz, " +
+		"with the backlog already there.\n")
 	b.WriteString("- **gang whole**: from a gang's first member created to its last member bound.\n")
 	b.WriteString("- **peak pods in partial gangs**: the most pods bound at one time in gangs not yet whole (for B0 and L, the gangs they do not know of).\n")
 	b.WriteString("- **sched CPU s/1000 pods**: user+system time of the scheduler process over its life, per 1000 pods it bound; " +
 		"**sched peak RSS**: its VmHWM.\n")
 	b.WriteString("- **API writes/pod**: the apiserver's apiserver_request_total for POST, PUT, PATCH, DELETE (and APPLY, DELETECOLLECTION) " +
 		"while the backlog drained, per pod bound.\n\n")
+	b.WriteString("Scenario Q is GPU jobs of three queues (weights 1:2:3, equal demand, created interleaved) that run and end: a kwok plays the GPU nodes' kubelets " +
+		"with the pod stages of manifests/kwok/stages.yaml (a bound pod starts at once and ends `sim.tephra.dev/duration` later), " +
+		"managing only the GPU nodes, with no lease or heartbeat. Its figures, from the driver's informer, the same for every configuration " +
+		"(for L, B0 and B1, which know no queues, they show what first-come, first-served does; L there binds in creation order to a GPU node with a free GPU as soon as one frees up):\n\n")
+	b.WriteString("- **makespan**: first bind to the last job's end; **lower bound**: the jobs' GPU-seconds over the GPUs.\n")
+	b.WriteString("- **GPU utilisation**: mean fraction of the GPUs held by bound, unfinished jobs from the first bind to the last (jobs wait all along).\n")
+	b.WriteString("- **admission p50/p99** per queue: create→bind of its jobs.\n")
+	b.WriteString("- **share**, **deserved**, **|deviation|** per queue: sampled every 100 ms from the first bind to the last, the queue's share of the GPUs, " +
+		"its deserved share (weights water-filled over the queues' demand, held plus waiting: docs/queues.md without guarantees, capabilities or rounding) " +
+		"and the mean absolute difference, in percent of the GPUs.\n")
+	b.WriteString("- **API writes/pod** in Q include the simulated kubelet's two status writes per job.\n\n")
+}
+
+// queueTable is scenario Q's overall figures per configuration.
+func queueTable(res *Results, nodes int) (header []string, rows [][]string) {
+	header = []string{"config", "makespan", "lower bound", "makespan / bound", "GPU utilisation", "mean |deviation| from deserved",
+		"evicted", "create→bind p50", "p99", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
+	for _, c := range res.Configurations {
+		runs := res.runs(c.Name, "Q", nodes)
+		if row, ok := unavailableRow(c, runs, len(header)); !ok {
+			rows = append(rows, row)
+			continue
+		}
+		q := summarizeQueues(runs)
+		s := summarize(res, c.Name, "Q", nodes)
+		rows = append(rows, []string{
+			configLabel(c.Name, s), num("%.1f s", q.makespan), num("%.1f s", q.lowerBound), ratioPlain(q.makespan, q.lowerBound),
+			percent(q.utilisation), percent(q.deviation), num("%.0f", q.evicted),
+			num("%.2f s", s.latencyP50), num("%.2f s", s.latencyP99),
+			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
+		})
+	}
+	return header, rows
+}
+
+// queueShareTable is scenario Q's figures per configuration and queue.
+func queueShareTable(res *Results, nodes int) (header []string, rows [][]string) {
+	header = []string{"config", "queue (weight)", "jobs", "admission p50", "p99", "share", "deserved", "|deviation|"}
+	for _, c := range res.Configurations {
+		runs := res.runs(c.Name, "Q", nodes)
+		if row, ok := unavailableRow(c, runs, len(header)); !ok {
+			rows = append(rows, row)
+			continue
+		}
+		q := summarizeQueues(runs)
+		for _, f := range q.queues {
+			p50, p99 := math.NaN(), math.NaN()
+			if f.AdmissionSeconds != nil {
+				p50, p99 = f.AdmissionSeconds.P50, f.AdmissionSeconds.P99
+			}
+			rows = append(rows, []string{c.Name, fmt.Sprintf("%s (%d)", f.Name, f.Weight), fmt.Sprint(f.Pods),
+				num("%.2f s", p50), num("%.2f s", p99), percent(f.Share), percent(f.Deserved), percent(f.Deviation)})
+		}
+	}
+	return header, rows
+}
+
+// unavailableRow is the row of a configuration that has no figures (ok false), or ok true.
+func unavailableRow(c ConfigurationStatus, runs []RunResult, width int) (row []string, ok bool) {
+	if c.Unavailable != "" {
+		return append([]string{c.Name, "unavailable: " + c.Unavailable}, make([]string, width-2)...), false
+	}
+	completed, why := 0, "did not run"
+	for _, r := range runs {
+		if done, reason := r.complete(); done {
+			completed++
+		} else {
+			why = "failed: " + reason
+		}
+	}
+	if completed == 0 {
+		return append([]string{c.Name, why}, make([]string, width-2)...), false
+	}
+	return nil, true
+}
+
+func configLabel(name string, s summary) string {
+	if s.failed > 0 {
+		return fmt.Sprintf("%s (%d of %d failed)", name, s.failed, s.failed+s.completed)
+	}
+	return name
+}
+
+func percent(v float64) string { return num("%.1f %%", 100*v) }
+
+// ratioPlain is a/b as "1.23", or "–".
+func ratioPlain(a, b float64) string {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// writeQueueSection writes scenario Q's tables and plot.
+func writeQueueSection(b *strings.Builder, res *Results, assets string) {
+	header, rows := queueTable(res, res.Nodes)
+	writeMarkdownTable(b, header, rows)
+	header, rows = queueShareTable(res, res.Nodes)
+	writeMarkdownTable(b, header, rows)
+	for _, r := range res.Runs {
+		if ok, _ := r.complete(); ok && r.Queues != nil && r.Queues.Series != nil {
+			fmt.Fprintf(b, "![GPUs held (solid) and deserved (dashed) per queue over time, per configuration, first completed repetition](%s/queues.svg)\n\n", assets)
+			break
+		}
+	}
+}
+
+// writeProfiles writes where the profiled schedulers' CPU time went. assets is the path of the
+// folder that holds the pprof reports (profiles/*.txt), relative to the report.
+func writeProfiles(b *strings.Builder, res *Results, assets string) {
+	if len(res.Profiles) == 0 {
+		return
+	}
+	var scenarios []string
+	for _, p := range res.Profiles {
+		if !slices.Contains(scenarios, p.Scenario) {
+			scenarios = append(scenarios, p.Scenario)
+		}
+	}
+	for _, sc := range scenarios {
+		var profiles []ProfileSummary
+		for _, p := range res.Profiles {
+			if p.Scenario == sc {
+				profiles = append(profiles, p)
+			}
+		}
+		slices.SortStableFunc(profiles, func(x, y ProfileSummary) int { return strings.Compare(x.Configuration, y.Configuration) })
+		writeScenarioProfiles(b, res, profiles, assets)
+	}
+}
+
+// writeScenarioProfiles writes the profiles of one scenario, B0's beside C's.
+func writeScenarioProfiles(b *strings.Builder, res *Results, profiles []ProfileSummary, assets string) {
+	first := profiles[0]
+	fmt.Fprintf(b, "### Where the schedulers spend their CPU in %s (repetition %d)\n\n", first.Scenario, first.Rep)
+	fmt.Fprintf(b, "CPU profiles of the scheduler process, taken from its /debug/pprof/profile in %v chunks while it drained the backlog "+
+		"(that run's own figures include the profiling's small cost). Shares are of the CPU time sampled, cumulative: "+
+		"a part includes what it calls, and parts overlap (the filters and scores run beside the serial part of the cycle).\n\n", profileChunk)
+	header := []string{""}
+	for _, p := range profiles {
+		header = append(header, p.Configuration)
+	}
+	rows := [][]string{}
+	row := []string{"CPU sampled / wall time"}
+	for _, p := range profiles {
+		row = append(row, fmt.Sprintf("%.1f s / %.1f s", p.SampledSeconds, p.WallSeconds))
+	}
+	rows = append(rows, row)
+	row = []string{"sched CPU s/1000 pods in that run"}
+	cpu := map[string]float64{}
+	for _, p := range profiles {
+		cpu[p.Configuration] = math.NaN()
+		for _, r := range res.Runs {
+			if r.Configuration == p.Configuration && r.Scenario == p.Scenario && r.Rep == p.Rep && r.Profiled && r.SchedulerCPUSecondsPer1000Pods != nil {
+				cpu[p.Configuration] = *r.SchedulerCPUSecondsPer1000Pods
+			}
+		}
+		row = append(row, num("%.2f", cpu[p.Configuration]))
+	}
+	rows = append(rows, row)
+	// The parts in profilePhases' order, whichever profile has them.
+	names := []string{tephraPhase}
+	for _, phase := range profilePhases {
+		names = append(names, phase.name)
+	}
+	names = slices.DeleteFunc(names, func(name string) bool {
+		return !slices.ContainsFunc(profiles, func(p ProfileSummary) bool {
+			return slices.ContainsFunc(p.Phases, func(e ProfileEntry) bool { return e.Name == name })
+		})
+	})
+	share := func(p ProfileSummary, name string) float64 {
+		for _, e := range p.Phases {
+			if e.Name == name {
+				return e.Cum
+			}
+		}
+		return math.NaN()
+	}
+	for _, name := range names {
+		row := []string{name}
+		for _, p := range profiles {
+			row = append(row, num("%.1f %%", share(p, name)))
+		}
+		rows = append(rows, row)
+	}
+	writeMarkdownTable(b, header, rows)
+
+	var c, b0 *ProfileSummary
+	for i := range profiles {
+		switch profiles[i].Configuration {
+		case "C":
+			c = &profiles[i]
+		case "B0":
+			b0 = &profiles[i]
+		}
+	}
+	if c != nil && c.Error == "" {
+		fmt.Fprintf(b, "In short: C's scheduler used %s CPU-seconds per 1000 pods", num("%.2f", cpu["C"]))
+		if b0 != nil && b0.Error == "" {
+			fmt.Fprintf(b, " against B0's %s (%s)", num("%.2f", cpu["B0"]), ratio(cpu["C"], cpu["B0"]))
+		}
+		fmt.Fprintf(b, "; Tephra's own code is on the stack in %s of its samples; garbage collection takes %s", num("%.1f %%", share(*c, tephraPhase)), num("%.1f %%", share(*c, gcPhase)))
+		if b0 != nil && b0.Error == "" {
+			fmt.Fprintf(b, " (B0: %s)", num("%.1f %%", share(*b0, gcPhase)))
+		}
+		fmt.Fprintf(b, ", and checking nodes (filters and scores) %s", num("%.1f %%", share(*c, nodesPhase)))
+		if b0 != nil && b0.Error == "" {
+			fmt.Fprintf(b, " (B0: %s)", num("%.1f %%", share(*b0, nodesPhase)))
+		}
+		b.WriteString(".\n\n")
+	}
+
+	for _, p := range profiles {
+		var reports []string
+		for _, f := range p.Files {
+			if publishedProfileReport(f) {
+				reports = append(reports, fmt.Sprintf("[%s](%s/%s)", filepath.Base(f), assets, f))
+			}
+		}
+		fmt.Fprintf(b, "**%s**", p.Configuration)
+		if len(reports) > 0 {
+			fmt.Fprintf(b, " (`go tool pprof -top` of the merged profiles: %s; `-top -cum` and the raw profiles are in the run's folder under test/bench/out)", strings.Join(reports, ", "))
+		}
+		b.WriteString(".")
+		if p.Error != "" {
+			fmt.Fprintf(b, " No analysis: %s.\n\n", p.Error)
+			continue
+		}
+		b.WriteString("\n\n")
+		if len(p.Tephra) > 0 {
+			b.WriteString("| Tephra's functions with the most CPU below them | cumulative | flat |\n| --- | --- | --- |\n")
+			for _, e := range p.Tephra {
+				fmt.Fprintf(b, "| `%s` | %.1f %% | %.1f %% |\n", strings.ReplaceAll(e.Name, "|", `\|`), e.Cum, e.Flat)
+			}
+			b.WriteString("\n")
+		}
+		if len(p.TopFlat) > 0 {
+			b.WriteString("| functions that spent the most CPU themselves | flat | cumulative |\n| --- | --- | --- |\n")
+			for _, e := range p.TopFlat {
+				fmt.Fprintf(b, "| `%s` | %.1f %% | %.1f %% |\n", strings.ReplaceAll(e.Name, "|", `\|`), e.Flat, e.Cum)
+			}
+			b.WriteString("\n")
+		}
+	}
 }
 
 func writeProblems(b *strings.Builder, res *Results) {
@@ -327,14 +610,17 @@ func writeProblems(b *strings.Builder, res *Results) {
 }
 
 func writeMarkdownTable(b *strings.Builder, header []string, rows [][]string) {
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n")
-	b.WriteString("|" + strings.Repeat(" --- |", len(header)) + "\n")
-	for _, row := range rows {
+	escape := func(row []string) string {
 		cells := make([]string, len(row))
 		for i, cell := range row {
 			cells[i] = strings.ReplaceAll(cell, "|", `\|`)
 		}
-		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		return "| " + strings.Join(cells, " | ") + " |\n"
+	}
+	b.WriteString(escape(header))
+	b.WriteString("|" + strings.Repeat(" --- |", len(header)) + "\n")
+	for _, row := range rows {
+		b.WriteString(escape(row))
 	}
 	b.WriteString("\n")
 }

@@ -23,6 +23,10 @@ type Results struct {
 	Sweep []int `json:"sweep,omitempty"`
 	Pods  int   `json:"pods"`
 	Reps  int   `json:"reps"`
+	// QScale scales scenario Q's run times (the issue's 10–30 s).
+	QScale float64 `json:"qScale,omitempty"`
+	// EstimatedMinutes is what the run was estimated to take when it started.
+	EstimatedMinutes float64 `json:"estimatedMinutes,omitempty"`
 
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
@@ -34,6 +38,8 @@ type Results struct {
 	Configurations []ConfigurationStatus `json:"configurations"`
 	Scenarios      []*Scenario           `json:"scenarios"`
 	Runs           []RunResult           `json:"runs"`
+	// Profiles summarize the CPU profiles taken of C's scheduler (profile.go).
+	Profiles []ProfileSummary `json:"profiles,omitempty"`
 
 	// Dir is the run's folder under Settings.OutDir: results, plot, report and the clusters' logs.
 	Dir string `json:"-"`
@@ -82,8 +88,29 @@ type RunResult struct {
 	// SchedulerPeakRSSMiB is the scheduler's VmHWM; nil for L.
 	SchedulerPeakRSSMiB *float64 `json:"schedulerPeakRSSMiB,omitempty"`
 	// MutatingRequestsPerPod is the apiserver's mutating requests (POST, PUT, PATCH, DELETE,
-	// APPLY, DELETECOLLECTION) while the backlog drained, per pod bound.
+	// APPLY, DELETECOLLECTION) while the backlog drained, per pod bound. In Q they include the
+	// simulated kubelet's two status writes per pod.
 	MutatingRequestsPerPod float64 `json:"mutatingRequestsPerPod"`
+
+	// Queues are scenario Q's figures.
+	Queues *QueueResult `json:"queues,omitempty"`
+	// Profiled says the scheduler was being CPU-profiled during the run (which costs it a
+	// little).
+	Profiled bool `json:"profiled,omitempty"`
+	// Timings are where the run's wall time went, for the estimate and for tuning the harness.
+	Timings Timings `json:"timings"`
+}
+
+// Timings are the phases of a run, in seconds of wall time.
+type Timings struct {
+	// SetupSeconds is starting the control plane and creating the nodes.
+	SetupSeconds float64 `json:"setup"`
+	// CreateSeconds is creating the backlog until the recorder has seen all of it.
+	CreateSeconds float64 `json:"create"`
+	// SchedulerStartSeconds is from starting the scheduler process to its readiness.
+	SchedulerStartSeconds float64 `json:"schedulerStart,omitempty"`
+	// DrainSeconds is from starting the scheduler (or binder) until the drain is complete.
+	DrainSeconds float64 `json:"drain"`
 }
 
 // Throughput is pods bound per second: the average, and quantiles of the 1-second samples.
@@ -119,6 +146,8 @@ func (r RunResult) complete() (bool, string) {
 		return false, fmt.Sprintf("%d of %d gangs whole", r.GangsWhole, r.Gangs)
 	case r.BlockersWhole > 0:
 		return false, fmt.Sprintf("%d never-fitting gangs were bound whole", r.BlockersWhole)
+	case r.Scenario == "Q" && r.Queues == nil:
+		return false, "no queue figures"
 	}
 	return true, ""
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -20,15 +19,16 @@ import (
 )
 
 const (
-	// stallTimeout fails a scenario in which no pod has been bound for this long.
+	// stallTimeout fails a run in which no pod has been bound (or, in Q, has ended) for this
+	// long.
 	stallTimeout = 90 * time.Second
 	// settle is how long the driver waits after the last bind before it reads the scheduler's
 	// CPU time and the apiserver's counters, so that the writes that follow a bind (events,
 	// status) are counted.
-	settle = time.Second
+	settle = 500 * time.Millisecond
 )
 
-// drainTimeout bounds a scenario's drain: generous, since a broken configuration is caught by
+// drainTimeout bounds a run's drain: generous, since a broken configuration is caught by
 // stallTimeout first.
 func drainTimeout(pods int) time.Duration {
 	return 3*time.Minute + time.Duration(pods)*50*time.Millisecond
@@ -36,6 +36,10 @@ func drainTimeout(pods int) time.Duration {
 
 // Run runs the benchmark. Every configuration's runs go into the results, failed or not (see
 // Results.Failures); err is set when the benchmark could not run at all.
+//
+// Runs are interleaved: for each repetition, for each scenario, each configuration in turn
+// (L B0 B1 C L B0 B1 C ...). Every run gets a fresh control plane with the simulated nodes
+// (cluster.go) and a fresh scheduler process (or L's binder), started on a backlog of pods.
 func Run(ctx context.Context, s Settings) (*Results, error) {
 	s, err := s.withDefaults()
 	if err != nil {
@@ -48,14 +52,15 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 	if !filepath.IsAbs(s.OutDir) {
 		s.OutDir = filepath.Join(root, s.OutDir)
 	}
+	started := time.Now()
 	bins, err := localcluster.Build(ctx, root, s.Log)
 	if err != nil {
 		return nil, err
 	}
 	res := &Results{
 		Kind: "matrix", Smoke: s.Smoke, Command: s.Command(),
-		Nodes: s.Nodes, Pods: s.Pods, Reps: s.Reps,
-		Started: time.Now(), Machine: thisMachine(), Tephra: localcluster.TephraVersion(ctx, root),
+		Nodes: s.Nodes, Pods: s.Pods, Reps: s.Reps, QScale: s.qScale(),
+		Started: started, Machine: thisMachine(), Tephra: localcluster.TephraVersion(ctx, root),
 	}
 	nodeCounts := []int{s.Nodes}
 	if len(s.Sweep) > 0 {
@@ -83,22 +88,34 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 		return nil, err
 	}
 	res.Dir = runDir
-	fmt.Fprintf(s.Log, "benchmark: %s; clusters' logs under %s\n", res.Command, runDir)
+	res.EstimatedMinutes = Estimate(s, len(res.Configurations), res.Scenarios).Minutes()
+	fmt.Fprintf(s.Log, "benchmark: %s; estimated %.0f min on 2 cores; clusters' logs under %s\n", res.Command, res.EstimatedMinutes, runDir)
 
 	d := &driver{settings: s, root: root, bins: bins, runDir: runDir, res: res}
+	if s.Smoke {
+		d.smoke(ctx, s.Nodes)
+		nodeCounts = nil
+	}
 	for _, nodes := range nodeCounts {
 		for rep := 1; rep <= s.Reps; rep++ {
-			for i := range res.Configurations {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				if res.Configurations[i].Unavailable == "" {
-					d.runConfiguration(ctx, &res.Configurations[i], rep, nodes)
+			for _, sc := range res.Scenarios {
+				for i := range res.Configurations {
+					if ctx.Err() != nil {
+						return res, ctx.Err()
+					}
+					if res.Configurations[i].Unavailable == "" && sc.Skip == "" {
+						// Its own control plane: nothing to carry over if it fails.
+						_ = d.runOne(ctx, &res.Configurations[i], sc, rep, nodes, nil)
+					}
 				}
 			}
 		}
 	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
 	res.Finished = time.Now()
+	fmt.Fprintf(s.Log, "\nbenchmark done in %v (estimated %.0f min)\n", res.Finished.Sub(res.Started).Round(time.Second), res.EstimatedMinutes)
 	return res, res.writeOutputs(runDir, ".")
 }
 
@@ -108,64 +125,156 @@ type driver struct {
 	root     string
 	bins     *localcluster.Binaries
 	runDir   string
-	res      *Results
+	// mu guards res in smoke runs, whose configurations run in parallel.
+	mu  sync.Mutex
+	res *Results
 }
 
 func (d *driver) logf(format string, args ...any) {
 	fmt.Fprintf(d.settings.Log, format+"\n", args...)
 }
 
-// runConfiguration starts a fresh cluster for a configuration and runs every scenario on it.
-func (d *driver) runConfiguration(ctx context.Context, config *ConfigurationStatus, rep, nodes int) {
-	dir := filepath.Join(d.runDir, fmt.Sprintf("%s-n%d-rep%d", config.Name, nodes, rep))
-	d.logf("\n== %s, %d nodes, repetition %d/%d: %s", config.Name, nodes, rep, d.settings.Reps, config.Title)
-	b, err := startCluster(ctx, d.root, d.bins, &config.Configuration, dir, nodes, d.settings.Log)
+// smoke runs every scenario once per configuration, the configurations in parallel, each on one
+// control plane emptied between scenarios: a smoke run checks that everything completes, and
+// this takes a third of the time of a fresh control plane per run, one after the other.
+func (d *driver) smoke(ctx context.Context, nodes int) {
+	// Progress bars of parallel runs would overwrite each other; runOne logs a line per run.
+	d.settings.Progress = nil
+	d.settings.Log = &lockedWriter{w: d.settings.Log}
+	var wg sync.WaitGroup
+	for i := range d.res.Configurations {
+		config := &d.res.Configurations[i]
+		wg.Go(func() {
+			dir := filepath.Join(d.runDir, config.Name)
+			b, err := startCluster(ctx, d.root, d.bins, &config.Configuration, dir, io.Discard)
+			if err == nil {
+				defer b.finish(d.settings.Keep)
+				err = b.prepare(ctx, nodes, io.Discard)
+			}
+			for _, sc := range d.res.Scenarios {
+				if sc.Skip != "" || config.Unavailable != "" {
+					continue
+				}
+				if err != nil {
+					d.record(config, RunResult{Configuration: config.Name, Scenario: sc.Name, Rep: 1, Nodes: nodes}, err, dir)
+					continue
+				}
+				err = d.runOne(ctx, config, sc, 1, nodes, b)
+			}
+		})
+	}
+	wg.Wait()
+	order := func(r RunResult) (int, int) {
+		s := slices.IndexFunc(d.res.Scenarios, func(sc *Scenario) bool { return sc.Name == r.Scenario })
+		c := slices.IndexFunc(d.res.Configurations, func(c ConfigurationStatus) bool { return c.Name == r.Configuration })
+		return s, c
+	}
+	slices.SortStableFunc(d.res.Runs, func(a, b RunResult) int {
+		as, ac := order(a)
+		bs, bc := order(b)
+		if as != bs {
+			return as - bs
+		}
+		return ac - bc
+	})
+}
+
+// lockedWriter serializes writes for the parallel runs of a smoke run.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// runOne runs one scenario on one configuration and records the result. shared is the
+// configuration's control plane in smoke runs, emptied afterwards; nil, the run gets a fresh one.
+// The error says that shared cannot be used any more.
+func (d *driver) runOne(ctx context.Context, config *ConfigurationStatus, sc *Scenario, rep, nodes int, shared *benchCluster) error {
+	run := RunResult{Configuration: config.Name, Scenario: sc.Name, Rep: rep, Nodes: nodes}
+	name := fmt.Sprintf("%s-rep%d", sc.Name, rep)
+	if len(d.settings.Sweep) > 0 {
+		name = fmt.Sprintf("%s-n%d-rep%d", sc.Name, nodes, rep)
+	}
+	dir := filepath.Join(d.runDir, config.Name, name)
+	b, err := shared, error(nil)
+	if shared == nil {
+		start := time.Now()
+		b, err = startCluster(ctx, d.root, d.bins, &config.Configuration, dir, io.Discard)
+		if err == nil {
+			defer b.finish(d.settings.Keep)
+			err = b.prepare(ctx, nodes, io.Discard)
+		}
+		run.Timings.SetupSeconds = time.Since(start).Seconds()
+	} else {
+		dir = b.Dir()
+	}
 	if err == nil {
-		defer b.finish(d.settings.Keep)
+		d.mu.Lock()
 		if d.res.Kubernetes == "" {
 			if v, err := b.Client.Discovery().ServerVersion(); err == nil {
 				d.res.Kubernetes = v.GitVersion
 			}
 		}
+		d.mu.Unlock()
+		run, err = d.runScenario(ctx, b, sc, run)
+		if shared != nil && err == nil {
+			start := time.Now()
+			if err = b.clean(ctx, "bench-"+strings.ToLower(sc.Name)); err != nil {
+				err = fmt.Errorf("emptying the control plane after %s: %w", sc.Name, err)
+			}
+			run.Timings.SetupSeconds = time.Since(start).Seconds()
+		}
 	}
-	for _, sc := range d.res.Scenarios {
-		run := RunResult{Configuration: config.Name, Scenario: sc.Name, Rep: rep, Nodes: nodes}
-		if sc.Skip != "" {
-			continue
-		}
-		if err == nil {
-			run, err = d.runScenario(ctx, b, sc, run)
-		}
-		var unavailableErr *UnavailableError
-		if errors.As(err, &unavailableErr) {
-			config.Unavailable = unavailableErr.Reason
-			d.logf("%s is unavailable: %s", config.Name, unavailableErr.Reason)
-			d.res.Runs = slices.DeleteFunc(d.res.Runs, func(r RunResult) bool { return r.Configuration == config.Name })
-			return
-		}
-		if err != nil && run.Error == "" {
-			run.Error = err.Error()
-		}
-		if run.Error != "" {
-			d.logf("%s %s failed: %s (logs in %s)", config.Name, sc.Name, run.Error, filepath.Join(dir, "logs"))
-		}
-		d.res.Runs = append(d.res.Runs, run)
-	}
+	d.record(config, run, err, dir)
+	return err
 }
 
-// runScenario runs one scenario on a cluster: backlog, drain, measurements, clean-up. A failure
-// of the scenario is returned in run.Error; err is set when the cluster cannot go on (or the
+// record adds a run's result, or marks the configuration unavailable.
+func (d *driver) record(config *ConfigurationStatus, run RunResult, err error, dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var unavailableErr *UnavailableError
+	if errors.As(err, &unavailableErr) {
+		config.Unavailable = unavailableErr.Reason
+		d.logf("%s is unavailable: %s", config.Name, unavailableErr.Reason)
+		d.res.Runs = slices.DeleteFunc(d.res.Runs, func(r RunResult) bool { return r.Configuration == config.Name })
+		return
+	}
+	if err != nil && run.Error == "" {
+		run.Error = err.Error()
+	}
+	label := fmt.Sprintf("%s %s rep %d", run.Configuration, run.Scenario, run.Rep)
+	if run.Error != "" {
+		d.logf("%s failed: %s (logs in %s)", label, run.Error, filepath.Join(dir, "logs"))
+	}
+	setup := "control plane and nodes"
+	if d.settings.Smoke {
+		setup = "emptying"
+	}
+	d.logf("%-20s %s %.1fs, backlog %.1fs, drain %.1fs; %v elapsed of an estimated %.0f min",
+		label, setup, run.Timings.SetupSeconds, run.Timings.CreateSeconds,
+		run.Timings.DrainSeconds, time.Since(d.res.Started).Round(time.Second), d.res.EstimatedMinutes)
+	d.res.Runs = append(d.res.Runs, run)
+}
+
+// runScenario runs one scenario on a cluster: backlog, drain, measurements. A failure of the
+// scenario is returned in run.Error; err is set when the run could not start (or the
 // configuration turned out unavailable).
 func (d *driver) runScenario(ctx context.Context, b *benchCluster, sc *Scenario, run RunResult) (RunResult, error) {
 	ns := "bench-" + strings.ToLower(sc.Name)
-	w := newWorkload(sc, ns, d.settings.Pods, run.Nodes)
+	w := newWorkload(sc, ns, workloadSize{pods: d.settings.Pods, nodes: len(b.nodes), gpus: b.gpus(), qScale: d.settings.qScale()})
 	run.Pods = w.measured()
 	run.Blockers = len(w.pods) - run.Pods
-	if _, err := b.fast.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return run, fmt.Errorf("creating namespace %s: %w", ns, err)
+	if err := b.createNamespace(ctx, ns); err != nil {
+		return run, err
 	}
-	rec, err := startRecorder(ctx, b.fast, w)
-	if err != nil {
+	rec := newRecorder(w)
+	if err := rec.start(ctx, b.fast, ns); err != nil {
 		return run, err
 	}
 	drainErr := d.drain(ctx, b, sc, w, rec, &run)
@@ -177,31 +286,35 @@ func (d *driver) runScenario(ctx context.Context, b *benchCluster, sc *Scenario,
 		}
 		run.Error = drainErr.Error()
 	}
-	// The next scenario needs the nodes empty again.
-	if err := b.clean(ctx, w); err != nil {
-		return run, fmt.Errorf("cleaning up after %s: %w", sc.Name, err)
-	}
 	return run, nil
 }
 
 // drain creates the backlog, starts the scheduler (or binder), waits until every measured pod is
-// bound and fills run with what was measured.
+// bound (in Q: has ended) and fills run with what was measured.
 func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *workload, rec *recorder, run *RunResult) error {
 	label := fmt.Sprintf("%s %s rep %d", run.Configuration, sc.Name, run.Rep)
+	if w.queues() {
+		// Q's pods must run and end: a kwok plays the GPU nodes' kubelets.
+		kwok, err := b.startPodKwok(ctx)
+		if err != nil {
+			return err
+		}
+		defer kwok.stop()
+	}
+	created := time.Now()
 	if err := w.createGangs(ctx, b); err != nil {
 		return err
 	}
 	if err := w.createPods(ctx, b); err != nil {
 		return err
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		seen, _, _ := rec.counts()
-		return seen == len(w.pods), nil
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return rec.counts().seen == len(w.pods), nil
 	})
 	if err != nil {
-		seen, _, _ := rec.counts()
-		return fmt.Errorf("the recorder saw %d of %d pods created: %w", seen, len(w.pods), err)
+		return fmt.Errorf("the recorder saw %d of %d pods created: %w", rec.counts().seen, len(w.pods), err)
 	}
+	run.Timings.CreateSeconds = time.Since(created).Seconds()
 	before, err := b.mutatingRequests(ctx)
 	if err != nil {
 		return err
@@ -209,8 +322,9 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 
 	start := time.Now()
 	var bd *binder
+	var prof *profiler
 	if b.config.Binder {
-		if bd, err = startBinder(ctx, b, w); err != nil {
+		if bd, err = startBinder(ctx, b, w, rec); err != nil {
 			return err
 		}
 		defer bd.stop()
@@ -222,11 +336,27 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 			return err
 		}
 		defer b.StopComponent(localcluster.Scheduler)
+		run.Timings.SchedulerStartSeconds = time.Since(start).Seconds()
+		if d.profiled(run) {
+			dir := filepath.Join(d.runDir, "profiles")
+			if prof, err = startProfiler(ctx, b, dir, fmt.Sprintf("%s-%s-rep%d", run.Configuration, run.Scenario, run.Rep)); err != nil {
+				return err
+			}
+			run.Profiled = true
+		}
 	}
-	if err := d.waitDrained(ctx, b, label, start, run.Pods, rec, bd); err != nil {
-		return err
+	drainErr := d.waitDrained(ctx, b, label, start, w, rec, bd)
+	run.Timings.DrainSeconds = time.Since(start).Seconds()
+	if prof != nil {
+		// Stopped now, analyzed once the run's figures are read.
+		files, err := prof.finish()
+		wall := time.Since(start)
+		defer d.analyzeProfile(ctx, files, err, wall, run)
 	}
-	time.Sleep(settle)
+	if drainErr != nil {
+		return drainErr
+	}
+	time.Sleep(d.settle())
 
 	o := rec.observation()
 	run.Bound = len(o.binds)
@@ -243,6 +373,9 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	run.GangWholeSeconds = quantiles(seconds(o.gangLatencies))
 	run.Gangs, run.GangsWhole, run.BlockersWhole = o.gangs, o.gangsWhole, o.blockersWhole
 	run.PeakPartialGangPods = o.peakPartial
+	if w.queues() {
+		run.Queues = queueResult(o.pods, b.gpus(), o.evicted)
+	}
 	if !b.config.Binder {
 		stats, err := readProcStats(b.Pid(localcluster.Scheduler))
 		if err != nil {
@@ -259,84 +392,101 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	return nil
 }
 
-// waitDrained waits until every measured pod is bound, drawing a progress bar. It fails when the
-// scheduler or binder fails, when no pod has been bound for stallTimeout, or after drainTimeout.
-func (d *driver) waitDrained(ctx context.Context, b *benchCluster, label string, start time.Time, pods int, rec *recorder, bd *binder) error {
-	bar := newProgressBar(d.settings.Progress, label, pods, start)
+// settle is 0 in smoke runs, whose figures do not matter.
+func (d *driver) settle() time.Duration {
+	if d.settings.Smoke {
+		return 0
+	}
+	return settle
+}
+
+// profiledScenarios are the scenarios in which C's scheduler is profiled, one of each kind:
+// plain pods, gangs, and gangs that never fit.
+var profiledScenarios = []string{"P", "G8", "GI"}
+
+// profiled says whether a run's scheduler is profiled: C's in profiledScenarios in the first
+// repetition (at the first node count of a sweep), and B0's in the same runs for reference.
+func (d *driver) profiled(run *RunResult) bool {
+	nodes := d.settings.Nodes
+	if len(d.settings.Sweep) > 0 {
+		nodes = d.settings.Sweep[0]
+	}
+	return *d.settings.Profile && (run.Configuration == "C" || run.Configuration == "B0") &&
+		slices.Contains(profiledScenarios, run.Scenario) && run.Rep == 1 && run.Nodes == nodes
+}
+
+// analyzeProfile analyzes a run's profiles, taken over wall, and adds the summary to the
+// results. A profile that failed (err) is reported, not fatal.
+func (d *driver) analyzeProfile(ctx context.Context, files []string, err error, wall time.Duration, run *RunResult) {
+	summary := ProfileSummary{Configuration: run.Configuration, Scenario: run.Scenario, Rep: run.Rep}
+	analyzeProfiles(ctx, d.runDir, files, wall, &summary)
+	if err != nil && summary.Error == "" {
+		summary.Error = err.Error()
+	}
+	if summary.Error != "" {
+		d.logf("profile of %s %s: %s", run.Configuration, run.Scenario, summary.Error)
+	}
+	d.mu.Lock()
+	d.res.Profiles = append(d.res.Profiles, summary)
+	d.mu.Unlock()
+}
+
+// waitDrained waits until every measured pod is bound (in Q: has ended), drawing a progress bar.
+// It fails when the scheduler or binder fails, when nothing has progressed for stallTimeout, or
+// after drainTimeout.
+func (d *driver) waitDrained(ctx context.Context, b *benchCluster, label string, start time.Time, w *workload, rec *recorder, bd *binder) error {
+	total := w.measured()
+	progress := func(c recorderCounts) int { return total - c.toBind }
+	if w.queues() {
+		total = len(w.pods)
+		progress = func(c recorderCounts) int { return c.ended }
+	}
+	bar := newProgressBar(d.settings.Progress, label, total, start)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()
-	deadline := time.After(drainTimeout(pods))
-	lastBound, lastProgress := -1, time.Now()
+	deadline := time.After(drainTimeout(total))
+	last, lastProgress := recorderCounts{bound: -1}, time.Now()
 	var binderDone <-chan error
 	if bd != nil {
 		binderDone = bd.Done()
 	}
 	for {
-		_, bound, toBind := rec.counts()
-		if toBind <= 0 {
-			bar.finish(pods-toBind, "done")
+		c := rec.counts()
+		done := progress(c)
+		if done >= total {
+			bar.finish(done, "done")
 			return nil
 		}
-		if bound != lastBound {
-			lastBound, lastProgress = bound, time.Now()
+		if c.bound != last.bound || c.ended != last.ended {
+			last, lastProgress = c, time.Now()
 		}
 		note := ""
 		switch {
 		case bd == nil && !b.Running(localcluster.Scheduler):
-			bar.finish(pods-toBind, "scheduler exited")
+			bar.finish(done, "scheduler exited")
 			return fmt.Errorf("the scheduler exited; see %s", b.LogPath(localcluster.Scheduler))
 		case time.Since(lastProgress) > stallTimeout:
-			bar.finish(pods-toBind, "stalled")
-			return fmt.Errorf("no pod bound for %v; %d of %d bound", stallTimeout, pods-toBind, pods)
+			bar.finish(done, "stalled")
+			return fmt.Errorf("nothing bound or ended for %v; %d of %d done", stallTimeout, done, total)
 		case time.Since(lastProgress) > 5*time.Second:
-			note = fmt.Sprintf("(no bind for %ds)", int(time.Since(lastProgress).Seconds()))
+			note = fmt.Sprintf("(no progress for %ds)", int(time.Since(lastProgress).Seconds()))
 		}
-		bar.update(pods-toBind, note)
+		bar.update(done, note)
 		select {
 		case <-ctx.Done():
-			bar.finish(pods-toBind, "interrupted")
+			bar.finish(done, "interrupted")
 			return ctx.Err()
 		case <-deadline:
-			bar.finish(pods-toBind, "timed out")
-			return fmt.Errorf("timed out after %v; %d of %d bound", drainTimeout(pods), pods-toBind, pods)
+			bar.finish(done, "timed out")
+			return fmt.Errorf("timed out after %v; %d of %d done", drainTimeout(total), done, total)
 		case err := <-binderDone:
 			binderDone = nil
 			if err != nil {
-				bar.finish(pods-toBind, "binder failed")
+				bar.finish(done, "binder failed")
 				return err
 			}
 		case <-rec.Changed():
 		case <-ticker.C:
 		}
 	}
-}
-
-// clean deletes a workload's pods and PodGroups and waits until the pods are gone. A force
-// delete (grace period 0) removes a pod at once: no kubelet needs to confirm it.
-func (b *benchCluster) clean(ctx context.Context, w *workload) error {
-	err := parallel(ctx, 32, len(w.pods), func(ctx context.Context, i int) error {
-		err := b.fast.CoreV1().Pods(w.namespace).Delete(ctx, w.pods[i].name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting pod %s: %w", w.pods[i].name, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	all := metav1.ListOptions{}
-	switch b.config.Gangs {
-	case TephraGangs:
-		err = b.Tephra.SchedulingV1alpha1().PodGroups(w.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
-	case UpstreamGangs:
-		err = b.fast.SchedulingV1beta1().PodGroups(w.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
-	case NoGangs:
-	}
-	if err != nil {
-		return fmt.Errorf("deleting PodGroups: %w", err)
-	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := b.fast.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil && len(list.Items) == 0, nil
-	})
 }

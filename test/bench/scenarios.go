@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // Scenario is one workload, run on every configuration.
@@ -24,6 +27,9 @@ type Scenario struct {
 	// Blockers mixes gangs that can never fit in with half as many plain pods: the plain pods
 	// are measured, the blockers only slow them down.
 	Blockers bool `json:"blockers,omitempty"`
+	// Queues makes the pods GPU jobs of the three benchQueues, which run for a while and end:
+	// see newWorkload.
+	Queues bool `json:"queues,omitempty"`
 	// Skip, if set, says why the scenario does not run yet.
 	Skip string `json:"skip,omitempty"`
 }
@@ -34,11 +40,35 @@ var Scenarios = []*Scenario{
 	{Name: "G8", Title: "the same number of pods as gangs of 8", GangSize: 8},
 	{Name: "G64", Title: "the same number of pods as gangs of 64", GangSize: 64},
 	{Name: "GI", Title: "half as many plain pods, mixed with gangs that can never fit", Blockers: true},
-	// Q will measure queues: pods of several tenants' queues competing for the cluster, with
-	// fair-share admission. Fill in its workload (newWorkload) and its figures (e.g. time to
-	// each queue's share) once Queues schedule.
-	{Name: "Q", Title: "queues competing for the cluster", Skip: "queues are not built yet"},
+	{Name: "Q", Title: "three queues with weights 1:2:3 competing for the GPU nodes", Queues: true},
 }
+
+// benchQueue is one of Q's queues, all children of root.
+type benchQueue struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+}
+
+// benchQueues are Q's queues. Every configuration's cluster has them (cluster.go); only C's
+// scheduler reads them, and the others' figures show what a FIFO scheduler does instead.
+var benchQueues = []benchQueue{{"bench-q1", 1}, {"bench-q2", 2}, {"bench-q3", 3}}
+
+// Scenario Q's workload: GPU jobs (one GPU, 100m CPU, 500Mi each) asking in total for qDemand
+// times the GPUs of the cluster, in equal parts from each of benchQueues, created interleaved
+// (q1, q2, q3, q1, ...), each running for a time drawn uniformly from the issue's 10–30 s scaled
+// by Settings' qScale (0.1 by default: 1–3 s, so that Q fits the time budget), the same draws for
+// every configuration.
+const (
+	qDemand                    = 5
+	qMinRun, qMaxRun           = 10 * time.Second, 30 * time.Second
+	qDefaultScale, qSmokeScale = 0.1, 0.025
+)
+
+// durationAnnotation is how a simulated pod says how long it runs (manifests/kwok/stages.yaml).
+const durationAnnotation = "sim.tephra.dev/duration"
+
+// gpuResource is what Q's pods ask for and the GPU nodes offer.
+const gpuResource = localcluster.GPUResource
 
 func scenarioByName(name string) *Scenario {
 	for _, s := range Scenarios {
@@ -97,13 +127,38 @@ type gangSpec struct {
 type podSpec struct {
 	name, gang string
 	blocker    bool
+	// queue, gpus and run are Q's: the pod's queue, its GPUs and how long it runs once started.
+	queue string
+	gpus  int
+	run   time.Duration
 }
 
-// newWorkload lays out a scenario: pods measured pods (GI: half as many plain ones and the
-// never-fitting gangs for a cluster of nodes nodes).
-func newWorkload(s *Scenario, namespace string, pods, nodes int) *workload {
+// workloadSize is what a workload is laid out for.
+type workloadSize struct {
+	// pods is Settings.Pods; nodes and gpus are the cluster's.
+	pods, nodes, gpus int
+	// qScale scales Q's run times.
+	qScale float64
+}
+
+// newWorkload lays out a scenario: size.pods measured pods (GI: half as many plain ones and the
+// never-fitting gangs for a cluster of size.nodes nodes; Q: qDemand pods per GPU).
+func newWorkload(s *Scenario, namespace string, size workloadSize) *workload {
 	w := &workload{namespace: namespace}
+	pods, nodes := size.pods, size.nodes
 	switch {
+	case s.Queues:
+		random := rand.New(rand.NewPCG(1, 2))
+		scale := size.qScale
+		if scale == 0 {
+			scale = qDefaultScale
+		}
+		for i := range qDemand * size.gpus {
+			run := qMinRun + time.Duration(random.Int64N(int64(qMaxRun-qMinRun)))
+			run = time.Duration(float64(run) * scale).Round(10 * time.Millisecond)
+			q := benchQueues[i%len(benchQueues)]
+			w.pods = append(w.pods, podSpec{name: fmt.Sprintf("%s-%05d", q.Name, i/len(benchQueues)), queue: q.Name, gpus: 1, run: run})
+		}
 	case s.GangSize > 0:
 		for g := range pods / s.GangSize {
 			gang := gangSpec{name: fmt.Sprintf("g%d-%04d", s.GangSize, g), minMember: s.GangSize}
@@ -151,6 +206,9 @@ func interleave(a, b []podSpec) []podSpec {
 	return out
 }
 
+// queues says whether the workload is Q's.
+func (w *workload) queues() bool { return len(w.pods) > 0 && w.pods[0].queue != "" }
+
 // measured counts the pods whose binds are measured (all but the blockers).
 func (w *workload) measured() int {
 	n := 0
@@ -182,6 +240,18 @@ func (w *workload) pod(p podSpec, api GangAPI) *corev1.Pod {
 				}},
 			}},
 		},
+	}
+	if p.queue != "" {
+		labels[schedulingv1alpha1.QueueLabel] = p.queue
+	}
+	if p.run > 0 {
+		pod.Annotations = map[string]string{durationAnnotation: p.run.String()}
+	}
+	if p.gpus > 0 {
+		gpus := *resource.NewQuantity(int64(p.gpus), resource.DecimalSI)
+		resources := &pod.Spec.Containers[0].Resources
+		resources.Requests[gpuResource] = gpus
+		resources.Limits = corev1.ResourceList{gpuResource: gpus}
 	}
 	if p.gang == "" {
 		return pod
@@ -223,9 +293,12 @@ func (w *workload) createGangs(ctx context.Context, b *benchCluster) error {
 	})
 }
 
+// createWorkers is how many pods the driver creates at a time.
+const createWorkers = 32
+
 // createPods creates the pods, several at a time but roughly in order.
 func (w *workload) createPods(ctx context.Context, b *benchCluster) error {
-	return parallel(ctx, 16, len(w.pods), func(ctx context.Context, i int) error {
+	return parallel(ctx, createWorkers, len(w.pods), func(ctx context.Context, i int) error {
 		pod := w.pod(w.pods[i], b.config.Gangs)
 		created, err := b.fast.CoreV1().Pods(w.namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {

@@ -13,19 +13,26 @@ import (
 type Settings struct {
 	// Nodes is the number of simulated nodes (BENCH_NODES, default 1000).
 	Nodes int
-	// Pods is the number of pods of each scenario (BENCH_PODS, default 10 000); see scenarios.go
-	// for how each scenario uses it.
+	// Pods is the number of pods of each scenario (BENCH_PODS, default 3000: the issue asks for
+	// 10 000, which takes about an hour on 2 cores, and the default run must fit in 30
+	// minutes); see scenarios.go for how each scenario uses it. Q sizes itself from the GPU
+	// nodes instead.
 	Pods int
-	// Reps is the number of repetitions of every configuration (BENCH_REPS, default 3).
+	// Reps is the number of repetitions of every configuration (BENCH_REPS, default 3 for the
+	// matrix and 1 for the sweep).
 	Reps int
-	// Sweep, if set, switches to the sweep: scenario P only, once per node count
-	// (BENCH_SWEEP=500,1000,2000,5000), for the cost curve of throughput against cluster size.
+	// Sweep, if set, switches to the sweep: scenario P only, once per node count, for the cost
+	// curve of throughput against cluster size (BENCH_SWEEP=1 for 500,1000,2000,5000, or a list
+	// of node counts).
 	Sweep []int
 	// Configs and Scenarios restrict the run to some configurations and scenarios
 	// (BENCH_CONFIGS=L,C; BENCH_SCENARIOS=P,G8); all if empty.
 	Configs, Scenarios []string
 	// Smoke marks the smoke run: it checks that every configuration completes, not how fast.
 	Smoke bool
+	// Profile captures a CPU profile of configuration C's scheduler during scenario P of the
+	// first repetition (BENCH_PROFILE=0 turns it off). Set by default outside smoke runs.
+	Profile *bool
 
 	// OutDir receives raw results, plots, the rendered report and the clusters' logs
 	// (BENCH_OUT, default test/bench/out under the repository).
@@ -43,12 +50,15 @@ type Settings struct {
 // Default sizes of a full run and of the smoke run.
 const (
 	DefaultNodes = 1000
-	DefaultPods  = 10000
+	DefaultPods  = 3000
 	DefaultReps  = 3
 
 	SmokeNodes = 100
 	SmokePods  = 300
 )
+
+// DefaultSweep are the node counts of BENCH_SWEEP=1.
+var DefaultSweep = []int{500, 1000, 2000, 5000}
 
 // SmokeSettings are those of `make bench-smoke`: 100 nodes, a few hundred pods per scenario, one
 // repetition of every configuration, output under outDir only.
@@ -57,8 +67,8 @@ func SmokeSettings(outDir string) Settings {
 }
 
 // FromEnv completes s from BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP, BENCH_CONFIGS,
-// BENCH_SCENARIOS, BENCH_OUT and BENCH_KEEP. Fields already set are overridden only by variables
-// that are set.
+// BENCH_SCENARIOS, BENCH_OUT, BENCH_KEEP and BENCH_PROFILE. Fields already set are overridden
+// only by variables that are set.
 func (s *Settings) FromEnv() error {
 	for _, v := range []struct {
 		name string
@@ -72,7 +82,11 @@ func (s *Settings) FromEnv() error {
 			*v.dst = n
 		}
 	}
-	if text := os.Getenv("BENCH_SWEEP"); text != "" {
+	switch text := os.Getenv("BENCH_SWEEP"); text {
+	case "", "0":
+	case "1", "true", "yes":
+		s.Sweep = slices.Clone(DefaultSweep)
+	default:
 		s.Sweep = nil
 		for _, field := range splitList(text) {
 			n, err := strconv.Atoi(field)
@@ -82,6 +96,7 @@ func (s *Settings) FromEnv() error {
 			s.Sweep = append(s.Sweep, n)
 		}
 		slices.Sort(s.Sweep)
+		s.Sweep = slices.Compact(s.Sweep)
 	}
 	if text := os.Getenv("BENCH_CONFIGS"); text != "" {
 		s.Configs = splitList(text)
@@ -94,6 +109,10 @@ func (s *Settings) FromEnv() error {
 	}
 	if text := os.Getenv("BENCH_KEEP"); text != "" && text != "0" {
 		s.Keep = true
+	}
+	if text := os.Getenv("BENCH_PROFILE"); text != "" {
+		on := text != "0" && text != "false"
+		s.Profile = &on
 	}
 	return nil
 }
@@ -108,6 +127,13 @@ func (s Settings) withDefaults() (Settings, error) {
 	}
 	if s.Reps == 0 {
 		s.Reps = DefaultReps
+		if len(s.Sweep) > 0 {
+			s.Reps = 1
+		}
+	}
+	if s.Profile == nil {
+		on := !s.Smoke
+		s.Profile = &on
 	}
 	if s.Log == nil {
 		s.Log = io.Discard
@@ -131,6 +157,14 @@ func (s Settings) withDefaults() (Settings, error) {
 	return s, nil
 }
 
+// qScale is what scenario Q's run times are scaled by.
+func (s Settings) qScale() float64 {
+	if s.Smoke {
+		return qSmokeScale
+	}
+	return qDefaultScale
+}
+
 // Command is the command line that repeats a run with these settings.
 func (s Settings) Command() string {
 	target := "make bench"
@@ -145,10 +179,17 @@ func (s Settings) Command() string {
 		if s.Pods != DefaultPods {
 			vars = append(vars, fmt.Sprintf("BENCH_PODS=%d", s.Pods))
 		}
-		if s.Reps != DefaultReps {
+		defaultReps := DefaultReps
+		if len(s.Sweep) > 0 {
+			defaultReps = 1
+		}
+		if s.Reps != defaultReps {
 			vars = append(vars, fmt.Sprintf("BENCH_REPS=%d", s.Reps))
 		}
-		if len(s.Sweep) > 0 {
+		switch {
+		case slices.Equal(s.Sweep, DefaultSweep):
+			vars = append(vars, "BENCH_SWEEP=1")
+		case len(s.Sweep) > 0:
 			counts := make([]string, len(s.Sweep))
 			for i, n := range s.Sweep {
 				counts[i] = strconv.Itoa(n)

@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"math"
+	"time"
+)
+
+// The estimate's model of a run at 1000 nodes, from runs of 3000 and 5000 pods per scenario on a
+// 2-core machine shared with other tests (about 1.3 times slower than when it had both cores to
+// itself, which is what the model assumes); see Estimate. Drain times are averages over the four
+// configurations.
+const (
+	// estimateBuild is checking (and, if needed, rebuilding) the binaries.
+	estimateBuild = 20 * time.Second
+	// estimateClusterStart is starting a control plane (or, in a smoke run, emptying it);
+	// estimateNodeCreate creating one node.
+	estimateClusterStart = 4500 * time.Millisecond
+	estimateNodeCreate   = time.Millisecond
+	// estimateRunOverhead is the rest of a run's fixed cost (recorder, settle); estimatePodCreate
+	// creating one pod of the backlog.
+	estimateRunOverhead = 1500 * time.Millisecond
+	estimatePodCreate   = 1300 * time.Microsecond
+)
+
+// estimateDrainPer1000 is the mean drain time (scheduler start included) per 1000 measured pods
+// of each scenario at 1000 nodes, over the four configurations. B1's scheduler alone takes tens
+// of seconds to start on a backlog of gangs.
+var estimateDrainPer1000 = map[string]time.Duration{
+	"P":   4000 * time.Millisecond,
+	"G8":  5500 * time.Millisecond,
+	"G64": 5800 * time.Millisecond,
+	"GI":  14 * time.Second,
+}
+
+// Estimate forecasts how long a run with these settings takes on a machine like the reference
+// (2 cores), with configs configurations and the given scenarios. It is rough (±30 %): drains
+// depend on the scheduler being measured, which is the point of the benchmark.
+func Estimate(s Settings, configs int, scenarios []*Scenario) time.Duration {
+	s, err := s.withDefaults()
+	if err != nil {
+		return 0
+	}
+	counts := []int{s.Nodes}
+	if len(s.Sweep) > 0 {
+		counts = s.Sweep
+	}
+	total := estimateBuild
+	for _, nodes := range counts {
+		// Scheduling a pod costs more on more nodes, less than in proportion (the scheduler
+		// scores a share of the feasible nodes that shrinks as clusters grow).
+		scale := math.Sqrt(float64(nodes) / 1000)
+		for _, sc := range scenarios {
+			if sc.Skip != "" {
+				continue
+			}
+			size := workloadSize{pods: s.Pods, nodes: nodes, gpus: estimateGPUs(nodes), qScale: s.qScale()}
+			w := newWorkload(sc, "estimate", size)
+			run := estimateRunOverhead + time.Duration(len(w.pods))*estimatePodCreate
+			if s.Smoke {
+				// One control plane per configuration, emptied between runs: about as long as
+				// creating the pods.
+				run += time.Duration(len(w.pods)) * estimatePodCreate
+			} else {
+				run += estimateClusterStart + time.Duration(nodes)*estimateNodeCreate
+			}
+			if sc.Queues {
+				// The lower bound of the makespan, plus what the schedulers lose to it.
+				var gpuSeconds float64
+				for _, p := range w.pods {
+					gpuSeconds += p.run.Seconds()
+				}
+				run += time.Duration(1.4*gpuSeconds/float64(max(size.gpus, 1))*float64(time.Second)) + time.Second
+			} else {
+				run += time.Duration(float64(estimateDrainPer1000[sc.Name]) * float64(w.measured()) / 1000 * scale)
+			}
+			total += time.Duration(configs*s.Reps) * run
+		}
+	}
+	if s.Smoke {
+		// The configurations run in parallel, on 2 cores.
+		total = estimateBuild + (total-estimateBuild)*2/time.Duration(max(configs, 2))
+	}
+	return total
+}
+
+// estimateGPUs is the GPU pool of a cluster of nodes nodes (cluster.go's GPU nodes).
+func estimateGPUs(nodes int) int {
+	return (nodes + gpuNodeEvery - 1) / gpuNodeEvery * gpusPerNode
+}

@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// profileChunk is the length of each CPU profile taken while a run drains. pprof's profile
+// endpoint answers only at the end of its period, so the driver takes consecutive short ones
+// and `go tool pprof` merges them.
+const profileChunk = 3 * time.Second
+
+// profiler takes consecutive CPU profiles of a scheduler from its /debug/pprof/profile (served
+// on the secure port when the configuration's enableProfiling is true, its default) until
+// stopped.
+type profiler struct {
+	dir, prefix string
+	files       []string
+	err         error
+	stop        chan struct{}
+	done        chan struct{}
+}
+
+// startProfiler starts profiling the cluster's scheduler, writing dir/prefix-N.pb.gz.
+func startProfiler(ctx context.Context, b *benchCluster, dir, prefix string) (*profiler, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	config := rest.CopyConfig(b.Config)
+	config.Host = fmt.Sprintf("https://127.0.0.1:%d", b.Port(localcluster.Scheduler))
+	// The scheduler serves with a self-signed certificate; the client still authenticates with
+	// the admin certificate, which the scheduler authorizes through the apiserver.
+	config.CAData = nil
+	config.Insecure = true
+	config.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	config.Timeout = profileChunk + 30*time.Second
+	client, err := rest.UnversionedRESTClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	p := &profiler{dir: dir, prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+			data, err := client.Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", strconv.Itoa(int(profileChunk.Seconds()))).DoRaw(ctx)
+			if err != nil {
+				p.err = fmt.Errorf("fetching the scheduler's CPU profile: %w", err)
+				return
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-%d.pb.gz", prefix, i))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				p.err = err
+				return
+			}
+			p.files = append(p.files, path)
+		}
+	}()
+	return p, nil
+}
+
+// finish waits for the profile being taken and returns the files.
+func (p *profiler) finish() ([]string, error) {
+	close(p.stop)
+	<-p.done
+	return p.files, p.err
+}
+
+// ProfileSummary is where a scheduler's CPU time went in one run, from `go tool pprof -top` of
+// the profiles taken while it drained.
+type ProfileSummary struct {
+	Configuration string `json:"configuration"`
+	Scenario      string `json:"scenario"`
+	Rep           int    `json:"rep"`
+	// Files are the raw profiles and the pprof reports, relative to the run's folder.
+	Files []string `json:"files"`
+	// SampledSeconds is the CPU time the profiles sampled; WallSeconds how long they ran.
+	SampledSeconds float64 `json:"sampledSeconds"`
+	WallSeconds    float64 `json:"wallSeconds"`
+	// Phases are the cumulative shares of the scheduler's main parts (profilePhases).
+	Phases []ProfileEntry `json:"phases"`
+	// TopFlat are the functions that spent the most CPU themselves.
+	TopFlat []ProfileEntry `json:"topFlat"`
+	// Tephra are Tephra's own functions with the most CPU below them.
+	Tephra []ProfileEntry `json:"tephra"`
+	// Error says why there is no analysis (e.g. no go tool).
+	Error string `json:"error,omitempty"`
+}
+
+// ProfileEntry is a function (or a phase) and its share of the sampled CPU time.
+type ProfileEntry struct {
+	Name string  `json:"name"`
+	Flat float64 `json:"flat,omitempty"`
+	Cum  float64 `json:"cum"`
+}
+
+// Names of the summary's parts that the report refers to.
+const (
+	tephraPhase = "Tephra's plugins (samples with a Tephra frame)"
+	gcPhase     = "garbage collection (background marking)"
+	nodesPhase  = "nodes checked in parallel (filters and scores)"
+)
+
+// profilePhases are parts of kube-scheduler (and of a Go program) whose cumulative CPU the
+// summary reports: each is the largest cumulative share among the functions whose names contain
+// one of the patterns.
+var profilePhases = []struct {
+	name     string
+	patterns []string
+}{
+	{"scheduling cycles, serial part (ScheduleOne)", []string{"scheduler.(*Scheduler).ScheduleOne"}},
+	{"· PreFilter plugins", []string{"(*frameworkImpl).RunPreFilterPlugins"}},
+	{"· Reserve plugins", []string{"(*frameworkImpl).RunReservePluginsReserve"}},
+	{"· PostFilter (preemption, gang release)", []string{"(*frameworkImpl).RunPostFilterPlugins"}},
+	{nodesPhase, []string{"workqueue.ParallelizeUntil.func1"}},
+	{"· Filter plugins", []string{"(*Scheduler).findNodesThatPassFilters"}},
+	{"· Score plugins", []string{"(*frameworkImpl).RunScorePlugins"}},
+	{"binding cycles (Permit wait, bind, events)", []string{"(*Scheduler).bindingCycle", "(*Scheduler).runBindingCycle"}},
+	{"scheduling queue (pop, requeue on events)", []string{"(*PriorityQueue).Pop", "(*PriorityQueue).MoveAllToActiveOrBackoffQueue", "(*PriorityQueue).movePodsToActiveOrBackoffQueue", "(*PriorityQueue).flushUnschedulablePodsLeftover", "(*PriorityQueue).flushBackoffQCompleted"}},
+	{"informer event handlers", []string{"(*processorListener).run"}},
+	{"watch decoding", []string{"(*Reflector).watch", "(*StreamWatcher).receive"}},
+	{"event recording", []string{"(*eventBroadcasterImpl)", "(*recorderImpl)"}},
+	{gcPhase, []string{"runtime.gcBgMarkWorker"}},
+	{"memory allocation", []string{"runtime.mallocgc"}},
+}
+
+// analyzeProfiles runs `go tool pprof -top` on the profiles (merged), writes its reports beside
+// them and summarizes them. runDir is the run's folder, which Files are relative to.
+func analyzeProfiles(ctx context.Context, runDir string, files []string, wall time.Duration, summary *ProfileSummary) {
+	summary.WallSeconds = wall.Seconds()
+	for _, f := range files {
+		if rel, err := filepath.Rel(runDir, f); err == nil {
+			summary.Files = append(summary.Files, rel)
+		}
+	}
+	if len(files) == 0 {
+		summary.Error = "no profile was taken"
+		return
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(files[0], ".pb.gz"), "-0")
+	pprof := func(out string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof"}, args...), files...)...)
+		data, err := cmd.Output()
+		if err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				err = fmt.Errorf("%w: %s", err, exit.Stderr)
+			}
+			return "", fmt.Errorf("go tool pprof: %w", err)
+		}
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			return "", err
+		}
+		if rel, err := filepath.Rel(runDir, out); err == nil {
+			summary.Files = append(summary.Files, rel)
+		}
+		return string(data), nil
+	}
+	flat, err := pprof(base+"-top.txt", "-top", "-nodecount=60")
+	if err != nil {
+		summary.Error = err.Error()
+		return
+	}
+	cum, err := pprof(base+"-top-cum.txt", "-top", "-cum", "-nodecount=600")
+	if err != nil {
+		summary.Error = err.Error()
+		return
+	}
+	// Every node of the samples with a Tephra frame on their stack: their flat times add up to
+	// the share of the CPU spent in or below Tephra's code.
+	tephra, err := pprof(base+"-top-tephra.txt", "-top", "-focus=github.com/tephra-dev/tephra/", "-nodecount=100000")
+	if err != nil {
+		summary.Error = err.Error()
+		return
+	}
+	flatEntries, total := parsePprofTop(flat)
+	cumEntries, _ := parsePprofTop(cum)
+	tephraEntries, _ := parsePprofTop(tephra)
+	summary.SampledSeconds = total
+	var tephraShare float64
+	for _, e := range tephraEntries {
+		tephraShare += e.Flat
+	}
+	summary.Phases = append(summary.Phases, ProfileEntry{Name: tephraPhase, Cum: tephraShare})
+	summary.TopFlat = flatEntries[:min(len(flatEntries), 12)]
+	for _, phase := range profilePhases {
+		var best float64
+		found := false
+		for _, e := range cumEntries {
+			for _, pattern := range phase.patterns {
+				if strings.Contains(e.Name, pattern) && e.Cum >= best {
+					best, found = e.Cum, true
+				}
+			}
+		}
+		if found {
+			summary.Phases = append(summary.Phases, ProfileEntry{Name: phase.name, Cum: best})
+		}
+	}
+	for _, e := range cumEntries {
+		if strings.Contains(e.Name, "github.com/tephra-dev/tephra/") && e.Cum >= 0.5 {
+			summary.Tephra = append(summary.Tephra, e)
+		}
+	}
+	slices.SortStableFunc(summary.Tephra, func(a, b ProfileEntry) int { return compareDesc(a.Cum, b.Cum) })
+	summary.Tephra = summary.Tephra[:min(len(summary.Tephra), 12)]
+}
+
+func compareDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// parsePprofTop reads `go tool pprof -top` output: the entries (shares in percent of the total)
+// and the total sampled CPU in seconds.
+func parsePprofTop(text string) (entries []ProfileEntry, totalSeconds float64) {
+	scanner := bufio.NewScanner(strings.NewReader(text))
+	scanner.Buffer(make([]byte, 1<<16), 1<<20)
+	header := false
+	for scanner.Scan() {
+		line := scanner.Text()
+		// "Showing nodes accounting for 12.34s, 85.00% of 14.52s total"
+		if _, rest, ok := strings.Cut(line, "% of "); ok && strings.HasSuffix(line, " total") {
+			if d, err := parsePprofDuration(strings.TrimSuffix(rest, " total")); err == nil {
+				totalSeconds = d
+			}
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && fields[0] == "flat" && fields[1] == "flat%" {
+			header = true
+			continue
+		}
+		if !header || len(fields) < 6 {
+			continue
+		}
+		flat, err1 := strconv.ParseFloat(strings.TrimSuffix(fields[1], "%"), 64)
+		cum, err2 := strconv.ParseFloat(strings.TrimSuffix(fields[4], "%"), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		entries = append(entries, ProfileEntry{Name: strings.Join(fields[5:], " "), Flat: flat, Cum: cum})
+	}
+	return entries, totalSeconds
+}
+
+// parsePprofDuration reads pprof's durations: "14.52s", "850ms", "1.20mins", "2.5hrs".
+func parsePprofDuration(text string) (float64, error) {
+	text = strings.TrimSpace(text)
+	for _, unit := range []struct {
+		suffix string
+		scale  float64
+	}{{"mins", 60}, {"hrs", 3600}, {"ms", 1e-3}, {"us", 1e-6}, {"µs", 1e-6}, {"ns", 1e-9}, {"s", 1}} {
+		if number, ok := strings.CutSuffix(text, unit.suffix); ok {
+			v, err := strconv.ParseFloat(number, 64)
+			return v * unit.scale, err
+		}
+	}
+	return 0, fmt.Errorf("unknown duration %q", text)
+}
