@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // mutatingVerbs are the verbs of apiserver_request_total that write: the POST, PUT, PATCH
@@ -25,7 +28,34 @@ func (b *benchCluster) mutatingRequests(ctx context.Context) (float64, error) {
 // sumMutatingRequests sums, in Prometheus text format, the samples of apiserver_request_total
 // whose verb label is a mutating verb.
 func sumMutatingRequests(text string) (float64, error) {
-	const name = "apiserver_request_total{"
+	return sumSamples(text, "apiserver_request_total", func(labels string) bool {
+		return mutatingVerbs[labelValue(labels, "verb")]
+	})
+}
+
+// schedulingAttempts reads the scheduler's /metrics, keeps them in the cluster's folder
+// (scheduler-metrics.txt: batching, plugin and queue metrics for a closer look) and sums
+// scheduler_schedule_attempts_total over its results (scheduled, unschedulable, error): every
+// scheduling cycle, so attempts per pod bound tell how often pods were tried again.
+func (b *benchCluster) schedulingAttempts(ctx context.Context) (float64, error) {
+	client, err := b.schedulerClient(30 * time.Second)
+	if err != nil {
+		return 0, err
+	}
+	data, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the scheduler's /metrics: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(b.Dir(), "scheduler-metrics.txt"), data, 0o644); err != nil {
+		return 0, err
+	}
+	return sumSamples(string(data), "scheduler_schedule_attempts_total", func(string) bool { return true })
+}
+
+// sumSamples sums, in Prometheus text format, the samples of a labelled metric whose labels keep
+// accepts.
+func sumSamples(text, metric string, keep func(labels string) bool) (float64, error) {
+	name := metric + "{"
 	var sum float64
 	found := false
 	for line := range strings.SplitSeq(text, "\n") {
@@ -38,7 +68,7 @@ func sumMutatingRequests(text string) (float64, error) {
 		if end < 0 {
 			return 0, fmt.Errorf("malformed sample %q", line)
 		}
-		if !mutatingVerbs[labelValue(rest[:end], "verb")] {
+		if !keep(rest[:end]) {
 			continue
 		}
 		fields := strings.Fields(rest[end+1:])
@@ -52,7 +82,7 @@ func sumMutatingRequests(text string) (float64, error) {
 		sum += v
 	}
 	if !found {
-		return 0, fmt.Errorf("no apiserver_request_total in the apiserver's metrics")
+		return 0, fmt.Errorf("no %s in the metrics", metric)
 	}
 	return sum, nil
 }

@@ -71,6 +71,17 @@ func TestProcParsing(t *testing.T) {
 	assert.Positive(t, stats.PeakRSSBytes)
 }
 
+func TestRunOrderPutsEveryConfigurationInEveryPosition(t *testing.T) {
+	assert.Equal(t, []int{0, 1, 2, 3}, runOrder(4, 0))
+	assert.Equal(t, []int{1, 2, 3, 0}, runOrder(4, 1))
+	assert.Equal(t, []int{3, 0, 1, 2}, runOrder(4, 7))
+	first := map[int]bool{}
+	for shift := range 4 {
+		first[runOrder(4, shift)[0]] = true
+	}
+	assert.Len(t, first, 4, "over four repetitions each configuration runs first once")
+}
+
 func TestSumMutatingRequests(t *testing.T) {
 	text := `# HELP apiserver_request_total [STABLE] Counter of apiserver requests.
 # TYPE apiserver_request_total counter
@@ -428,6 +439,7 @@ func syntheticResults() *Results {
 					LatencySeconds: &Quantiles{P50: 1, P99: 2}, MutatingRequestsPerPod: 2}
 				if c != "L" {
 					r.SchedulerCPUSecondsPer1000Pods, r.SchedulerPeakRSSMiB = ptr.To(1.5), ptr.To(80.0)
+					r.SchedulingAttemptsPerPod = ptr.To(1.25)
 				}
 				if sc == "G8" {
 					r.Gangs, r.GangsWhole, r.GangWholeSeconds = 37, 37, &Quantiles{P50: 0.5, P99: 0.9}
@@ -460,8 +472,10 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, "150 (100–200)", c[1], "median of the repetitions and their range")
 	assert.Equal(t, "0.50×", c[4], "against B0")
 	assert.Equal(t, "0.25×", c[5], "against L")
-	assert.Equal(t, "1.50", c[12])
+	assert.Equal(t, "1.25", c[12], "scheduling attempts per pod")
+	assert.Equal(t, "1.50", c[13])
 	assert.Equal(t, "–", rows[0][12], "L has no scheduler")
+	assert.Equal(t, "–", rows[0][13], "L has no scheduler")
 	assert.Contains(t, rows[2][1], "unavailable")
 
 	md := Markdown(res, nil, "benchmarks")

@@ -40,15 +40,7 @@ func startProfiler(ctx context.Context, b *benchCluster, dir, prefix string) (*p
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	config := rest.CopyConfig(b.Config)
-	config.Host = fmt.Sprintf("https://127.0.0.1:%d", b.Port(localcluster.Scheduler))
-	// The scheduler serves with a self-signed certificate; the client still authenticates with
-	// the admin certificate, which the scheduler authorizes through the apiserver.
-	config.CAData = nil
-	config.Insecure = true
-	config.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	config.Timeout = profileChunk + 30*time.Second
-	client, err := rest.UnversionedRESTClientFor(config)
+	client, err := b.schedulerClient(profileChunk + 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +70,19 @@ func startProfiler(ctx context.Context, b *benchCluster, dir, prefix string) (*p
 		}
 	}()
 	return p, nil
+}
+
+// schedulerClient is a client of the scheduler's secure port (pprof, metrics). The scheduler
+// serves with a self-signed certificate; the client still authenticates with the admin
+// certificate, which the scheduler authorizes through the apiserver.
+func (b *benchCluster) schedulerClient(timeout time.Duration) (*rest.RESTClient, error) {
+	config := rest.CopyConfig(b.Config)
+	config.Host = fmt.Sprintf("https://127.0.0.1:%d", b.Port(localcluster.Scheduler))
+	config.CAData = nil
+	config.Insecure = true
+	config.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	config.Timeout = timeout
+	return rest.UnversionedRESTClientFor(config)
 }
 
 // finish waits for the profile being taken and returns the files.

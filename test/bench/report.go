@@ -24,12 +24,12 @@ type summary struct {
 	peakPartial                              float64
 	cpuPer1000, peakRSS                      float64
 	schedStart                               float64
-	mutatingPerPod                           float64
+	mutatingPerPod, attemptsPerPod           float64
 }
 
 func summarize(res *Results, config, scenario string, nodes int) summary {
 	var s summary
-	var thr, p50, p99, lat50, lat99, gang50, gang99, partial, cpu, rss, mut, start []float64
+	var thr, p50, p99, lat50, lat99, gang50, gang99, partial, cpu, rss, mut, start, attempts []float64
 	for _, r := range res.runs(config, scenario, nodes) {
 		if ok, why := r.complete(); !ok {
 			s.failed++
@@ -56,6 +56,9 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 			rss = append(rss, *r.SchedulerPeakRSSMiB)
 		}
 		mut = append(mut, r.MutatingRequestsPerPod)
+		if r.SchedulingAttemptsPerPod != nil {
+			attempts = append(attempts, *r.SchedulingAttemptsPerPod)
+		}
 		if r.Timings.SchedulerStartSeconds > 0 {
 			start = append(start, r.Timings.SchedulerStartSeconds)
 		}
@@ -65,7 +68,7 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 	s.latencyP50, s.latencyP99 = median(lat50), median(lat99)
 	s.gangP50, s.gangP99 = median(gang50), median(gang99)
 	s.peakPartial, s.cpuPer1000, s.peakRSS = median(partial), median(cpu), median(rss)
-	s.mutatingPerPod = median(mut)
+	s.mutatingPerPod, s.attemptsPerPod = median(mut), median(attempts)
 	s.schedStart = median(start)
 	return s
 }
@@ -90,7 +93,7 @@ func num(format string, v float64) string {
 func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "pods/s", "1-s p50", "1-s p99", "vs B0", "vs L",
 		"create→bind p50", "p99", "gang whole p50", "p99", "peak pods in partial gangs",
-		"sched start", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
+		"sched start", "sched attempts/pod", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
 	b0 := summarize(res, "B0", sc.Name, nodes)
 	l := summarize(res, "L", sc.Name, nodes)
 	for _, c := range res.Configurations {
@@ -120,7 +123,7 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 			ratio(s.throughput, b0.throughput), ratio(s.throughput, l.throughput),
 			num("%.2f s", s.latencyP50), num("%.2f s", s.latencyP99),
 			num("%.2f s", s.gangP50), num("%.2f s", s.gangP99),
-			num("%.0f", s.peakPartial), num("%.1f s", s.schedStart),
+			num("%.0f", s.peakPartial), num("%.1f s", s.schedStart), num("%.2f", s.attemptsPerPod),
 			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
 		})
 	}
@@ -320,7 +323,7 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"The simulated nodes (8 CPUs, 32Gi, 110 pods each; every 40th also has 4 GPUs) are created Ready, and nothing keeps them so: " +
 		"no kubelet, kwok, heartbeat or lease competes with the scheduler, and bound pods stay Pending (but in Q, below). " +
 		"The scheduler runs as its own process at --v=1 (logs to a file), with the shipped configuration's client QPS and burst and no leader election, " +
-		"started once the run's backlog exists. Runs are interleaved: for each repetition and scenario, L B0 B1 C in turn. " +
+		"started once the run's backlog exists. Runs are interleaved: for each repetition and scenario, every configuration in turn, the order rotated by one from one to the next (L B0 B1 C, then B0 B1 C L, ...) so that none always runs first, or after the same one. " +
 		"(A fresh control plane with its nodes takes about 5 s to start; emptying one of a scenario's pods and events took longer.)\n\n")
 	b.WriteString("Configurations:\n\n")
 	for _, c := range res.Configurations {
@@ -344,7 +347,8 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"**1-s p50, p99**: quantiles of the pods bound in each second.\n")
 	b.WriteString("- **create→bind**: from the driver seeing a pod created to seeing it bound; in a backlog this is mostly queueing time, " +
 		"and it includes the scheduler's start (which L does not have); **sched start**: from starting the scheduler process to its /readyz, " +
-		"with the backlog already there.\n")
+		"with the backlog already there; **sched attempts/pod**: the scheduler's scheduling cycles (scheduler_schedule_attempts_total) per pod bound, " +
+		"1.00 when every pod is placed at its first try.\n")
 	b.WriteString("- **gang whole**: from a gang's first member created to its last member bound.\n")
 	b.WriteString("- **peak pods in partial gangs**: the most pods bound at one time in gangs not yet whole (for B0 and L, the gangs they do not know of).\n")
 	b.WriteString("- **sched CPU s/1000 pods**: user+system time of the scheduler process over its life, per 1000 pods it bound; " +

@@ -87,6 +87,9 @@ type RunResult struct {
 	SchedulerCPUSecondsPer1000Pods *float64 `json:"schedulerCPUSecondsPer1000Pods,omitempty"`
 	// SchedulerPeakRSSMiB is the scheduler's VmHWM; nil for L.
 	SchedulerPeakRSSMiB *float64 `json:"schedulerPeakRSSMiB,omitempty"`
+	// SchedulingAttemptsPerPod is the scheduler's scheduling cycles (scheduler_schedule_attempts_total,
+	// every result) per pod bound; 1 means every pod was placed at its first try. Nil for L.
+	SchedulingAttemptsPerPod *float64 `json:"schedulingAttemptsPerPod,omitempty"`
 	// MutatingRequestsPerPod is the apiserver's mutating requests (POST, PUT, PATCH, DELETE,
 	// APPLY, DELETECOLLECTION) while the backlog drained, per pod bound. In Q they include the
 	// simulated kubelet's two status writes per pod.

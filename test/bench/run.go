@@ -37,8 +37,8 @@ func drainTimeout(pods int) time.Duration {
 // Run runs the benchmark. Every configuration's runs go into the results, failed or not (see
 // Results.Failures); err is set when the benchmark could not run at all.
 //
-// Runs are interleaved: for each repetition, for each scenario, each configuration in turn
-// (L B0 B1 C L B0 B1 C ...). Every run gets a fresh control plane with the simulated nodes
+// Runs are interleaved: for each repetition, for each scenario, each configuration in turn, the
+// order rotated by one from one repetition (and scenario) to the next (runOrder). Every run gets a fresh control plane with the simulated nodes
 // (cluster.go) and a fresh scheduler process (or L's binder), started on a backlog of pods.
 func Run(ctx context.Context, s Settings) (*Results, error) {
 	s, err := s.withDefaults()
@@ -98,8 +98,8 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 	}
 	for _, nodes := range nodeCounts {
 		for rep := 1; rep <= s.Reps; rep++ {
-			for _, sc := range res.Scenarios {
-				for i := range res.Configurations {
+			for si, sc := range res.Scenarios {
+				for _, i := range runOrder(len(res.Configurations), rep-1+si) {
 					if ctx.Err() != nil {
 						return res, ctx.Err()
 					}
@@ -117,6 +117,18 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 	res.Finished = time.Now()
 	fmt.Fprintf(s.Log, "\nbenchmark done in %v (estimated %.0f min)\n", res.Finished.Sub(res.Started).Round(time.Second), res.EstimatedMinutes)
 	return res, res.writeOutputs(runDir, ".")
+}
+
+// runOrder is the order of n configurations in one repetition of one scenario: rotated by shift,
+// so that over the repetitions each configuration runs in each position (L B0 B1 C, then B0 B1 C
+// L, ...) and none always follows the same one onto a machine still busy with its predecessor's
+// teardown.
+func runOrder(n, shift int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (i + shift) % n
+	}
+	return order
 }
 
 // driver runs configurations and scenarios and collects their results.
@@ -383,6 +395,11 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		}
 		run.SchedulerCPUSecondsPer1000Pods = ptr.To(stats.CPUSeconds / float64(max(o.bound, 1)) * 1000)
 		run.SchedulerPeakRSSMiB = ptr.To(float64(stats.PeakRSSBytes) / (1 << 20))
+		attempts, err := b.schedulingAttempts(ctx)
+		if err != nil {
+			return err
+		}
+		run.SchedulingAttemptsPerPod = ptr.To(attempts / float64(max(o.bound, 1)))
 	}
 	after, err := b.mutatingRequests(ctx)
 	if err != nil {
