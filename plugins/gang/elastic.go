@@ -14,7 +14,7 @@ func (g *Gang) pendingMinimum(self groupKey) string {
 		if err != nil {
 			continue
 		}
-		count := g.countMembers(key, nil)
+		count := g.countMembers(key, pg, nil)
 		if count.placedMeets(pg) || count.shortOf(pg) != "" {
 			// Placed meanwhile, or lost members: it no longer holds anybody back.
 			g.groups.with(key, func(s *groupState) { s.wantsMinimum = false })

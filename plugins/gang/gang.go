@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,16 @@ type Gang struct {
 	shares    *jobShares
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
+	// memberAdded is the last answer of isSchedulableAfterMemberAdded. The scheduling queue asks
+	// once per queued member of the added pod's group; the answer depends on the group and the
+	// added pod only, so a gang of n created while the scheduler runs costs O(n²), not O(n³).
+	memberAdded struct {
+		sync.Mutex
+		group groupKey
+		pod   types.UID
+		rv    string
+		hint  fwk.QueueingHint
+	}
 }
 
 var (
@@ -144,8 +155,9 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		return fwk.AsStatus(err)
 	}
 	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
-	count := g.countMembers(key, pod)
+	count := g.countMembers(key, pg, pod)
 	if short := count.shortOf(pg); short != "" {
+		g.groups.with(key, func(s *groupState) { s.minimumQueued = false })
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
 	}
 	if !count.placedMeets(pg) {
@@ -238,7 +250,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if placed > 0 {
 		return g.onReserved(key), nil
 	}
-	count := g.countMembers(key, nil)
+	count := g.countMembers(key, pg, nil)
 	if count.placedMeets(pg) {
 		// The minimum runs: this member is elastic. It waits while a minimum elsewhere may
 		// still take the capacity.
@@ -300,7 +312,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	count := g.countMembers(key, nil)
+	count := g.countMembers(key, pg, nil)
 	if count.placed >= int(pg.Spec.MinMember) {
 		// The minimum is placed; this member is extra and simply waits for room.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -345,7 +357,7 @@ func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if err != nil {
 		return
 	}
-	count := g.countMembers(key, nil)
+	count := g.countMembers(key, pg, nil)
 	if count.bound >= int(pg.Spec.MinMember) {
 		return // the gang runs; this member retries on its own
 	}
@@ -369,7 +381,7 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 	if err != nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err)), 0
 	}
-	count := g.countMembers(key, nil)
+	count := g.countMembers(key, pg, nil)
 	if count.placedMeets(pg) {
 		var allowed []types.UID
 		g.groups.with(key, func(s *groupState) {
@@ -458,7 +470,11 @@ func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 
 // isSchedulableAfterMemberAdded queues a group's pods when the added member completes the
 // group's minimum (or a task's). Members added before that cannot help, nor can members beyond
-// it: queueing on every addition would retry a big group's pods once per member.
+// it: queueing on every addition would retry a big group's pods once per member. An addition
+// completes the minimum when the count reaches it exactly (a replacement of a lost member), or
+// when it is the first seen with the minimum present since a member found it short: the
+// informer's store may already hold pods whose additions the queue has not seen yet, so the exact
+// count can be passed unseen.
 func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	added, ok := newObj.(*corev1.Pod)
 	if !ok {
@@ -469,19 +485,34 @@ func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod
 	if !ok || !ok2 || mine != theirs {
 		return fwk.QueueSkip, nil
 	}
-	pg, err := g.podGroups.PodGroups(mine.namespace).Get(mine.name)
+	memo := &g.memberAdded
+	memo.Lock()
+	defer memo.Unlock()
+	if memo.group == mine && memo.pod == added.UID && memo.rv == added.ResourceVersion {
+		return memo.hint, nil
+	}
+	hint := g.memberAddedHint(mine, added)
+	memo.group, memo.pod, memo.rv, memo.hint = mine, added.UID, added.ResourceVersion, hint
+	return hint, nil
+}
+
+// memberAddedHint decides isSchedulableAfterMemberAdded for one added member of group key.
+func (g *Gang) memberAddedHint(key groupKey, added *corev1.Pod) fwk.QueueingHint {
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	if err != nil {
-		return fwk.QueueSkip, nil // the PodGroup's own creation will queue the pod
+		return fwk.QueueSkip // the PodGroup's own creation will queue the pod
 	}
-	count := g.countMembers(mine, added)
+	count := g.countMembers(key, pg, added)
 	if count.shortOf(pg) != "" {
-		return fwk.QueueSkip, nil
+		return fwk.QueueSkip
 	}
+	first := false
+	g.groups.with(key, func(s *groupState) { first, s.minimumQueued = !s.minimumQueued, true })
 	task := v1alpha1.TaskOf(added)
-	if count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
-		return fwk.Queue, nil
+	if first || count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
+		return fwk.Queue
 	}
-	return fwk.QueueSkip, nil
+	return fwk.QueueSkip
 }
 
 func (g *Gang) isSchedulableAfterPodDeleted(logger klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {

@@ -397,6 +397,35 @@ func TestMemberAddedQueuesTheGroupOnlyWhenItCompletesTheMinimum(t *testing.T) {
 	assert.Equal(t, fwk.QueueSkip, hint(f.member(t, "other", "other-job", "")), "another group's member")
 }
 
+// The informer's store can be ahead of the queue's events: when the queue sees the addition that
+// completed the minimum, more members may already be there. The first addition seen with the
+// minimum present still queues the group, for every waiting member; later ones do not.
+func TestMemberAddedQueuesTheGroupWhenTheStoreIsAheadOfTheEvents(t *testing.T) {
+	f := newFixture(t)
+	pg := f.group(t, "job", 3, nil, f.now)
+	w1, w2 := f.member(t, "w1", "job", ""), f.member(t, "w2", "job", "")
+	status := f.gang.PreEnqueue(context.Background(), w1)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "2 of 3: the member is gated")
+	w3 := f.member(t, "w3", "job", "")
+	w4 := f.member(t, "w4", "job", "") // in the store before the queue hears of w3
+	hint := func(waiting, added *corev1.Pod) fwk.QueueingHint {
+		h, err := f.gang.isSchedulableAfterMemberAdded(klog.Background(), waiting, nil, added)
+		require.NoError(t, err)
+		return h
+	}
+	assert.Equal(t, fwk.Queue, hint(w1, w3), "w3's addition is the first seen with the minimum present")
+	assert.Equal(t, fwk.Queue, hint(w2, w3), "the same event queues every waiting member")
+	assert.Equal(t, fwk.QueueSkip, hint(w1, w4), "w4 comes after the minimum was queued")
+
+	// A member lost: the group is short again, and the next completion queues it again.
+	require.NoError(t, f.pods.Delete(w3))
+	require.NoError(t, f.pods.Delete(w4))
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.PreEnqueue(context.Background(), w1).Code())
+	w5 := f.member(t, "w5", "job", "")
+	f.member(t, "w6", "job", "")
+	assert.Equal(t, fwk.Queue, hint(w1, w5), "pod group %s complete again", pg.Name)
+}
+
 func TestSignPodBatchesOnlyPodsWithoutAGroup(t *testing.T) {
 	f := newFixture(t)
 	fragments, status := f.gang.SignPod(context.Background(), f.member(t, "plain", "", ""))

@@ -23,33 +23,43 @@ type memberCount struct {
 	placedByTask map[string]int
 	// bound counts members bound to a node.
 	bound int
-	// unplaced are the live members neither bound nor assumed.
-	unplaced []*corev1.Pod
-	// placedRequests sums the requests of the placed members.
-	placedRequests corev1.ResourceList
+	// unplaced are the live members neither bound nor assumed, and placedPods the others.
+	// Requests are read from them only when needed (minimumStillNeeded): Permit, which counts a
+	// big gang once per member, must not sum every member's requests each time.
+	unplaced, placedPods []*corev1.Pod
 }
 
-// countMembers counts a group's members from the scheduler's pod informer (which holds no ended
-// pods) and the plugin's assumed set. extra is counted too if the informer does not show it yet.
-func (g *Gang) countMembers(key groupKey, extra *corev1.Pod) memberCount {
+// countMembers counts the members of group key (whose PodGroup is pg) from the scheduler's pod
+// informer (which holds no ended pods) and the plugin's assumed set. extra is counted too if the
+// informer does not show it yet. Members are counted by task only when pg has task minimums.
+func (g *Gang) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
-	c := memberCount{existingByTask: map[string]int{}, placedByTask: map[string]int{}, placedRequests: corev1.ResourceList{}}
+	byTask := len(pg.Spec.MinTaskMember) > 0
+	c := memberCount{}
+	if byTask {
+		c.existingByTask, c.placedByTask = map[string]int{}, map[string]int{}
+	}
 	// Counted under the group's lock: binding cycles change its assumed set meanwhile.
 	g.groups.with(key, func(s *groupState) {
 		add := func(pod *corev1.Pod) {
 			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 				return
 			}
-			task := v1alpha1.TaskOf(pod)
+			var task string
+			if byTask {
+				task = v1alpha1.TaskOf(pod)
+				c.existingByTask[task]++
+			}
 			c.existing++
-			c.existingByTask[task]++
 			if pod.Spec.NodeName != "" {
 				c.bound++
 			}
 			if _, assumed := s.assumed[pod.UID]; pod.Spec.NodeName != "" || assumed {
 				c.placed++
-				c.placedByTask[task]++
-				addTo(c.placedRequests, podRequests(pod))
+				if byTask {
+					c.placedByTask[task]++
+				}
+				c.placedPods = append(c.placedPods, pod)
 				return
 			}
 			c.unplaced = append(c.unplaced, pod)
@@ -115,9 +125,13 @@ func sortedTasks(pg *v1alpha1.PodGroup) []string {
 func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount) corev1.ResourceList {
 	need := corev1.ResourceList{}
 	if len(pg.Spec.MinResources) > 0 {
+		placedRequests := corev1.ResourceList{}
+		for _, pod := range c.placedPods {
+			addTo(placedRequests, podRequests(pod))
+		}
 		for name, want := range pg.Spec.MinResources {
 			left := want.DeepCopy()
-			if have, ok := c.placedRequests[name]; ok {
+			if have, ok := placedRequests[name]; ok {
 				left.Sub(have)
 			}
 			if left.Sign() > 0 {

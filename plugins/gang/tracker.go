@@ -44,6 +44,9 @@ type groupState struct {
 	// timer will bring the group back when its SLA waiting time ends.
 	reserved []string
 	slaArmed bool
+	// minimumQueued: the group's minimum of members exists and its members were queued for it
+	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
+	minimumQueued bool
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
