@@ -7,7 +7,7 @@
 //	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
 //	                       configuration completes (test/bench/out/ only)
 //
-// Sizes come from BENCH_NODES (1000), BENCH_PODS (5000), BENCH_REPS (3); BENCH_SWEEP=1 measures
+// Sizes come from BENCH_NODES (1000), BENCH_PODS (3000), BENCH_REPS (3); BENCH_SWEEP=1 measures
 // scenario P against 500, 1000, 2000 and 5000 nodes instead (or BENCH_SWEEP=500,1000,...), one
 // repetition unless BENCH_REPS says otherwise; BENCH_CONFIGS and BENCH_SCENARIOS pick a subset;
 // BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data; BENCH_PROFILE=0 skips

@@ -249,6 +249,9 @@ func TestRecorderGangs(t *testing.T) {
 
 	o := r.observation()
 	assert.Equal(t, 3, o.peakPartial)
+	assert.Equal(t, 1, o.partialAtEnd, "the never-fitting gang's member is left bound")
+	require.Len(t, o.gangSpreads, 1)
+	assert.GreaterOrEqual(t, o.gangSpreads[0], time.Duration(0))
 	assert.Equal(t, 5, o.bound)
 	assert.Len(t, o.binds, 4, "blockers are not measured")
 	assert.Len(t, o.latencies, 4)
@@ -472,15 +475,33 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, "150 (100–200)", c[1], "median of the repetitions and their range")
 	assert.Equal(t, "0.50×", c[4], "against B0")
 	assert.Equal(t, "0.25×", c[5], "against L")
-	assert.Equal(t, "1.25", c[12], "scheduling attempts per pod")
-	assert.Equal(t, "1.50", c[13])
-	assert.Equal(t, "–", rows[0][12], "L has no scheduler")
-	assert.Equal(t, "–", rows[0][13], "L has no scheduler")
+	assert.Equal(t, "1.25", c[14], "scheduling attempts per pod")
+	assert.Equal(t, "1.50", c[15])
+	assert.Equal(t, "–", rows[0][14], "L has no scheduler")
+	assert.Equal(t, "–", rows[0][15], "L has no scheduler")
 	assert.Contains(t, rows[2][1], "unavailable")
+
+	byText := map[string]goal{}
+	for _, g := range goals(res) {
+		byText[g.text] = g
+	}
+	assert.Equal(t, goal{text: "P: C at least 0.95 × B0 (C/B0)", measured: "0.50×", met: "no"}, byText["P: C at least 0.95 × B0 (C/B0)"])
+	assert.Equal(t, "–", byText["G8: C at least B1 (C/B1)"].met, "B1 did not run")
+	assert.Equal(t, "no", byText["GI: C at least 0.8 × L (C/L)"].met)
+	assert.Equal(t, "yes", byText["C binds no pod of a gang that is not whole (G8, G64, GI)"].met)
+	partly := syntheticResults()
+	for i := range partly.Runs {
+		if r := &partly.Runs[i]; r.Configuration == "C" && r.Scenario == "G8" {
+			r.PeakPartialGangPods, r.GangBindSpreadSeconds = 8, &Quantiles{P50: 0.01, P99: 0.02}
+		}
+	}
+	last := goals(partly)[len(goals(partly))-1]
+	assert.Equal(t, "no: only while a whole gang's binds are in flight", last.met)
+	assert.Equal(t, "left at the end: 0; peak while binding: 8 (gang bind spread p99 up to 20 ms)", last.measured)
 
 	md := Markdown(res, nil, "benchmarks")
 	for _, want := range []string{"## Machine", "make bench", "### G64", "### Q", "bench-q3 (3)", "makespan / bound", "1.20", "90.0 %",
-		"benchmarks/throughput.svg", "benchmarks/queues.svg", "B1 unavailable"} {
+		"benchmarks/throughput.svg", "benchmarks/queues.svg", "B1 unavailable", "### Goals", "| P: C at least 0.95 × B0 (C/B0) | 0.50× | no |"} {
 		assert.Contains(t, md, want)
 	}
 

@@ -56,7 +56,8 @@ type gangRecord struct {
 	blocker      bool
 	firstCreated time.Time
 	bound        int
-	whole        time.Time
+	// firstBound is when its first member was seen bound, whole when its minMember-th was.
+	firstBound, whole time.Time
 }
 
 // newRecorder prepares a recorder for the workload's pods.
@@ -170,6 +171,9 @@ func (r *recorder) bindLocked(p *podRecord, node string, now time.Time) {
 	}
 	if g := r.gangs[p.gang]; g != nil {
 		g.bound++
+		if g.firstBound.IsZero() {
+			g.firstBound = now
+		}
 		switch {
 		case g.bound < g.minMember:
 			r.partial++
@@ -228,13 +232,18 @@ type observation struct {
 	// gangLatencies are, per measured gang that became whole, its first member created → its
 	// minMember-th bound.
 	gangLatencies []time.Duration
-	gangsWhole    int
-	gangs         int
+	// gangSpreads are, per measured gang that became whole, its first member bound → its
+	// minMember-th bound: how long the gang was partly bound.
+	gangSpreads []time.Duration
+	gangsWhole  int
+	gangs       int
 	// blockersWhole counts never-fitting gangs that were seen whole (which is a bug).
 	blockersWhole int
 	bound         int
 	peakPartial   int
-	evicted       int
+	// partialAtEnd counts the pods bound in gangs that never became whole.
+	partialAtEnd int
+	evicted      int
 	// pods are copies of every pod's record, for Q's figures.
 	pods []podRecord
 }
@@ -242,7 +251,7 @@ type observation struct {
 func (r *recorder) observation() observation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o := observation{binds: slices.Clone(r.binds), bound: r.bound, peakPartial: r.peakPartial, evicted: r.evicted}
+	o := observation{binds: slices.Clone(r.binds), bound: r.bound, peakPartial: r.peakPartial, partialAtEnd: r.partial, evicted: r.evicted}
 	slices.SortFunc(o.binds, time.Time.Compare)
 	for _, p := range r.pods {
 		o.pods = append(o.pods, *p)
@@ -261,6 +270,7 @@ func (r *recorder) observation() observation {
 		if !g.whole.IsZero() {
 			o.gangsWhole++
 			o.gangLatencies = append(o.gangLatencies, g.whole.Sub(g.firstCreated))
+			o.gangSpreads = append(o.gangSpreads, g.whole.Sub(g.firstBound))
 		}
 	}
 	return o

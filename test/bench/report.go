@@ -21,7 +21,7 @@ type summary struct {
 	sampleP50, sampleP99                     float64
 	latencyP50, latencyP99                   float64
 	gangP50, gangP99                         float64
-	peakPartial                              float64
+	peakPartial, partialAtEnd, spreadP99     float64
 	cpuPer1000, peakRSS                      float64
 	schedStart                               float64
 	mutatingPerPod, attemptsPerPod           float64
@@ -29,7 +29,7 @@ type summary struct {
 
 func summarize(res *Results, config, scenario string, nodes int) summary {
 	var s summary
-	var thr, p50, p99, lat50, lat99, gang50, gang99, partial, cpu, rss, mut, start, attempts []float64
+	var thr, p50, p99, lat50, lat99, gang50, gang99, spread99, partial, partialEnd, cpu, rss, mut, start, attempts []float64
 	for _, r := range res.runs(config, scenario, nodes) {
 		if ok, why := r.complete(); !ok {
 			s.failed++
@@ -48,7 +48,11 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 			gang50 = append(gang50, r.GangWholeSeconds.P50)
 			gang99 = append(gang99, r.GangWholeSeconds.P99)
 		}
+		if r.GangBindSpreadSeconds != nil {
+			spread99 = append(spread99, r.GangBindSpreadSeconds.P99)
+		}
 		partial = append(partial, float64(r.PeakPartialGangPods))
+		partialEnd = append(partialEnd, float64(r.PartialGangPodsAtEnd))
 		if r.SchedulerCPUSecondsPer1000Pods != nil {
 			cpu = append(cpu, *r.SchedulerCPUSecondsPer1000Pods)
 		}
@@ -68,6 +72,7 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 	s.latencyP50, s.latencyP99 = median(lat50), median(lat99)
 	s.gangP50, s.gangP99 = median(gang50), median(gang99)
 	s.peakPartial, s.cpuPer1000, s.peakRSS = median(partial), median(cpu), median(rss)
+	s.spreadP99, s.partialAtEnd = median(spread99), median(partialEnd)
 	s.mutatingPerPod, s.attemptsPerPod = median(mut), median(attempts)
 	s.schedStart = median(start)
 	return s
@@ -81,6 +86,14 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
+// spreadCell formats a gang bind spread, which is often milliseconds.
+func spreadCell(seconds float64) string {
+	if !math.IsNaN(seconds) && seconds < 1 {
+		return fmt.Sprintf("%.0f ms", seconds*1000)
+	}
+	return num("%.2f s", seconds)
+}
+
 // num formats a figure, "–" if it does not apply.
 func num(format string, v float64) string {
 	if math.IsNaN(v) {
@@ -92,8 +105,8 @@ func num(format string, v float64) string {
 // scenarioTable is one scenario's figures per configuration, as rows of cells.
 func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "pods/s", "1-s p50", "1-s p99", "vs B0", "vs L",
-		"create→bind p50", "p99", "gang whole p50", "p99", "peak pods in partial gangs",
-		"sched start", "sched attempts/pod", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
+		"create→bind p50", "p99", "gang whole p50", "p99", "gang bind spread p99",
+		"peak pods in partial gangs", "at end", "sched start", "sched attempts/pod", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
 	b0 := summarize(res, "B0", sc.Name, nodes)
 	l := summarize(res, "L", sc.Name, nodes)
 	for _, c := range res.Configurations {
@@ -123,7 +136,8 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 			ratio(s.throughput, b0.throughput), ratio(s.throughput, l.throughput),
 			num("%.2f s", s.latencyP50), num("%.2f s", s.latencyP99),
 			num("%.2f s", s.gangP50), num("%.2f s", s.gangP99),
-			num("%.0f", s.peakPartial), num("%.1f s", s.schedStart), num("%.2f", s.attemptsPerPod),
+			spreadCell(s.spreadP99), num("%.0f", s.peakPartial), num("%.0f", s.partialAtEnd),
+			num("%.1f s", s.schedStart), num("%.2f", s.attemptsPerPod),
 			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
 		})
 	}
@@ -191,6 +205,10 @@ func (res *Results) WriteText(w io.Writer) {
 			}
 			header, rows := scenarioTable(res, sc, res.Nodes)
 			writeTabRows(tw, header, rows)
+		}
+		if list := goals(res); len(list) > 0 {
+			fmt.Fprintf(tw, "\nGoals\n")
+			writeTabRows(tw, goalHeader, goalRows(list))
 		}
 	}
 	_ = tw.Flush()
@@ -285,6 +303,7 @@ func Markdown(matrix, sweep *Results, assets string) string {
 		b.WriteString("## Results\n\n")
 		fmt.Fprintf(&b, "%s. Ratios compare pods/s with B0 (vanilla) and L (the apiserver's limit).\n\n", upperFirst(matrix.describe()))
 		fmt.Fprintf(&b, "![pods bound per second, per configuration and scenario](%s/throughput.svg)\n\n", assets)
+		writeGoals(&b, matrix)
 		for _, sc := range matrix.Scenarios {
 			fmt.Fprintf(&b, "### %s\n\n", sc.Name)
 			if sc.Skip != "" {
@@ -314,6 +333,100 @@ func Markdown(matrix, sweep *Results, assets string) string {
 		writeProblems(&b, sweep)
 	}
 	return b.String()
+}
+
+// goal is one of the targets Tephra is measured against (issue #8), checked against a run.
+type goal struct {
+	text, measured string
+	// met is "yes", "no", or "–" when a configuration it needs did not run.
+	met string
+}
+
+// goals checks the run against Tephra's targets: C/B0 ≥ 0.95 on P, C ≥ B1 on G8 and G64,
+// C ≥ 0.8 × L, and no pods bound in incomplete gangs for C.
+func goals(res *Results) []goal {
+	nodes := res.Nodes
+	pods := func(config, scenario string) float64 { return summarize(res, config, scenario, nodes).throughput }
+	atLeast := func(text string, a, b, factor float64) goal {
+		g := goal{text: text, measured: ratio(a, b), met: "–"}
+		if !math.IsNaN(a) && !math.IsNaN(b) && b > 0 {
+			g.met = map[bool]string{true: "yes", false: "no"}[a >= factor*b]
+		}
+		return g
+	}
+	var out []goal
+	has := func(scenario string) bool {
+		return slices.ContainsFunc(res.Scenarios, func(sc *Scenario) bool { return sc.Name == scenario && sc.Skip == "" })
+	}
+	if has("P") {
+		out = append(out, atLeast("P: C at least 0.95 × B0 (C/B0)", pods("C", "P"), pods("B0", "P"), 0.95))
+	}
+	for _, sc := range []string{"G8", "G64"} {
+		if has(sc) {
+			out = append(out, atLeast(sc+": C at least B1 (C/B1)", pods("C", sc), pods("B1", sc), 1))
+		}
+	}
+	for _, sc := range []string{"P", "G8", "G64", "GI"} {
+		if has(sc) {
+			out = append(out, atLeast(sc+": C at least 0.8 × L (C/L)", pods("C", sc), pods("L", sc), 0.8))
+		}
+	}
+	var gangScenarios []string
+	peak, atEnd, spread := math.NaN(), math.NaN(), math.NaN()
+	for _, sc := range []string{"G8", "G64", "GI"} {
+		if !has(sc) {
+			continue
+		}
+		s := summarize(res, "C", sc, nodes)
+		if s.completed == 0 {
+			continue
+		}
+		gangScenarios = append(gangScenarios, sc)
+		peak, atEnd = nanMax(peak, s.peakPartial), nanMax(atEnd, s.partialAtEnd)
+		spread = nanMax(spread, s.spreadP99)
+	}
+	if len(gangScenarios) > 0 {
+		text := "C binds no pod of a gang that is not whole (" + strings.Join(gangScenarios, ", ") + ")"
+		out = append(out, goal{text: text,
+			measured: fmt.Sprintf("left at the end: %.0f; peak while binding: %.0f (gang bind spread p99 up to %s)", atEnd, peak, spreadCell(spread)),
+			met:      map[bool]string{true: "yes", false: "no"}[peak == 0 && atEnd == 0]})
+		if peak > 0 && atEnd == 0 {
+			out[len(out)-1].met = "no: only while a whole gang's binds are in flight"
+		}
+	}
+	return out
+}
+
+func nanMax(a, b float64) float64 {
+	switch {
+	case math.IsNaN(a):
+		return b
+	case math.IsNaN(b):
+		return a
+	}
+	return max(a, b)
+}
+
+var goalHeader = []string{"goal", "measured", "met"}
+
+func goalRows(list []goal) [][]string {
+	rows := make([][]string, 0, len(list))
+	for _, g := range list {
+		rows = append(rows, []string{g.text, g.measured, g.met})
+	}
+	return rows
+}
+
+// writeGoals writes the goals table, recomputed from the run so that it cannot go stale.
+func writeGoals(b *strings.Builder, res *Results) {
+	list := goals(res)
+	if len(list) == 0 {
+		return
+	}
+	b.WriteString("### Goals\n\n")
+	b.WriteString("What Tephra is measured against, checked against this run's medians (reported, not asserted by any test). " +
+		"Why C misses where it does: [benchmark-analysis.md](benchmark-analysis.md).\n\n")
+	writeMarkdownTable(b, goalHeader, goalRows(list))
 }
 
 func writeMethod(b *strings.Builder, res *Results) {
@@ -350,7 +463,10 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"with the backlog already there; **sched attempts/pod**: the scheduler's scheduling cycles (scheduler_schedule_attempts_total) per pod bound, " +
 		"1.00 when every pod is placed at its first try.\n")
 	b.WriteString("- **gang whole**: from a gang's first member created to its last member bound.\n")
-	b.WriteString("- **peak pods in partial gangs**: the most pods bound at one time in gangs not yet whole (for B0 and L, the gangs they do not know of).\n")
+	b.WriteString("- **gang bind spread**: from a gang's first member bound to its last member bound, all seen by the driver: how long a gang was partly bound. " +
+		"A scheduler that lets a gang's members bind only together still binds them one API request at a time, so this is never zero.\n")
+	b.WriteString("- **peak pods in partial gangs**: the most pods bound at one time in gangs not yet whole (for B0 and L, the gangs they do not know of), " +
+		"including gangs whose members are being bound together; **at end**: those left bound in gangs that never became whole, which hold resources for nothing.\n")
 	b.WriteString("- **sched CPU s/1000 pods**: user+system time of the scheduler process over its life, per 1000 pods it bound; " +
 		"**sched peak RSS**: its VmHWM.\n")
 	b.WriteString("- **API writes/pod**: the apiserver's apiserver_request_total for POST, PUT, PATCH, DELETE (and APPLY, DELETECOLLECTION) " +

@@ -79,8 +79,13 @@ type RunResult struct {
 	GangsWhole       int        `json:"gangsWhole,omitempty"`
 	// BlockersWhole counts never-fitting gangs seen whole (0 unless the workload is wrong).
 	BlockersWhole int `json:"blockersWhole,omitempty"`
-	// PeakPartialGangPods is the most pods seen bound at once in gangs not yet whole.
-	PeakPartialGangPods int `json:"peakPartialGangPods"`
+	// PeakPartialGangPods is the most pods seen bound at once in gangs not yet whole, and
+	// PartialGangPodsAtEnd those left so when the run ended (in gangs that never became whole).
+	PeakPartialGangPods  int `json:"peakPartialGangPods"`
+	PartialGangPodsAtEnd int `json:"partialGangPodsAtEnd"`
+	// GangBindSpreadSeconds is, per gang that became whole, its first member bound → its
+	// minMember-th bound: how long it was partly bound.
+	GangBindSpreadSeconds *Quantiles `json:"gangBindSpreadSeconds,omitempty"`
 
 	// SchedulerCPUSecondsPer1000Pods is the scheduler process's user+system CPU time over its
 	// life (started for this scenario), per 1000 pods bound; nil for L.

@@ -384,7 +384,8 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	run.LatencySeconds = quantiles(seconds(o.latencies))
 	run.GangWholeSeconds = quantiles(seconds(o.gangLatencies))
 	run.Gangs, run.GangsWhole, run.BlockersWhole = o.gangs, o.gangsWhole, o.blockersWhole
-	run.PeakPartialGangPods = o.peakPartial
+	run.PeakPartialGangPods, run.PartialGangPodsAtEnd = o.peakPartial, o.partialAtEnd
+	run.GangBindSpreadSeconds = quantiles(seconds(o.gangSpreads))
 	if w.queues() {
 		run.Queues = queueResult(o.pods, b.gpus(), o.evicted)
 	}
