@@ -6,6 +6,9 @@
 //	tephra-bench           full run: results under test/bench/out/, and docs/benchmarks.md
 //	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
 //	                       configuration completes (test/bench/out/ only)
+//	tephra-bench --publish test/bench/out/matrix-...
+//	                       writes docs/benchmarks.md again from a finished run's results (after
+//	                       a change to the report), without running anything
 //
 // Sizes come from BENCH_NODES (1000), BENCH_PODS (3000), BENCH_REPS (3); BENCH_SWEEP=1 measures
 // scenario P against 500, 1000, 2000 and 5000 nodes instead (or BENCH_SWEEP=500,1000,...), one
@@ -17,6 +20,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,8 +34,15 @@ import (
 
 func main() {
 	smoke := flag.Bool("smoke", false, "smoke run: 100 nodes, a few hundred pods, one repetition; checks completion, not speed")
+	publish := flag.String("publish", "", "a finished run's folder: write docs/ again from its results, run nothing")
 	flag.Parse()
-	if err := run(*smoke); err != nil {
+	var err error
+	if *publish != "" {
+		err = republish(*publish)
+	} else {
+		err = run(*smoke)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tephra-bench:", err)
 		os.Exit(1)
 	}
@@ -78,5 +89,33 @@ func run(smoke bool) error {
 		}
 		fmt.Printf("report: %s\n", filepath.Join(s.DocsDir, "benchmarks.md"))
 	}
+	return nil
+}
+
+// republish writes docs/benchmarks.md and its assets again from the results of a finished run
+// (results.json of a matrix run, or sweep.json of a sweep).
+func republish(dir string) error {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	var res *bench.Results
+	for _, name := range []string{"results.json", "sweep.json"} {
+		if res, err = bench.ReadResults(filepath.Join(dir, name)); err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if res == nil {
+		return fmt.Errorf("%s holds no results.json or sweep.json", dir)
+	}
+	res.Dir = dir
+	docs := filepath.Join(root, "docs")
+	if err := res.Publish(docs); err != nil {
+		return err
+	}
+	fmt.Printf("report: %s\n", filepath.Join(docs, "benchmarks.md"))
 	return nil
 }

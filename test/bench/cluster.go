@@ -156,16 +156,14 @@ func (b *benchCluster) checkUpstreamPodGroups() error {
 }
 
 // createQueues creates what tephra-controllers would (the root and default queues, which
-// Tephra's profile needs for pods that name no queue) and Q's queues, for the configurations
-// whose scheduler reads them (C): to the others they are nothing, and the first writes of a new
-// CRD cost the apiserver a second or two. It also lists the other CRDs C's scheduler reads
-// (PodGroups, NodeResourceTopologies) once: the apiserver builds a CRD's storage and compiles its
-// validation rules on the first request, which in a running cluster happened long ago, so that
-// C's scheduler would otherwise pay a second per CRD at its start.
+// Tephra's profile needs for pods that name no queue) and Q's queues, and lists the other CRDs
+// C's scheduler reads (PodGroups, NodeResourceTopologies) once: the apiserver builds a CRD's
+// storage and compiles its validation rules on the first request, which in a running cluster
+// happened long ago, so that C's scheduler would otherwise pay a second per CRD at its start.
+// Every configuration's control plane gets the same, although only C's scheduler reads them: the
+// first use of a CRD costs the apiserver CPU, and the configurations must run on control planes
+// prepared alike.
 func (b *benchCluster) createQueues(ctx context.Context) error {
-	if b.config.Gangs != TephraGangs {
-		return nil
-	}
 	queues := []*schedulingv1alpha1.Queue{
 		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.RootQueue}},
 		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultQueue}, Spec: schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue}},

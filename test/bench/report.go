@@ -25,11 +25,12 @@ type summary struct {
 	cpuPer1000, peakRSS                      float64
 	schedStart                               float64
 	mutatingPerPod, attemptsPerPod           float64
+	apiCPUPer1000                            float64
 }
 
 func summarize(res *Results, config, scenario string, nodes int) summary {
 	var s summary
-	var thr, p50, p99, lat50, lat99, gang50, gang99, spread99, partial, partialEnd, cpu, rss, mut, start, attempts []float64
+	var thr, p50, p99, lat50, lat99, gang50, gang99, spread99, partial, partialEnd, cpu, rss, mut, start, attempts, apiCPU []float64
 	for _, r := range res.runs(config, scenario, nodes) {
 		if ok, why := r.complete(); !ok {
 			s.failed++
@@ -60,6 +61,9 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 			rss = append(rss, *r.SchedulerPeakRSSMiB)
 		}
 		mut = append(mut, r.MutatingRequestsPerPod)
+		if r.APIServerCPUSecondsPer1000Pods != nil {
+			apiCPU = append(apiCPU, *r.APIServerCPUSecondsPer1000Pods)
+		}
 		if r.SchedulingAttemptsPerPod != nil {
 			attempts = append(attempts, *r.SchedulingAttemptsPerPod)
 		}
@@ -73,7 +77,7 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 	s.gangP50, s.gangP99 = median(gang50), median(gang99)
 	s.peakPartial, s.cpuPer1000, s.peakRSS = median(partial), median(cpu), median(rss)
 	s.spreadP99, s.partialAtEnd = median(spread99), median(partialEnd)
-	s.mutatingPerPod, s.attemptsPerPod = median(mut), median(attempts)
+	s.mutatingPerPod, s.attemptsPerPod, s.apiCPUPer1000 = median(mut), median(attempts), median(apiCPU)
 	s.schedStart = median(start)
 	return s
 }
@@ -106,7 +110,7 @@ func num(format string, v float64) string {
 func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "pods/s", "1-s p50", "1-s p99", "vs B0", "vs L",
 		"create→bind p50", "p99", "gang whole p50", "p99", "gang bind spread p99",
-		"peak pods in partial gangs", "at end", "sched start", "sched attempts/pod", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
+		"peak pods in partial gangs", "at end", "sched start", "sched attempts/pod", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod", "API CPU s/1000 pods"}
 	b0 := summarize(res, "B0", sc.Name, nodes)
 	l := summarize(res, "L", sc.Name, nodes)
 	for _, c := range res.Configurations {
@@ -138,7 +142,7 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 			num("%.2f s", s.gangP50), num("%.2f s", s.gangP99),
 			spreadCell(s.spreadP99), num("%.0f", s.peakPartial), num("%.0f", s.partialAtEnd),
 			num("%.1f s", s.schedStart), num("%.2f", s.attemptsPerPod),
-			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
+			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod), num("%.2f", s.apiCPUPer1000),
 		})
 	}
 	return header, rows
@@ -449,10 +453,12 @@ func writeMethod(b *strings.Builder, res *Results) {
 	b.WriteString("\nB1 needs GenericWorkload in the apiserver (PodGroup storage; without it spec.schedulingGroup is dropped) and in the scheduler " +
 		"(the GangScheduling plugin joins the default profile, and the queue handles pod groups). kube-controller-manager uses the gate only for " +
 		"the PodGroupProtection controller, a deletion finalizer that scheduling does not need; no other gate is required. " +
-		"C's control planes have the `root` and `default` queues that tephra-controllers would create, and Q's three queues; " +
-		"the other configurations' schedulers read no queues.\n")
+		"Every control plane has Tephra's CRDs, the `root` and `default` queues that tephra-controllers would create, and Q's three queues " +
+		"(only C's scheduler reads them), and has served each Tephra CRD once before the scheduler starts, " +
+		"as a running cluster's apiserver has long done (it builds a CRD's storage on the first request).\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
-		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast.\n")
+		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast. " +
+		"A gang member that waits at Permit costs a third write in B1 and C: kube-scheduler 1.37 sets its nominatedNodeName first.\n")
 	b.WriteString("\nIn each run the pods are created (32 at a time) while nothing schedules; then the scheduler (or L's binder) starts " +
 		"and drains the backlog. B0 and L get the same pods without gangs.\n\n")
 	b.WriteString("Figures (pods/s, create→bind, gang whole and partial gangs come from an informer of the driver: a pod is bound when the driver sees its spec.nodeName set):\n\n")
@@ -470,7 +476,8 @@ func writeMethod(b *strings.Builder, res *Results) {
 	b.WriteString("- **sched CPU s/1000 pods**: user+system time of the scheduler process over its life, per 1000 pods it bound; " +
 		"**sched peak RSS**: its VmHWM.\n")
 	b.WriteString("- **API writes/pod**: the apiserver's apiserver_request_total for POST, PUT, PATCH, DELETE (and APPLY, DELETECOLLECTION) " +
-		"while the backlog drained, per pod bound.\n\n")
+		"while the backlog drained, per pod bound; **API CPU s/1000 pods**: kube-apiserver's user+system time while the backlog drained, per 1000 pods bound " +
+		"(it shares the two CPUs with the scheduler).\n\n")
 	b.WriteString("Scenario Q is GPU jobs of three queues (weights 1:2:3, equal demand, created interleaved) that run and end: a kwok plays the GPU nodes' kubelets " +
 		"with the pod stages of manifests/kwok/stages.yaml (a bound pod starts at once and ends `sim.tephra.dev/duration` later), " +
 		"managing only the GPU nodes, with no lease or heartbeat. Its figures, from the driver's informer, the same for every configuration " +

@@ -92,6 +92,9 @@ type RunResult struct {
 	SchedulerCPUSecondsPer1000Pods *float64 `json:"schedulerCPUSecondsPer1000Pods,omitempty"`
 	// SchedulerPeakRSSMiB is the scheduler's VmHWM; nil for L.
 	SchedulerPeakRSSMiB *float64 `json:"schedulerPeakRSSMiB,omitempty"`
+	// APIServerCPUSecondsPer1000Pods is kube-apiserver's user+system CPU time while the backlog
+	// drained, per 1000 pods bound: the scheduler's load on the apiserver, which shares the CPUs.
+	APIServerCPUSecondsPer1000Pods *float64 `json:"apiserverCPUSecondsPer1000Pods,omitempty"`
 	// SchedulingAttemptsPerPod is the scheduler's scheduling cycles (scheduler_schedule_attempts_total,
 	// every result) per pod bound; 1 means every pod was placed at its first try. Nil for L.
 	SchedulingAttemptsPerPod *float64 `json:"schedulingAttemptsPerPod,omitempty"`

@@ -331,6 +331,10 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	if err != nil {
 		return err
 	}
+	apiBefore, err := readProcStats(b.Pid(localcluster.APIServer))
+	if err != nil {
+		return fmt.Errorf("reading the apiserver's CPU: %w", err)
+	}
 
 	start := time.Now()
 	var bd *binder
@@ -407,6 +411,11 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		return err
 	}
 	run.MutatingRequestsPerPod = (after - before) / float64(max(o.bound, 1))
+	apiAfter, err := readProcStats(b.Pid(localcluster.APIServer))
+	if err != nil {
+		return fmt.Errorf("reading the apiserver's CPU: %w", err)
+	}
+	run.APIServerCPUSecondsPer1000Pods = ptr.To((apiAfter.CPUSeconds - apiBefore.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
 	return nil
 }
 
