@@ -272,6 +272,17 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if lacking := lackingCapacity(need, nodes); lacking != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
 	}
+	// Free capacity in total is not enough: members cannot span nodes. A gang that could never be
+	// placed whole would otherwise be placed member by member, held at Permit and released, again
+	// after every backoff, and every member it holds nominated makes the filters of other pods
+	// slower.
+	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
+		smallest := smallestRequests(count.unplaced)
+		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
+				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
+		}
+	}
 	return g.onReserved(key), nil
 }
 

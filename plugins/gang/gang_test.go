@@ -362,6 +362,48 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs nvidia.com/gpu 2 (0 free)", status.Message())
 }
 
+// Free capacity in total is not enough: a member cannot span nodes. Two nodes with 8 free CPUs
+// hold 16 CPUs but only two members of 4500m.
+func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "wide", 3, nil, f.now)
+	var members []*corev1.Pod
+	for i := range 3 {
+		pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("w%d", i)).UID(fmt.Sprintf("w%d", i)).
+			Label(v1alpha1.PodGroupLabel, "wide").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4500m"}).Obj()
+		require.NoError(t, f.pods.Add(pod))
+		members = append(members, pod)
+	}
+	node := func(name string) fwk.NodeInfo {
+		n := framework.NewNodeInfo()
+		n.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
+		return n
+	}
+	_, status := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b")})
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/wide needs 3 more pods, and the nodes' free capacity holds at most 2 of them (each asks at least cpu 4500m)", status.Message())
+
+	_, status = f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b"), node("c")})
+	assert.True(t, status.IsSuccess(), "one member per node: %v", status)
+
+	// The bound is optimistic: with one small member, two nodes might hold the three.
+	small := members[2].DeepCopy()
+	small.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+	require.NoError(t, f.pods.Update(small))
+	_, status = f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b")})
+	assert.True(t, status.IsSuccess(), "%v", status)
+}
+
+func TestMembersThatFitCountsPodSlotsAndStopsAtEnough(t *testing.T) {
+	n := framework.NewNodeInfo()
+	n.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "100", corev1.ResourcePods: "3"}).Obj())
+	one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourcePods: resource.MustParse("1")}
+	assert.Equal(t, 3, membersThatFit(one, []fwk.NodeInfo{n}, 10), "three pod slots")
+	assert.Equal(t, 6, membersThatFit(one, []fwk.NodeInfo{n, n, n}, 5), "stops at the node where enough fit")
+	assert.Equal(t, 10, membersThatFit(corev1.ResourceList{}, []fwk.NodeInfo{n}, 10), "members that ask for nothing")
+}
+
 func histogramCount(t *testing.T, name string) uint64 {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()

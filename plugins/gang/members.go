@@ -184,6 +184,83 @@ func lackingCapacity(need corev1.ResourceList, nodes []fwk.NodeInfo) string {
 	return strings.Join(lacking, ", ")
 }
 
+// smallestRequests is, for each resource, the least any of the pods asks for (a resource some
+// pod does not ask for is left out), and one pod each: no member of the pods is smaller.
+func smallestRequests(pods []*corev1.Pod) corev1.ResourceList {
+	var smallest corev1.ResourceList
+	for i, requests := range sortedRequests(pods) {
+		if i == 0 {
+			smallest = requests.DeepCopy()
+			continue
+		}
+		for name, q := range smallest {
+			other, ok := requests[name]
+			if !ok || other.IsZero() {
+				delete(smallest, name)
+			} else if other.Cmp(q) < 0 {
+				smallest[name] = other
+			}
+		}
+	}
+	if smallest == nil {
+		return nil
+	}
+	smallest[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return smallest
+}
+
+// membersThatFit is an upper bound of how many pods of at least size smallest the nodes' free
+// capacity holds at once: per node, its free capacity of each resource divided by the size, the
+// least over the resources, summed over the nodes; counting stops at enough. Per node, not summed
+// over the cluster: a member cannot span nodes, so a gang whose members are each larger than half
+// a node's free capacity fits one member per node however much is free in total.
+func membersThatFit(smallest corev1.ResourceList, nodes []fwk.NodeInfo, enough int) int {
+	total := 0
+	for _, node := range nodes {
+		perNode := -1
+		for name, q := range smallest {
+			want := q.Value()
+			if name == corev1.ResourceCPU {
+				want = q.MilliValue()
+			}
+			if want <= 0 {
+				continue
+			}
+			a, u := capacity.Of(node, name)
+			fit := int((a - u) / want)
+			if a <= u {
+				fit = 0
+			}
+			if perNode < 0 || fit < perNode {
+				perNode = fit
+			}
+			if perNode == 0 {
+				break
+			}
+		}
+		if perNode < 0 {
+			return enough // the members ask for nothing
+		}
+		if total += perNode; total >= enough {
+			return total
+		}
+	}
+	return total
+}
+
+// formatRequests writes requests as "cpu 4500m, memory 1Gi", in name order, without the pod count.
+func formatRequests(list corev1.ResourceList) string {
+	var parts []string
+	for _, name := range sortedNames(list) {
+		if name == corev1.ResourcePods {
+			continue
+		}
+		q := list[name]
+		parts = append(parts, fmt.Sprintf("%s %s", name, q.String()))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func sortedNames(list corev1.ResourceList) []corev1.ResourceName {
 	names := make([]corev1.ResourceName, 0, len(list))
 	for name := range list {
