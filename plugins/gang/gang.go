@@ -250,6 +250,18 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if placed > 0 {
 		return g.onReserved(key), nil
 	}
+	var unfit string
+	g.groups.with(key, func(s *groupState) {
+		if s.unfit != "" && g.now().Sub(s.unfitAt) < unfitFor {
+			unfit = s.unfit
+		}
+	})
+	if unfit != "" {
+		// A member of the group found the minimum unable to fit, and nothing has happened since
+		// that could change it: counting the members again would cost O(members) per member, and
+		// the first member's PostFilter has already tried reclaim for the whole minimum.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unfit)
+	}
 	count := g.countMembers(key, pg, nil)
 	if count.placedMeets(pg) {
 		// The minimum runs: this member is elastic. It waits while a minimum elsewhere may
@@ -270,7 +282,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		nodes = onNodes(nodes, reserved)
 	}
 	if lacking := lackingCapacity(need, nodes); lacking != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
+		return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
 	}
 	// Free capacity in total is not enough: members cannot span nodes. A gang that could never be
 	// placed whole would otherwise be placed member by member, held at Permit and released, again
@@ -279,11 +291,19 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
 		smallest := smallestRequests(count.unplaced)
 		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
+			return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
 	}
 	return g.onReserved(key), nil
+}
+
+// unfit records that the group's minimum cannot fit now, for its other members to be refused
+// with the same message, and returns the rejection.
+func (g *Gang) unfit(key groupKey, msg string) *fwk.Status {
+	now := g.now()
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = msg, now })
+	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
 // onReserved sends a group with a reservation to its reserved nodes.
@@ -473,9 +493,9 @@ func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, er
 		// A pod that stops frees capacity a group may need.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPodDeleted},
 		// A node added or grown adds capacity.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: queueGroupMembers},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.queueGroupMembers},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
-		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: isSchedulableAfterPodGroupChange},
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
 	}, nil
 }
 
@@ -521,6 +541,7 @@ func (g *Gang) memberAddedHint(key groupKey, added *corev1.Pod) fwk.QueueingHint
 	g.groups.with(key, func(s *groupState) { first, s.minimumQueued = !s.minimumQueued, true })
 	task := v1alpha1.TaskOf(added)
 	if first || count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
+		g.groups.clearUnfit(key)
 		return fwk.Queue
 	}
 	return fwk.QueueSkip
@@ -532,22 +553,33 @@ func (g *Gang) isSchedulableAfterPodDeleted(logger klog.Logger, pod *corev1.Pod,
 	}
 	deleted, ok := oldObj.(*corev1.Pod)
 	if !ok {
+		g.clearUnfitOf(pod)
 		return fwk.Queue, nil // a tombstone: assume it freed something
 	}
 	if len(resourcehelper.PodRequests(deleted, resourcehelper.PodResourcesOptions{})) == 0 {
 		return fwk.QueueSkip, nil
 	}
+	g.clearUnfitOf(pod)
 	return fwk.Queue, nil
 }
 
-func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if _, ok := groupOf(pod); ok {
+// clearUnfitOf forgets the failed capacity check of pod's group, before the group is queued
+// for an event that may let it fit.
+func (g *Gang) clearUnfitOf(pod *corev1.Pod) {
+	if key, ok := groupOf(pod); ok {
+		g.groups.clearUnfit(key)
+	}
+}
+
+func (g *Gang) queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if key, ok := groupOf(pod); ok {
+		g.groups.clearUnfit(key)
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
 
-func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+func (g *Gang) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
@@ -560,6 +592,7 @@ func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj 
 		return fwk.Queue, nil
 	}
 	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
+		g.groups.clearUnfit(key)
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -351,6 +351,12 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	big := node.Snapshot()
 	big.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the verdict holds for the group until an event")
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message())
+	hint, err := f.gang.queueGroupMembers(klog.Background(), first, nil, big.Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint, "a node grown queues the group and clears the verdict")
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
 	assert.True(t, status.IsSuccess(), "%v", status)
 
 	// minResources, when set, is what the group needs.
@@ -380,10 +386,15 @@ func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 		n.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
 		return n
 	}
+	const why = "NotEnoughResources: the minimum of pod group ns/wide needs 3 more pods, and the nodes' free capacity holds at most 2 of them (each asks at least cpu 4500m)"
 	_, status := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b")})
-	assert.Equal(t, fwk.Unschedulable, status.Code())
-	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/wide needs 3 more pods, and the nodes' free capacity holds at most 2 of them (each asks at least cpu 4500m)", status.Message())
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "the first member's PostFilter may reclaim for the whole minimum")
+	assert.Equal(t, why, status.Message())
+	_, status = f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{node("a"), node("b")})
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the other members are refused without counting again")
+	assert.Equal(t, why, status.Message())
 
+	f.now = f.now.Add(unfitFor) // no event came: the verdict is trusted for unfitFor only
 	_, status = f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b"), node("c")})
 	assert.True(t, status.IsSuccess(), "one member per node: %v", status)
 
@@ -391,6 +402,7 @@ func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 	small := members[2].DeepCopy()
 	small.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
 	require.NoError(t, f.pods.Update(small))
+	f.now = f.now.Add(unfitFor)
 	_, status = f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b")})
 	assert.True(t, status.IsSuccess(), "%v", status)
 }

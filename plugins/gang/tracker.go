@@ -44,6 +44,11 @@ type groupState struct {
 	// timer will bring the group back when its SLA waiting time ends.
 	reserved []string
 	slaArmed bool
+	// unfit is the rejection of the group's last capacity check in PreFilter, and unfitAt when
+	// it was made. The group's other members are refused with it at no cost, until an event that
+	// may let the group fit clears it (the plugin's queueing hints), or unfitFor passes.
+	unfit   string
+	unfitAt time.Time
 	// minimumQueued: the group's minimum of members exists and its members were queued for it
 	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
 	minimumQueued bool
@@ -161,6 +166,18 @@ func (t *tracker) waitingCount() int {
 // minimumQuiet is how long a group whose minimum waits keeps holding elastic pods back without
 // any of its members being tried.
 const minimumQuiet = 30 * time.Second
+
+// unfitFor bounds how long a group's failed capacity check is trusted without an event.
+const unfitFor = 5 * time.Second
+
+// clearUnfit forgets a group's failed capacity check: something happened that may let it fit.
+func (t *tracker) clearUnfit(key groupKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.groups[key]; s != nil {
+		s.unfit = ""
+	}
+}
 
 // wantingMinimum lists the groups, but skip, whose minimum may take capacity now.
 func (t *tracker) wantingMinimum(skip groupKey, now time.Time) []groupKey {

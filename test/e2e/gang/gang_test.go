@@ -1,10 +1,12 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // A gang of 8 one-CPU pods on 7 free CPUs binds none; a node added binds all 8, and the
@@ -74,6 +78,59 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 	n, _ := strconv.Atoi(count[1])
 	assert.GreaterOrEqual(t, n, 1, "the gang's time to full was measured")
 	assert.Contains(t, metrics, "tephra_gang_waiting_pods")
+}
+
+// A gang of 3 members that each take 5 of a node's 8 "wide" slots: two nodes hold 16 slots, more
+// than the 15 asked, but one member each. The scheduler places none of them (it used to place two,
+// hold them at Permit and release them after every backoff) and says why; a third node lets all
+// three run.
+func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	const wide corev1.ResourceName = "e2e.tephra.dev/wide-slots"
+	selector := map[string]string{poolLabel: "wide"}
+	shape := localcluster.NodeShape{CPU: "8", Memory: "64Gi", Pods: 110, Labels: selector, Extended: map[corev1.ResourceName]int64{wide: 8}}
+	_, err := env.Cluster.CreateNodes(ctx, "wide", 2, shape)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, name := range []string{"wide-0", "wide-1", "wide-extra"} {
+			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+
+	createPodGroup(t, env, ns, "wide", 3, nil)
+	for i := range 3 {
+		pod := newPod(ns, podSpec{name: fmt.Sprintf("wide-%d", i), group: "wide", cpu: "100m", pool: selector})
+		pod.Spec.Containers[0].Resources.Requests[wide] = resource.MustParse("5")
+		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{wide: resource.MustParse("5")}
+		createPod(t, env, pod)
+	}
+	eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3", func() (bool, string) {
+		assert.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
+		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return strings.Contains(c.Message, "the nodes' free capacity holds at most 2 of them"), c.Message
+			}
+		}
+		return false, "no PodScheduled condition yet"
+	})
+	for range 8 {
+		require.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	_, err = env.Kube.CoreV1().Nodes().Create(ctx, localcluster.SimulatedNode("wide-extra", shape), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, env.Cluster.WaitNodesReady(ctx, "wide-extra"))
+	eventually(t, time.Minute, "all 3 members to be bound", func() (bool, string) {
+		n := boundPods(t, env, ns)
+		return n == 3, fmt.Sprintf("%d bound", n)
+	})
 }
 
 // Five jobs of 2 ps + 4 workers on 12 CPUs, their pods created interleaved. A job's pods do their
