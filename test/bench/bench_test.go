@@ -542,6 +542,28 @@ func TestPublishKeepsTheOtherKind(t *testing.T) {
 	}
 }
 
+// A sweep's profile reports have the names of the matrix's, which the report shows: published
+// after a matrix, the sweep keeps its own in its run folder.
+func TestPublishedSweepKeepsTheMatrixProfiles(t *testing.T) {
+	docs := t.TempDir()
+	withProfile := func(kind, text string) *Results {
+		res := syntheticResults()
+		if kind == "sweep" {
+			res.Kind, res.Nodes, res.Sweep = "sweep", 0, []int{100}
+		}
+		res.Dir = t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(res.Dir, "profiles"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(res.Dir, "profiles", "C-P-rep1-top.txt"), []byte(text), 0o644))
+		res.Profiles = []ProfileSummary{{Configuration: "C", Scenario: "P", Rep: 1, Files: []string{"profiles/C-P-rep1-top.txt"}}}
+		return res
+	}
+	require.NoError(t, withProfile("matrix", "matrix profile").Publish(docs))
+	require.NoError(t, withProfile("sweep", "sweep profile").Publish(docs))
+	data, err := os.ReadFile(filepath.Join(docs, "benchmarks", "profiles", "C-P-rep1-top.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "matrix profile", string(data))
+}
+
 func TestReportProfiles(t *testing.T) {
 	res := syntheticResults()
 	res.Dir = t.TempDir()

@@ -63,9 +63,6 @@ func (res *Results) Publish(docsDir string) error {
 	if err := res.writePlot(assets); err != nil {
 		return err
 	}
-	if err := res.copyProfileReports(assets); err != nil {
-		return err
-	}
 	matrix, sweep := res, (*Results)(nil)
 	other := "sweep.json"
 	if res.Kind == "sweep" {
@@ -80,6 +77,13 @@ func (res *Results) Publish(docsDir string) error {
 		matrix = previous
 	default:
 		sweep = previous
+	}
+	// The report shows a sweep's profiles only without a matrix; they have the same names as the
+	// matrix's, which they must not replace.
+	if res.Kind != "sweep" || matrix == nil {
+		if err := res.copyProfileReports(assets); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")), 0o644)
 }
