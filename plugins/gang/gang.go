@@ -238,9 +238,14 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	}
 	var backoff time.Duration
 	var placed int
+	var unfit string
+	now := g.now()
 	g.groups.with(key, func(s *groupState) {
-		backoff = s.backoffUntil.Sub(g.now())
+		backoff = s.backoffUntil.Sub(now)
 		placed = len(s.assumed)
+		if s.unfit != "" && now.Sub(s.unfitAt) < unfitFor {
+			unfit = s.unfit
+		}
 	})
 	if backoff > 0 {
 		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
@@ -250,12 +255,6 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if placed > 0 {
 		return g.onReserved(key), nil
 	}
-	var unfit string
-	g.groups.with(key, func(s *groupState) {
-		if s.unfit != "" && g.now().Sub(s.unfitAt) < unfitFor {
-			unfit = s.unfit
-		}
-	})
 	if unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
 		// that could change it: counting the members again would cost O(members) per member, and
@@ -272,12 +271,12 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		}
 		return nil, nil
 	}
-	now := g.now()
 	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
 	if count.bound >= int(pg.Spec.MinMember) {
 		return nil, nil // the minimum runs but for a task's; this member completes it
 	}
-	need := g.minimumStillNeeded(pg, count)
+	unplacedRequests := sortedRequests(count.unplaced)
+	need := g.minimumStillNeeded(pg, count, unplacedRequests)
 	if reserved := g.reservationFor(ctx, key, pg, pod, need, nodes); reserved != nil {
 		nodes = onNodes(nodes, reserved)
 	}
@@ -289,7 +288,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	// after every backoff, and every member it holds nominated makes the filters of other pods
 	// slower.
 	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
-		smallest := smallestRequests(count.unplaced)
+		smallest := smallestRequests(unplacedRequests)
 		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
 			return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))

@@ -122,7 +122,9 @@ func sortedTasks(pg *v1alpha1.PodGroup) []string {
 // placed members hold: spec.minResources less the placed requests when it is set, else the
 // requests of the smallest unplaced members that would complete minMember. A lower bound, so
 // that the capacity check never rejects a group that could fit.
-func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount) corev1.ResourceList {
+//
+// unplacedRequests are the requests of c.unplaced, smallest CPU first (sortedRequests).
+func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount, unplacedRequests []corev1.ResourceList) corev1.ResourceList {
 	need := corev1.ResourceList{}
 	if len(pg.Spec.MinResources) > 0 {
 		placedRequests := corev1.ResourceList{}
@@ -141,9 +143,8 @@ func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount) corev1.R
 		return need
 	}
 	missing := int(pg.Spec.MinMember) - c.placed
-	requests := sortedRequests(c.unplaced)
-	for i := 0; i < missing && i < len(requests); i++ {
-		addTo(need, requests[i])
+	for i := 0; i < missing && i < len(unplacedRequests); i++ {
+		addTo(need, unplacedRequests[i])
 	}
 	return need
 }
@@ -184,11 +185,12 @@ func lackingCapacity(need corev1.ResourceList, nodes []fwk.NodeInfo) string {
 	return strings.Join(lacking, ", ")
 }
 
-// smallestRequests is, for each resource, the least any of the pods asks for (a resource some
-// pod does not ask for is left out), and one pod each: no member of the pods is smaller.
-func smallestRequests(pods []*corev1.Pod) corev1.ResourceList {
+// smallestRequests is, for each resource, the least any of the pods' requests asks for (a
+// resource some pod does not ask for is left out), and one pod each: no member of the pods is
+// smaller.
+func smallestRequests(podsRequests []corev1.ResourceList) corev1.ResourceList {
 	var smallest corev1.ResourceList
-	for i, requests := range sortedRequests(pods) {
+	for i, requests := range podsRequests {
 		if i == 0 {
 			smallest = requests.DeepCopy()
 			continue

@@ -495,7 +495,8 @@ func TestReport(t *testing.T) {
 			r.PeakPartialGangPods, r.GangBindSpreadSeconds = 8, &Quantiles{P50: 0.01, P99: 0.02}
 		}
 	}
-	last := goals(partly)[len(goals(partly))-1]
+	partlyGoals := goals(partly)
+	last := partlyGoals[len(partlyGoals)-1]
 	assert.Equal(t, "no: only while a whole gang's binds are in flight", last.met)
 	assert.Equal(t, "left at the end: 0; peak while binding: 8 (gang bind spread p99 up to 20 ms)", last.measured)
 
