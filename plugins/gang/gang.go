@@ -237,12 +237,12 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
 	}
 	var backoff time.Duration
-	var placed int
+	var waiting int
 	var unfit string
 	now := g.now()
 	g.groups.with(key, func(s *groupState) {
 		backoff = s.backoffUntil.Sub(now)
-		placed = len(s.assumed)
+		waiting = len(s.waiting)
 		if s.unfit != "" && now.Sub(s.unfitAt) < unfitFor {
 			unfit = s.unfit
 		}
@@ -252,14 +252,19 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 		// backoff, so no PostFilter tries.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
 	}
-	if placed > 0 {
+	if waiting > 0 {
+		// An attempt is under way: members wait at Permit for the rest of the minimum, which
+		// this member may complete. Once the minimum is placed none waits (Permit allows them
+		// all), so a member tried while the minimum's binds are in flight is counted below, and
+		// held back as elastic if another group's minimum is pending.
 		return g.onReserved(key), nil
 	}
 	if unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
-		// that could change it: counting the members again would cost O(members) per member, and
-		// the first member's PostFilter has already tried reclaim for the whole minimum.
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unfit)
+		// that could change it: counting the members again would cost O(members) per member.
+		// Unschedulable, not UnschedulableAndUnresolvable: TephraQueue's PostFilter evicts for
+		// one pod at a time, so every member of a minimum that waits for reclaim must get to it.
+		return nil, fwk.NewStatus(fwk.Unschedulable, unfit)
 	}
 	count := g.countMembers(key, pg, nil)
 	if count.placedMeets(pg) {
@@ -329,10 +334,13 @@ func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
 // PreFilterExtensions are not needed: the plugin filters no nodes.
 func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// PostFilter runs when a member fits no node. If its group's minimum cannot be completed in this
-// attempt, every waiting member is released, so the partial gang holds nothing, and the group
-// backs off. Preemption is not tried for such a member: evicting pods for a gang that cannot
-// complete would only do harm.
+// PostFilter runs when a member fits no node and TephraQueue's PostFilter, which runs first,
+// evicted nothing for it. If its group's minimum cannot be completed in this attempt, every
+// waiting member is released, so the partial gang holds nothing, and the group backs off.
+//
+// It answers Unschedulable, not UnschedulableAndUnresolvable: the framework then keeps the
+// reasons of every PostFilter plugin, where UnschedulableAndUnresolvable would keep only this
+// one's, and the pod's event should also say why TephraQueue evicted nothing for it.
 func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
@@ -353,11 +361,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		// elastic pods may.
 		g.groups.with(key, func(s *groupState) { s.stalled = true })
 		g.releaseElastic(klog.FromContext(ctx))
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
 	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter")
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
 // Reserve records the member as assumed for its group's attempt.

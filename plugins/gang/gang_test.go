@@ -311,11 +311,12 @@ func TestPostFilterReleasesPlacedMembersOnlyForIncompleteGangs(t *testing.T) {
 	extra := f.member(t, "extra", "job", "")
 
 	_, status := f.gang.PostFilter(ctx, nil, a, nil)
-	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "nothing placed: nothing to release, and no preemption for a gang member")
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "nothing placed: nothing to release")
+	assert.Empty(t, status.Message(), "TephraQueue's reason is the one to show")
 
 	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
 	_, status = f.gang.PostFilter(ctx, nil, b, nil)
-	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, fwk.Unschedulable, status.Code())
 	assert.Equal(t, "NotEnoughResources: 1 of 2 pods of pod group ns/job could be placed; releasing them", status.Message())
 	assert.Equal(t, status.Message(), f.handle.waiting["a"].rejected)
 
@@ -351,7 +352,7 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	big := node.Snapshot()
 	big.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
-	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the verdict holds for the group until an event")
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "the verdict holds for the group until an event")
 	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message())
 	hint, err := f.gang.queueGroupMembers(klog.Background(), first, nil, big.Node())
 	require.NoError(t, err)
@@ -391,7 +392,7 @@ func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 	assert.Equal(t, fwk.Unschedulable, status.Code(), "the first member's PostFilter may reclaim for the whole minimum")
 	assert.Equal(t, why, status.Message())
 	_, status = f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{node("a"), node("b")})
-	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the other members are refused without counting again")
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "the other members are refused without counting again, and may each reclaim")
 	assert.Equal(t, why, status.Message())
 
 	f.now = f.now.Add(unfitFor) // no event came: the verdict is trusted for unfitFor only
@@ -513,10 +514,37 @@ func TestElasticMembersWaitForPendingMinimums(t *testing.T) {
 
 	// The gang's attempt places nothing: the elastic pod is brought back and may go on.
 	_, status = f.gang.PostFilter(ctx, nil, g0, nil)
-	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, fwk.Unschedulable, status.Code())
 	assert.Contains(t, f.handle.activated, "ns/e1", "the held elastic pod is activated")
 	_, status = f.gang.PreFilter(ctx, nil, extra, nil)
 	assert.True(t, status.IsSuccess())
+}
+
+// A member tried after its group's minimum was allowed at Permit, while the minimum's binds are
+// still in flight, is elastic: it waits for another group's pending minimum like any other.
+func TestMemberTriedWhileItsMinimumBindsIsElastic(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "first", 2, nil, f.now)
+	f.group(t, "second", 2, nil, f.now)
+	a, b := f.member(t, "a0", "first", ""), f.member(t, "a1", "first", "")
+	extra := f.member(t, "a2", "first", "")
+	s0 := f.member(t, "s0", "second", "")
+	f.member(t, "s1", "second", "")
+	require.True(t, f.gang.PreEnqueue(ctx, s0).IsSuccess(), "the second group's minimum exists and is queued")
+
+	_, status := f.gang.PreFilter(ctx, nil, a, []fwk.NodeInfo{bigNode()})
+	require.True(t, status.IsSuccess())
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	_, status = f.gang.PreFilter(ctx, nil, extra, []fwk.NodeInfo{bigNode()})
+	assert.True(t, status.IsSuccess(), "while a0 waits at Permit, any member may complete the minimum")
+
+	_, status = f.gang.PreFilter(ctx, nil, b, []fwk.NodeInfo{bigNode()})
+	require.True(t, status.IsSuccess())
+	require.True(t, f.permit(t, b).IsSuccess(), "b completes the minimum: both are allowed, neither is bound yet")
+	_, status = f.gang.PreFilter(ctx, nil, extra, []fwk.NodeInfo{bigNode()})
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "ElasticWaiting: pod a2 is above the minimum of its group and waits while the minimum of pod group ns/second is being placed")
 }
 
 func bigNode() fwk.NodeInfo {

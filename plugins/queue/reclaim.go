@@ -147,8 +147,15 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		clear := &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
 		return clear, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority or above a gang's minimum", leaf.Name))
 	}
+	evictable, victims := r.evictable()
+	if victims == 0 {
+		// Nothing in reach may be evicted: the dry run would try every candidate node for nothing
+		// (for each member of a gang that cannot fit, one after another). A nomination the pod
+		// holds is kept: the victims of its last preemption, terminating, are not counted here.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: no pod may be evicted for it: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", leaf.Name))
+	}
 	if w.pg != nil && !minimumEqual(minimum, r.need) {
-		if short := r.roomForMinimum(minimum); short != "" {
+		if short := r.roomForMinimum(minimum, evictable); short != "" {
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: evicting what may be evicted would not make room for the minimum of pod group %s (%s short); nothing is evicted", w.group, short))
 		}
 	}
@@ -200,7 +207,7 @@ func (q *Queue) hasElasticPods(queue, skip string) bool {
 // roomForMinimum checks, before anything is evicted, that the free capacity plus what may be
 // evicted covers the rest of the gang's minimum, in total per resource ("" if it does, else what
 // is short). Victims are then chosen pod by pod as the members are tried.
-func (r *reclaimer) roomForMinimum(minimum quota.Amounts) string {
+func (r *reclaimer) roomForMinimum(minimum, evictable quota.Amounts) string {
 	room := quota.Amounts{}
 	infos, _ := r.q.handle.SnapshotSharedLister().NodeInfos().List()
 	for _, info := range infos {
@@ -209,7 +216,7 @@ func (r *reclaimer) roomForMinimum(minimum quota.Amounts) string {
 			room[name] += max(a-u, 0)
 		}
 	}
-	room.Add(r.evictable())
+	room.Add(evictable)
 	var short []string
 	for _, name := range minimum.Names() {
 		if minimum[name] > room[name] {
@@ -221,9 +228,10 @@ func (r *reclaimer) roomForMinimum(minimum quota.Amounts) string {
 
 // evictable sums what the preemptor may evict: from other queues, what each reclaimable queue
 // holds above its deserved share and guarantee; from its own queue, the pods of lower priority
-// and the pods above their gang's minimum.
-func (r *reclaimer) evictable() quota.Amounts {
-	out := quota.Amounts{}
+// and the pods above their gang's minimum. victims is 0 when nothing may be evicted (else a
+// lower bound of how many pods may be): an upper bound of what SelectVictimsOnNode may choose.
+func (r *reclaimer) evictable() (out quota.Amounts, victims int) {
+	out = quota.Amounts{}
 	if r.belowShare {
 		for _, n := range r.state.tree.Nodes() {
 			if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {
@@ -231,9 +239,14 @@ func (r *reclaimer) evictable() quota.Amounts {
 			}
 			alloc := r.state.view.allocated[n.Name].Clone()
 			alloc.Sub(r.state.view.terminating[n.Name])
+			over := false
 			for name, v := range alloc {
 				floor := max(r.state.deserved[n.Name][name], n.Guarantee[name])
 				out[name] += max(v-floor, 0)
+				over = over || v > floor
+			}
+			if over {
+				victims++
 			}
 		}
 	}
@@ -252,12 +265,14 @@ func (r *reclaimer) evictable() quota.Amounts {
 		switch {
 		case e.priority < priority:
 			out.Add(e.requests)
+			victims++
 		case e.group != "" && elasticLeft[e.group] > 0 && e.priority <= priority:
 			elasticLeft[e.group]--
 			out.Add(e.requests)
+			victims++
 		}
 	}
-	return out
+	return out, victims
 }
 
 // belowShare says whether the leaf may take need without passing its deserved share, so that it

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,7 +61,7 @@ type Options struct {
 	// manifests/scheduler/config.yaml if empty. Its clientConnection.kubeconfig is pointed at the
 	// local cluster.
 	SchedulerConfig string
-	// SchedulerVerbosity is the scheduler's --v (default 2, which logs every bind).
+	// SchedulerVerbosity is the scheduler's --v (default 2, which logs every bind, or TEPHRA_SCHEDULER_V).
 	SchedulerVerbosity int
 	// WithoutScheduler and WithoutControllers leave Tephra's components out, e.g. for a baseline.
 	WithoutScheduler, WithoutControllers bool
@@ -118,7 +119,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		opts.SchedulerConfig = filepath.Join(opts.Root, "manifests", "scheduler", "config.yaml")
 	}
 	if opts.SchedulerVerbosity == 0 {
+		// TEPHRA_SCHEDULER_V raises it to debug a test (5 logs every plugin's verdict).
 		opts.SchedulerVerbosity = 2
+		if v, err := strconv.Atoi(os.Getenv("TEPHRA_SCHEDULER_V")); err == nil && v > 0 {
+			opts.SchedulerVerbosity = v
+		}
 	}
 	log := opts.Log
 	if log == nil {

@@ -106,7 +106,9 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{wide: resource.MustParse("5")}
 		createPod(t, env, pod)
 	}
-	eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3", func() (bool, string) {
+	// Both PostFilter plugins' reasons reach the pod: TephraQueue's (nothing it may evict, so no
+	// dry run for each member) and the gang's capacity check.
+	eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3, and that nothing may be evicted for them", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
 		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
 		if err != nil {
@@ -114,7 +116,8 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return strings.Contains(c.Message, "the nodes' free capacity holds at most 2 of them"), c.Message
+				return strings.Contains(c.Message, "the nodes' free capacity holds at most 2 of them") &&
+					strings.Contains(c.Message, "reclaim: no pod may be evicted for it"), c.Message
 			}
 		}
 		return false, "no PodScheduled condition yet"
