@@ -350,6 +350,17 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
+	settled := false
+	now := g.now()
+	g.groups.with(key, func(s *groupState) {
+		settled = s.stalled && len(s.assumed) == 0 && s.unfit != "" && now.Sub(s.unfitAt) < unfitFor
+	})
+	if settled {
+		// The member was refused with its group's kept verdict, and the member that made it found
+		// nothing of the group placed here: nothing has happened since (an event would have
+		// cleared the verdict), so counting the members again would come to the same.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	count := g.countMembers(key, pg, nil)
 	if count.placed >= int(pg.Spec.MinMember) {
 		// The minimum is placed; this member is extra and simply waits for room.

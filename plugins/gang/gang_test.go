@@ -520,6 +520,52 @@ func TestElasticMembersWaitForPendingMinimums(t *testing.T) {
 	assert.True(t, status.IsSuccess())
 }
 
+// countingIndexer counts the reads of a group's members.
+type countingIndexer struct {
+	cache.Indexer
+	reads int
+}
+
+func (c *countingIndexer) ByIndex(name, value string) ([]any, error) {
+	c.reads++
+	return c.Indexer.ByIndex(name, value)
+}
+
+// The members of a group refused with its kept verdict are not counted again, in PreFilter nor
+// in PostFilter, until an event clears the verdict.
+func TestRefusedMembersAreNotCountedAgain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	counting := &countingIndexer{Indexer: f.pods}
+	f.gang.members = counting
+	f.group(t, "big", 3, nil, f.now)
+	var members []*corev1.Pod
+	for i := range 3 {
+		members = append(members, f.member(t, fmt.Sprintf("m%d", i), "big", ""))
+	}
+	small := framework.NewNodeInfo()
+	small.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj())
+
+	_, status := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{small})
+	require.Equal(t, fwk.Unschedulable, status.Code())
+	_, status = f.gang.PostFilter(ctx, nil, members[0], nil)
+	require.Equal(t, fwk.Unschedulable, status.Code())
+	before := counting.reads
+	for _, m := range members[1:] {
+		_, status = f.gang.PreFilter(ctx, nil, m, []fwk.NodeInfo{small})
+		assert.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+		_, status = f.gang.PostFilter(ctx, nil, m, nil)
+		assert.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	}
+	assert.Equal(t, before, counting.reads, "the verdict and the first member's PostFilter stand for the others")
+
+	hint, err := f.gang.queueGroupMembers(klog.Background(), members[1], nil, small.Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint)
+	_, _ = f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{small})
+	assert.Greater(t, counting.reads, before, "after an event the group is counted again")
+}
+
 // A member tried after its group's minimum was allowed at Permit, while the minimum's binds are
 // still in flight, is elastic: it waits for another group's pending minimum like any other.
 func TestMemberTriedWhileItsMinimumBindsIsElastic(t *testing.T) {
