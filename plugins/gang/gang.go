@@ -243,9 +243,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	g.groups.with(key, func(s *groupState) {
 		backoff = s.backoffUntil.Sub(now)
 		waiting = len(s.waiting)
-		if s.unfit != "" && now.Sub(s.unfitAt) < unfitFor {
-			unfit = s.unfit
-		}
+		unfit = s.keptUnfit(now)
 	})
 	if backoff > 0 {
 		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
@@ -353,7 +351,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	settled := false
 	now := g.now()
 	g.groups.with(key, func(s *groupState) {
-		settled = s.stalled && len(s.assumed) == 0 && s.unfit != "" && now.Sub(s.unfitAt) < unfitFor
+		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now) != ""
 	})
 	if settled {
 		// The member was refused with its group's kept verdict, and the member that made it found

@@ -170,6 +170,14 @@ const minimumQuiet = 30 * time.Second
 // unfitFor bounds how long a group's failed capacity check is trusted without an event.
 const unfitFor = 5 * time.Second
 
+// keptUnfit is the group's failed capacity check while it is still trusted ("" if none).
+func (s *groupState) keptUnfit(now time.Time) string {
+	if now.Sub(s.unfitAt) < unfitFor {
+		return s.unfit
+	}
+	return ""
+}
+
 // clearUnfit forgets a group's failed capacity check: something happened that may let it fit.
 func (t *tracker) clearUnfit(key groupKey) {
 	t.mu.Lock()
