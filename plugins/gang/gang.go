@@ -505,14 +505,26 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 func (g *Gang) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		// A new member may complete its group's minimum.
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterMemberAdded)},
 		// A pod that stops frees capacity a group may need.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterPodDeleted)},
 		// A node added or grown adds capacity.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.queueGroupMembers},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(queueGroupMembers)},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
-		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.forgettingUnfit(isSchedulableAfterPodGroupChange)},
 	}, nil
+}
+
+// forgettingUnfit wraps a queueing hint: when it queues a group's member, the event may let the
+// group fit, so the group's kept capacity verdict is forgotten and its next member counts again.
+func (g *Gang) forgettingUnfit(hint fwk.QueueingHintFn) fwk.QueueingHintFn {
+	return func(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+		h, err := hint(logger, pod, oldObj, newObj)
+		if key, ok := groupOf(pod); ok && h == fwk.Queue {
+			g.groups.clearUnfit(key)
+		}
+		return h, err
+	}
 }
 
 // isSchedulableAfterMemberAdded queues a group's pods when the added member completes the
@@ -557,7 +569,6 @@ func (g *Gang) memberAddedHint(key groupKey, added *corev1.Pod) fwk.QueueingHint
 	g.groups.with(key, func(s *groupState) { first, s.minimumQueued = !s.minimumQueued, true })
 	task := v1alpha1.TaskOf(added)
 	if first || count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
-		g.groups.clearUnfit(key)
 		return fwk.Queue
 	}
 	return fwk.QueueSkip
@@ -569,33 +580,22 @@ func (g *Gang) isSchedulableAfterPodDeleted(logger klog.Logger, pod *corev1.Pod,
 	}
 	deleted, ok := oldObj.(*corev1.Pod)
 	if !ok {
-		g.clearUnfitOf(pod)
 		return fwk.Queue, nil // a tombstone: assume it freed something
 	}
 	if len(resourcehelper.PodRequests(deleted, resourcehelper.PodResourcesOptions{})) == 0 {
 		return fwk.QueueSkip, nil
 	}
-	g.clearUnfitOf(pod)
 	return fwk.Queue, nil
 }
 
-// clearUnfitOf forgets the failed capacity check of pod's group, before the group is queued
-// for an event that may let it fit.
-func (g *Gang) clearUnfitOf(pod *corev1.Pod) {
-	if key, ok := groupOf(pod); ok {
-		g.groups.clearUnfit(key)
-	}
-}
-
-func (g *Gang) queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if key, ok := groupOf(pod); ok {
-		g.groups.clearUnfit(key)
+func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); ok {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
 
-func (g *Gang) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
@@ -608,7 +608,6 @@ func (g *Gang) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, 
 		return fwk.Queue, nil
 	}
 	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
-		g.groups.clearUnfit(key)
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -134,6 +134,21 @@ func (f *fixture) permit(t *testing.T, pod *corev1.Pod) *fwk.Status {
 	return status
 }
 
+// registeredHint is the queueing hint the plugin registers for events of a resource, as the
+// scheduling queue calls it.
+func (f *fixture) registeredHint(t *testing.T, resource fwk.EventResource) fwk.QueueingHintFn {
+	t.Helper()
+	events, err := f.gang.EventsToRegister(context.Background())
+	require.NoError(t, err)
+	for _, e := range events {
+		if e.Event.Resource == resource {
+			return e.QueueingHintFn
+		}
+	}
+	t.Fatalf("no hint registered for %s", resource)
+	return nil
+}
+
 func TestArgsDefaultsAndValidation(t *testing.T) {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
@@ -354,7 +369,7 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
 	assert.Equal(t, fwk.Unschedulable, status.Code(), "the verdict holds for the group until an event")
 	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message())
-	hint, err := f.gang.queueGroupMembers(klog.Background(), first, nil, big.Node())
+	hint, err := f.registeredHint(t, fwk.Node)(klog.Background(), first, nil, big.Node())
 	require.NoError(t, err)
 	require.Equal(t, fwk.Queue, hint, "a node grown queues the group and clears the verdict")
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{big})
@@ -559,7 +574,7 @@ func TestRefusedMembersAreNotCountedAgain(t *testing.T) {
 	}
 	assert.Equal(t, before, counting.reads, "the verdict and the first member's PostFilter stand for the others")
 
-	hint, err := f.gang.queueGroupMembers(klog.Background(), members[1], nil, small.Node())
+	hint, err := f.registeredHint(t, fwk.Node)(klog.Background(), members[1], nil, small.Node())
 	require.NoError(t, err)
 	require.Equal(t, fwk.Queue, hint)
 	_, _ = f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{small})
