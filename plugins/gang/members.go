@@ -168,13 +168,7 @@ func lackingCapacity(need corev1.ResourceList, nodes []fwk.NodeInfo) string {
 	for _, name := range sortedNames(need) {
 		want := need[name]
 		have := free[name]
-		var short bool
-		if name == corev1.ResourceCPU {
-			short = want.MilliValue() > have
-		} else {
-			short = want.Value() > have
-		}
-		if short {
+		if capacity.Amount(name, want) > have {
 			freeQ := resource.NewQuantity(have, want.Format)
 			if name == corev1.ResourceCPU {
 				freeQ = resource.NewMilliQuantity(have, resource.DecimalSI)
@@ -221,10 +215,7 @@ func membersThatFit(smallest corev1.ResourceList, nodes []fwk.NodeInfo, enough i
 	for _, node := range nodes {
 		perNode := -1
 		for name, q := range smallest {
-			want := q.Value()
-			if name == corev1.ResourceCPU {
-				want = q.MilliValue()
-			}
+			want := capacity.Amount(name, q)
 			if want <= 0 {
 				continue
 			}

@@ -105,11 +105,7 @@ func (g *Gang) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.Po
 
 func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) bool {
 	for name, q := range need {
-		want := q.Value()
-		if name == corev1.ResourceCPU {
-			want = q.MilliValue()
-		}
-		if covered[name] < want {
+		if covered[name] < capacity.Amount(name, q) {
 			return false
 		}
 	}

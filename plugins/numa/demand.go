@@ -11,6 +11,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 )
 
 // PolicyAnnotation on a pod replaces its nodes' Topology Manager policy in the plugin's decisions:
@@ -149,7 +151,7 @@ func appendNonZero(list []request, r request) []request {
 // CPUs, memory and hugepages only for Guaranteed pods (CPU and memory managers), and CPUs only
 // when whole: fractions run on the shared pool.
 func alignedAmount(name corev1.ResourceName, q resource.Quantity, guaranteed bool) (int64, bool) {
-	v := amountOf(name, q)
+	v := capacity.Amount(name, q)
 	switch {
 	case v <= 0:
 		return 0, false
@@ -163,14 +165,6 @@ func alignedAmount(name corev1.ResourceName, q resource.Quantity, guaranteed boo
 		return v, true
 	}
 	return 0, false
-}
-
-// amountOf is a quantity in the plugin's units: millicores for cpu, the plain value otherwise.
-func amountOf(name corev1.ResourceName, q resource.Quantity) int64 {
-	if name == corev1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
 }
 
 // describe names a request and the amounts of it that matter (mask) for a message, e.g.

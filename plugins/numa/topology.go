@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 )
 
 // maxZones bounds the NUMA zones of a node the plugin considers, so that a set of zones fits a
@@ -51,7 +52,7 @@ func parseTopology(nrt *topologyv1alpha2.NodeResourceTopology) *nodeTopology {
 		for _, res := range zone.Resources {
 			name := corev1.ResourceName(res.Name)
 			at := z*width + slices.Index(t.resources, name)
-			t.alloc[at], t.avail[at] = amountOf(name, res.Allocatable), amountOf(name, res.Available)
+			t.alloc[at], t.avail[at] = capacity.Amount(name, res.Allocatable), capacity.Amount(name, res.Available)
 		}
 	}
 	return t

@@ -4,6 +4,7 @@ package capacity
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -23,4 +24,13 @@ func Of(node fwk.NodeInfo, name corev1.ResourceName) (allocatable, requested int
 	default:
 		return alloc.GetScalarResources()[name], req.GetScalarResources()[name]
 	}
+}
+
+// Amount is a quantity of a resource in the units Of counts it in: millicores for CPU, the plain
+// value otherwise.
+func Amount(name corev1.ResourceName, q resource.Quantity) int64 {
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/tephra-dev/tephra/plugins/internal/capacity"
 )
 
 // Amounts are resource quantities as integers: CPU in millicores, everything else in units
@@ -17,16 +19,9 @@ type Amounts map[corev1.ResourceName]int64
 func FromList(list corev1.ResourceList) Amounts {
 	out := make(Amounts, len(list))
 	for name, q := range list {
-		out[name] = amountOf(name, q)
+		out[name] = capacity.Amount(name, q)
 	}
 	return out
-}
-
-func amountOf(name corev1.ResourceName, q resource.Quantity) int64 {
-	if name == corev1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
 }
 
 // List converts back to a ResourceList, leaving out zero amounts.
