@@ -155,7 +155,7 @@ func (b *benchCluster) checkUpstreamPodGroups() error {
 	return unavailable("the apiserver serves scheduling.k8s.io/v1beta1 without podgroups")
 }
 
-// createQueues creates what tephra-controllers would (the root and default queues, which
+// prepareTephraObjects creates what tephra-controllers would (the root and default queues, which
 // Tephra's profile needs for pods that name no queue) and Q's queues, and lists the other CRDs
 // C's scheduler reads (PodGroups, NodeResourceTopologies) once: the apiserver builds a CRD's
 // storage and compiles its validation rules on the first request, which in a running cluster
@@ -163,7 +163,7 @@ func (b *benchCluster) checkUpstreamPodGroups() error {
 // Every configuration's control plane gets the same, although only C's scheduler reads them: the
 // first use of a CRD costs the apiserver CPU, and the configurations must run on control planes
 // prepared alike.
-func (b *benchCluster) createQueues(ctx context.Context) error {
+func (b *benchCluster) prepareTephraObjects(ctx context.Context) error {
 	queues := []*schedulingv1alpha1.Queue{
 		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.RootQueue}},
 		{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultQueue}, Spec: schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue}},
@@ -217,14 +217,14 @@ func benchNode(i int) *corev1.Node {
 	return node
 }
 
-// prepare creates the simulated nodes and, meanwhile, the queues, and waits until the apiserver
-// lists every node Ready.
+// prepare creates the simulated nodes and, meanwhile, Tephra's queues (prepareTephraObjects),
+// and waits until the apiserver lists every node Ready.
 func (b *benchCluster) prepare(ctx context.Context, nodes int, log io.Writer) error {
-	queues := make(chan error, 1)
-	go func() { queues <- b.createQueues(ctx) }()
+	tephra := make(chan error, 1)
+	go func() { tephra <- b.prepareTephraObjects(ctx) }()
 	err := b.ensureNodes(ctx, nodes, log)
-	if qerr := <-queues; err == nil {
-		err = qerr
+	if terr := <-tephra; err == nil {
+		err = terr
 	}
 	return err
 }
