@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 
 GO ?= go
 BIN := $(CURDIR)/bin
-# Tephra's version: the git description, or what the caller (e.g. the Dockerfile) passes.
+# Tephra's version: the git description, or what the caller passes.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 K8S_VERSION = $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
 K8S_MINOR = $(word 2,$(subst ., ,$(K8S_VERSION)))
@@ -24,6 +24,12 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # e2e tests start real control planes; give them time on a 2-core machine.
 TEST_TIMEOUT ?= 60m
 TEST_FLAGS ?=
+
+# Images: `make image` stages their content in $(IMAGE_DIR) and builds them FROM scratch.
+# IMAGE_TAG is the tag manifests/ name.
+IMAGE_TAG ?= dev
+IMAGE_DIR := $(BIN)/image
+HOST_CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
 .PHONY: help
 help: ## Show the targets.
@@ -84,13 +90,31 @@ $(GOLANGCI_LINT):
 
 ##@ Install elsewhere
 
-.PHONY: docker-build
-docker-build: ## Build the container images (needs Docker).
-	docker build --build-arg VERSION=$(VERSION) -t tephra/tephra-scheduler:dev -t tephra/tephra-controllers:dev .
+.PHONY: image
+image: ## Build the images tephra/tephra-scheduler and tephra/tephra-controllers, tag IMAGE_TAG (default dev), FROM scratch (needs Docker; pulls nothing).
+	@test -r $(HOST_CA_CERTS) || { echo "$(HOST_CA_CERTS) not found: install ca-certificates (or pass HOST_CA_CERTS=<PEM bundle>)"; exit 1; }
+	rm -rf $(IMAGE_DIR)
+	mkdir -p $(IMAGE_DIR)/base/etc/ssl/certs $(IMAGE_DIR)/base/tmp \
+		$(IMAGE_DIR)/scheduler/usr/local/bin $(IMAGE_DIR)/scheduler/etc/tephra $(IMAGE_DIR)/controllers/usr/local/bin
+	chmod 1777 $(IMAGE_DIR)/base/tmp
+	cp $(HOST_CA_CERTS) $(IMAGE_DIR)/base/etc/ssl/certs/ca-certificates.crt
+	printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >$(IMAGE_DIR)/base/etc/passwd
+	printf 'root:x:0:\nnonroot:x:65532:\n' >$(IMAGE_DIR)/base/etc/group
+	CGO_ENABLED=0 GOOS=linux $(GO) build -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/scheduler/usr/local/bin/ ./cmd/tephra-scheduler
+	CGO_ENABLED=0 GOOS=linux $(GO) build -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/controllers/usr/local/bin/ ./cmd/tephra-controllers
+	ln -s tephra-scheduler $(IMAGE_DIR)/scheduler/usr/local/bin/kube-scheduler
+	{ echo '# Baked into tephra/tephra-scheduler by `make image` for kubeadm control planes:'; \
+	  echo '# manifests/scheduler/config-replace-default.yaml reading the kubeconfig kubeadm mounts.'; \
+	  awk '{ print } /^clientConnection:$$/ { print "  kubeconfig: /etc/kubernetes/scheduler.conf" }' manifests/scheduler/config-replace-default.yaml; \
+	} >$(IMAGE_DIR)/scheduler/etc/tephra/kubeadm.yaml
+	@grep -q '^  kubeconfig: /etc/kubernetes/scheduler.conf$$' $(IMAGE_DIR)/scheduler/etc/tephra/kubeadm.yaml || \
+		{ echo "manifests/scheduler/config-replace-default.yaml has no top-level clientConnection: to add kubeadm's kubeconfig to"; exit 1; }
+	docker build --target tephra-scheduler -t tephra/tephra-scheduler:$(IMAGE_TAG) .
+	docker build --target tephra-controllers -t tephra/tephra-controllers:$(IMAGE_TAG) .
 
 .PHONY: kind-up
 kind-up: ## Create a kind cluster with Tephra installed (needs Docker and kind).
-	VERSION=$(VERSION) hack/kind-up.sh
+	hack/kind-up.sh
 
 .PHONY: kind-down
 kind-down: ## Delete the kind cluster.

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Creates (or reuses) a kind cluster, builds Tephra's images, loads them and installs manifests/.
-# Env: CLUSTER_NAME (default tephra), VERSION (passed to `make build`, default dev).
+# Env: CLUSTER_NAME (default tephra).
 set -euo pipefail
 
 CLUSTER_NAME="${CLUSTER_NAME:-tephra}"
-VERSION="${VERSION:-dev}"
-# Must match the images named in manifests/*/deployment.yaml.
-SCHEDULER_IMAGE="tephra/tephra-scheduler:dev"
-CONTROLLERS_IMAGE="tephra/tephra-controllers:dev"
+# The tag manifests/*/deployment.yaml name, which kind-up installs unchanged.
+IMAGE_TAG=dev
+SCHEDULER_IMAGE="tephra/tephra-scheduler:$IMAGE_TAG"
+CONTROLLERS_IMAGE="tephra/tephra-controllers:$IMAGE_TAG"
 NAMESPACE="tephra-system"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-for tool in docker kind kubectl; do
+for tool in docker kind kubectl make; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "error: '$tool' not found on PATH; install it and retry." >&2
     exit 1
@@ -21,11 +21,6 @@ for tool in docker kind kubectl; do
 done
 if ! docker info >/dev/null 2>&1; then
   echo "error: docker is installed but the daemon is not reachable (is it running?)." >&2
-  exit 1
-fi
-# The Dockerfile uses BuildKit features (cache mounts); the legacy builder cannot build it.
-if ! docker buildx version >/dev/null 2>&1; then
-  echo "error: docker buildx (BuildKit) is required to build the Dockerfile; install the buildx plugin." >&2
   exit 1
 fi
 
@@ -38,9 +33,9 @@ fi
 CONTEXT="kind-$CLUSTER_NAME"
 kc() { kubectl --context "$CONTEXT" "$@"; }
 
-# One image contains both binaries; tag it under both names.
+# FROM scratch with binaries built on this machine: no image is pulled.
 echo ">> building images"
-DOCKER_BUILDKIT=1 docker build --build-arg VERSION="$VERSION" -t "$SCHEDULER_IMAGE" -t "$CONTROLLERS_IMAGE" .
+make image IMAGE_TAG="$IMAGE_TAG"
 
 echo ">> loading images into kind"
 kind load docker-image --name "$CLUSTER_NAME" "$SCHEDULER_IMAGE" "$CONTROLLERS_IMAGE"
