@@ -1,0 +1,172 @@
+// Package image checks Tephra's container images as they are installed: `make image` builds
+// them, and Docker runs the scheduler image in place of kube-scheduler with the static pod that
+// kubeadm writes (only `image:` changed and --config added) and the controllers image as its
+// Deployment runs it, against a local control plane. Without Docker the tests skip, except in
+// CI (CI=true), where they fail.
+package image
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// dockerProblem says why Docker cannot run the images on this machine; empty when it can.
+var dockerProblem string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		dockerProblem = dockerUnavailable()
+	}
+	if dockerProblem != "" {
+		// No test here can run without Docker: the control plane is not worth starting.
+		os.Exit(m.Run())
+	}
+	// Tephra's manifests are installed (CRDs, namespace, RBAC); its components run as containers.
+	code := framework.Main(m, localcluster.Options{WithoutScheduler: true, WithoutControllers: true}, func(*framework.Env) error {
+		return buildImages(context.Background())
+	})
+	removeImages()
+	os.Exit(code)
+}
+
+// requireDocker skips the test when Docker cannot run here, and fails it instead in CI, which
+// must run it.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if dockerProblem == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; in CI this test must run: .ci/run sets Docker up with hack/docker-setup.sh", dockerProblem)
+	}
+	t.Skipf("%s; to run this test, install Docker (Debian: apt-get install docker.io) and start its daemon (dockerd), e.g. with hack/docker-setup.sh as root", dockerProblem)
+}
+
+func TestKubeadmSchedulerImage(t *testing.T) {
+	requireDocker(t)
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 5*time.Minute)
+
+	// The controllers create the default queue, which the pods below go to.
+	runControllers(t, env)
+	require.NoError(t, localcluster.WaitDefaultQueues(ctx, env.Cluster.Config), "the controllers' container made no default queues")
+	runKubeadmScheduler(t, env)
+
+	t.Run("GangIsPlaced", func(t *testing.T) {
+		ns := env.Namespace(t)
+		selector := pool(t, env, "image-fit", 2, 4)
+		createGang(t, env, ns, "fits", 3, "1", selector)
+		for i := range 3 {
+			env.WaitPod(t, ns, fmt.Sprintf("fits-%d", i), 2*time.Minute, "bound by the container scheduler", func(pod *corev1.Pod) bool {
+				return pod.Spec.NodeName != ""
+			})
+		}
+		// The PodGroup's status is written by the controllers' container only.
+		waitPodGroup(t, env, ns, "fits", "Running with 3 pods running", func(pg *schedulingv1alpha1.PodGroup) bool {
+			return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 3
+		})
+	})
+
+	t.Run("GangThatCannotFitPlacesNone", func(t *testing.T) {
+		ns := env.Namespace(t)
+		// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
+		selector := pool(t, env, "image-unfit", 2, 4)
+		createGang(t, env, ns, "unfit", 3, "3", selector)
+		for i := range 3 {
+			env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
+				for _, c := range pod.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, pod := range pods.Items {
+			require.Empty(t, pod.Spec.NodeName, "pod %s of a gang that cannot fit was bound", pod.Name)
+		}
+	})
+}
+
+// pool creates count simulated nodes of cpus CPUs for one test; its pods select them.
+func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
+	t.Helper()
+	selector := map[string]string{"e2e.tephra.dev/pool": name}
+	names, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
+		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
+	})
+	t.Cleanup(func() {
+		for _, node := range names {
+			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+		}
+	})
+	require.NoError(t, err)
+	return selector
+}
+
+// createGang creates a PodGroup of minMember and as many plain pods in it, which name no
+// scheduler: the default scheduler, which Tephra's image replaces, places them.
+func createGang(t *testing.T, env *framework.Env, ns, name string, minMember int32, cpu string, selector map[string]string) {
+	t.Helper()
+	_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(context.Background(), &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: minMember, ScheduleTimeoutSeconds: ptr.To[int32](15)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i := range minMember {
+		_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns,
+				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: name},
+			},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				NodeSelector:  selector,
+				Containers: []corev1.Container{{
+					Name: "work", Image: "busybox",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+				}},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// waitPodGroup waits until cond holds for the PodGroup, failing the test with its last status.
+func waitPodGroup(t *testing.T, env *framework.Env, ns, name, what string, cond func(*schedulingv1alpha1.PodGroup) bool) {
+	t.Helper()
+	var last *schedulingv1alpha1.PodGroup
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = pg
+		return cond(pg), nil
+	})
+	if err != nil {
+		status := "not found"
+		if last != nil {
+			status = fmt.Sprintf("%+v", last.Status)
+		}
+		t.Fatalf("PodGroup %s/%s is not %s: status %s", ns, name, what, status)
+	}
+}
