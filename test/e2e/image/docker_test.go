@@ -110,7 +110,7 @@ func runKubeadmScheduler(t *testing.T, env *framework.Env) {
 		// The one flag added to kubeadm's: schedulers of other tests on this machine may hold
 		// kube-scheduler's port 10259.
 		fmt.Sprintf("--secure-port=%d", freePort(t)))
-	runContainer(t, "tephra-scheduler", securityOptions(pod.Spec.SecurityContext, container.SecurityContext), mounts, nil, command)
+	runContainer(t, env.Cluster, "tephra-scheduler", securityOptions(pod.Spec.SecurityContext, container.SecurityContext), mounts, nil, command)
 }
 
 // runControllers runs the controllers image as the tephra-controllers Deployment of the rendered
@@ -137,7 +137,7 @@ func runControllers(t *testing.T, env *framework.Env) {
 		command = append(command, onHostNetwork(t, arg))
 	}
 	command = append(command, "--leader-election-namespace="+deployment.Namespace)
-	runContainer(t, "tephra-controllers",
+	runContainer(t, env.Cluster, "tephra-controllers",
 		securityOptions(deployment.Spec.Template.Spec.SecurityContext, container.SecurityContext),
 		[]string{mount(readable, "/etc/tephra/kubeconfig", true)},
 		[]string{"KUBECONFIG=/etc/tephra/kubeconfig"}, command)
@@ -148,7 +148,7 @@ func renderedDeployment(ctx context.Context, t *testing.T, name string) *appsv1.
 	t.Helper()
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
-	rendered, err := localcluster.KustomizeManifests(filepath.Join(root, "manifests"))(ctx, root)
+	rendered, err := localcluster.KustomizeManifests("manifests")(ctx, root)
 	require.NoError(t, err)
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
 	for {
@@ -225,8 +225,9 @@ func mount(source, target string, readOnly bool) string {
 
 // runContainer starts the component's image on the host network with the pod's command (as the
 // entrypoint, as Kubernetes runs it). The container is removed when the test ends, and its log
-// printed if the test failed.
-func runContainer(t *testing.T, component string, options, mounts, env, command []string) {
+// printed if the test failed. Its log is kept with the cluster's component logs, where
+// framework.Main fails the package on any RBAC denial, as for the components it runs itself.
+func runContainer(t *testing.T, cluster *localcluster.Cluster, component string, options, mounts, env, command []string) {
 	t.Helper()
 	name := fmt.Sprintf("tephra-e2e-%s-%s", component, randomHex(4))
 	args := []string{"run", "--detach", "--name", name, "--network", "host", "--entrypoint", command[0]}
@@ -242,10 +243,16 @@ func runContainer(t *testing.T, component string, options, mounts, env, command 
 	t.Logf("docker %s", strings.Join(args, " "))
 	out, err := exec.Command("docker", args...).CombinedOutput()
 	t.Cleanup(func() {
+		logs, err := exec.Command("docker", "logs", name).CombinedOutput()
+		if err != nil {
+			t.Errorf("docker logs %s: %v: %s", name, err, logs)
+		}
+		if err := os.WriteFile(cluster.LogPath(name), logs, 0o644); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
-			logs, _ := exec.Command("docker", "logs", "--tail", "200", name).CombinedOutput()
 			state, _ := exec.Command("docker", "inspect", "--format", "{{.State.Status}} (exit code {{.State.ExitCode}})", name).CombinedOutput()
-			t.Logf("container %s, %s; last lines of its log:\n%s", name, strings.TrimSpace(string(state)), logs)
+			t.Logf("container %s, %s; last lines of its log:\n%s", name, strings.TrimSpace(string(state)), lastLines(logs, 100))
 		}
 		_ = exec.Command("docker", "rm", "--force", "--volumes", name).Run()
 	})
@@ -275,7 +282,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func lastLine(out []byte) string {
+func lastLine(out []byte) string { return lastLines(out, 1) }
+
+func lastLines(out []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
