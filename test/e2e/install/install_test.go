@@ -29,7 +29,8 @@ import (
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
-		Manifests: localcluster.KustomizeManifests("test/e2e/install/testdata/ha"),
+		Manifests:   localcluster.KustomizeManifests("test/e2e/install/testdata/ha"),
+		AuditTephra: true,
 	}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))
