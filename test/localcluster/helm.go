@@ -55,7 +55,7 @@ func BuildHelm(ctx context.Context, root string, log io.Writer) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	var ldflags []string
+	ldflags := []string{"-s", "-w"}
 	for _, pkg := range []string{"helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"} {
 		ldflags = append(ldflags, "-X "+pkg+".k8sVersionMajor="+k8sMajor, "-X "+pkg+".k8sVersionMinor="+k8sMinor)
 	}
