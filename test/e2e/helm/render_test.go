@@ -105,6 +105,37 @@ func TestReplaceDefaultChartServesEveryProfileAlike(t *testing.T) {
 	assert.Equal(t, []any{"kube-scheduler"}, renewable, "leases the scheduler may renew")
 }
 
+// serviceMonitor.enabled adds a ServiceMonitor that selects both metrics Services and scrapes
+// each on its port, the scheduler's over HTTPS with a token.
+func TestServiceMonitorScrapesBothMetricsServices(t *testing.T) {
+	ctx := testContext(t)
+	objects := renderChart(t, ctx, "--set", "serviceMonitor.enabled=true")
+	monitor := objects["ServiceMonitor/tephra-system/tephra"]
+	require.NotNil(t, monitor, "the ServiceMonitor")
+	selector, _, _ := unstructured.NestedStringMap(monitor.Object, "spec", "selector", "matchLabels")
+	expressions, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "selector", "matchExpressions")
+	require.Len(t, expressions, 1)
+	names := expressions[0].(map[string]any)["values"].([]any)
+	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+	scraped := map[string]map[string]any{}
+	for _, e := range endpoints {
+		scraped[e.(map[string]any)["port"].(string)] = e.(map[string]any)
+	}
+	for _, key := range []string{"Service/tephra-system/tephra-scheduler-metrics", "Service/tephra-system/tephra-controllers-metrics"} {
+		svc := objects[key]
+		require.NotNil(t, svc, key)
+		for k, v := range selector {
+			assert.Equal(t, v, svc.GetLabels()[k], "label %s of %s", k, key)
+		}
+		assert.Contains(t, names, svc.GetLabels()["app.kubernetes.io/name"], "%s is selected by name", key)
+		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		port := ports[0].(map[string]any)["name"].(string)
+		assert.Contains(t, scraped, port, "an endpoint scrapes port %s of %s", port, key)
+	}
+	assert.Equal(t, "https", scraped["https"]["scheme"], "the scheduler serves metrics over HTTPS only")
+	assert.NotEmpty(t, scraped["https"]["bearerTokenFile"], "the scheduler authorizes every scrape")
+}
+
 // Values kube-scheduler or the cluster would refuse, or that would run two active replicas, fail
 // the install with a message saying what to change.
 func TestChartRefusesValuesThatCannotWork(t *testing.T) {
