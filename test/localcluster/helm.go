@@ -107,7 +107,7 @@ func helmKubernetesVersion(ctx context.Context, root string) (major, minor strin
 // would install, with the Namespace rendered by the chart (namespace.create=true) since nothing
 // else creates it. args are passed on to helm, after these defaults, e.g.
 // "--set", "compatibleSchedulerNames={volcano}".
-func HelmManifests(args ...string) func(ctx context.Context, root string) ([]byte, error) {
+func HelmManifests(args ...string) Manifests {
 	return func(ctx context.Context, root string) ([]byte, error) {
 		helm, err := BuildHelm(ctx, root, os.Stderr)
 		if err != nil {

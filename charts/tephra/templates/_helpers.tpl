@@ -58,3 +58,10 @@ Fails when a component runs several replicas without leader election: they would
 {{- fail "more than one replica needs leaderElection.enabled: true" -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The name of the controllers' metrics port, which says whether it is HTTPS.
+*/}}
+{{- define "tephra.controllersMetricsPort" -}}
+{{- if .Values.controllers.metrics.secure }}https-metrics{{ else }}http-metrics{{ end -}}
+{{- end }}

@@ -20,8 +20,6 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -32,7 +30,7 @@ import (
 func TestDefaultChartInstallsWhatManifestsInstall(t *testing.T) {
 	ctx := testContext(t)
 	chart := renderChart(t, ctx)
-	kustomized := renderManifests(t)
+	kustomized := renderManifests(t, ctx)
 
 	extra := map[string]bool{}
 	for key := range chart {
@@ -185,14 +183,12 @@ func renderChart(t *testing.T, ctx context.Context, args ...string) map[string]*
 	return byKey(t, out)
 }
 
-// renderManifests is `kustomize build manifests/`.
-func renderManifests(t *testing.T) map[string]*unstructured.Unstructured {
+// renderManifests is `kustomize build manifests/`, what the other e2e packages install.
+func renderManifests(t *testing.T, ctx context.Context) map[string]*unstructured.Unstructured {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "manifests"))
-	require.NoError(t, err)
-	out, err := resources.AsYaml()
+	out, err := localcluster.KustomizeManifests("manifests")(ctx, root)
 	require.NoError(t, err)
 	return byKey(t, out)
 }
