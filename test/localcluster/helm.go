@@ -13,8 +13,9 @@ import (
 )
 
 // HelmVersion is the helm release that renders and lints charts/tephra. Helm 3 is what the
-// install guides of scheduler-plugins, Kueue and Volcano use, and the chart (apiVersion v2) is
-// read alike by Helm 4. Built in its own module graph, like kwok, so it is pinned here.
+// install guides of scheduler-plugins, Kueue and Volcano use and what their users run; Helm 4
+// (v4.3.1 builds too) renders this chart (apiVersion v2) to the same objects. Built in its own
+// module graph, like kwok, so it is pinned here.
 const HelmVersion = "v3.22.0"
 
 // ChartNamespace is the namespace the chart is rendered for, as manifests/ installs into.
