@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -35,18 +34,18 @@ func TestVolcanoGangIsPlacedWholeAndCountsInItsQueue(t *testing.T) {
 	for i := range 4 {
 		createPod(t, env, volcanoPod(ns, fmt.Sprintf("train-%d", i), "train", "1", nodes))
 	}
-	eventually(t, time.Minute, "all 4 members to be bound", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "all 4 members to be bound", func() (bool, string) {
 		bound, err := boundPods(ctx, env, ns)
 		return err == nil && bound == 4, fmt.Sprintf("%d bound, err %v", bound, err)
 	})
-	eventually(t, 30*time.Second, "the PodGroup to be Running", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the PodGroup to be Running", func() (bool, string) {
 		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning, fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
 	})
-	eventually(t, 30*time.Second, "queue helm-volcano to show 4 CPUs allocated", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "queue helm-volcano to show 4 CPUs allocated", func() (bool, string) {
 		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(ctx, "helm-volcano", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -68,7 +67,7 @@ func TestVolcanoGangTooBigForTheNodesPlacesNothing(t *testing.T) {
 	for i := range 3 {
 		createPod(t, env, volcanoPod(ns, fmt.Sprintf("big-%d", i), "big", "2", nodes))
 	}
-	eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
 		bound, err := boundPods(ctx, env, ns)
 		if err == nil {
 			assert.Equal(t, 0, bound, "no member of a gang that cannot be whole is bound")
@@ -127,7 +126,7 @@ func TestMetricsServicesSelectTheComponents(t *testing.T) {
 func TestSchedulerHoldsTheChartsLease(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, time.Minute)
-	eventually(t, 30*time.Second, "lease kube-system/tephra-scheduler to have a holder", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "lease kube-system/tephra-scheduler to have a holder", func() (bool, string) {
 		lease, err := env.Kube.CoordinationV1().Leases("kube-system").Get(ctx, "tephra-scheduler", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -215,18 +214,4 @@ func boundPods(ctx context.Context, env *framework.Env, ns string) (int, error) 
 		}
 	}
 	return n, nil
-}
-
-// eventually polls cond until it holds or fails the test after timeout, describing the last state.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, state := cond()
-		last = state
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
-	}
 }

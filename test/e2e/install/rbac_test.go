@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -83,7 +82,7 @@ func TestControllersRBACIsWhatTheyUse(t *testing.T) {
 	// the plugins' objects.
 	simulatePod(t, env, ns, running[0].Name, "1s", 1)
 	restarted := waitJobPods(t, env, ns, "audited", 2, corev1.PodRunning, running[0].UID, running[1].UID)
-	eventually(t, time.Minute, "the Job's objects are put back", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the Job's objects are put back", func() (bool, string) {
 		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "audited-svc", metav1.GetOptions{})
 		if err != nil || cm.Data["worker.host"] == "somewhere-else" {
 			return false, fmt.Sprintf("hosts ConfigMap: %v %v", cm.Data, err)
@@ -101,7 +100,7 @@ func TestControllersRBACIsWhatTheyUse(t *testing.T) {
 	for _, pod := range restarted {
 		simulatePod(t, env, ns, pod.Name, "1s", 0)
 	}
-	eventually(t, time.Minute, "the completed Job is deleted by its TTL", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the completed Job is deleted by its TTL", func() (bool, string) {
 		_, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "audited", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -168,7 +167,7 @@ func used(requests []localcluster.APIRequest, group, res, verb string, names []s
 func waitJobPods(t *testing.T, env *framework.Env, ns, job string, count int, phase corev1.PodPhase, old ...types.UID) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, time.Minute, fmt.Sprintf("%d pods of job %s %s", count, job, phase), func() (bool, string) {
+	framework.Eventually(t, time.Minute, fmt.Sprintf("%d pods of job %s %s", count, job, phase), func() (bool, string) {
 		list, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: batchv1alpha1.JobNameLabel + "=" + job})
 		if err != nil {
 			return false, err.Error()
@@ -202,15 +201,4 @@ func simulatePod(t *testing.T, env *framework.Env, ns, pod, duration string, exi
 	require.NoError(t, err)
 	_, err = env.Kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, detail := cond()
-		last = detail
-		return ok, nil
-	})
-	require.NoError(t, err, "waiting for %s: %s", what, last)
 }
