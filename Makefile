@@ -18,8 +18,11 @@ LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 # Pinned tools, built once into bin/ under a versioned name.
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION := v2.15.0
+# Pinned in test/localcluster/helm.go, which the tests build it from too.
+HELM_VERSION := $(shell sed -n 's/^const HelmVersion = "\(.*\)"$$/\1/p' test/localcluster/helm.go)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
 
 # e2e tests start real control planes; give them time on a 2-core machine.
 TEST_TIMEOUT ?= 60m
@@ -76,12 +79,20 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs and the typed clientset
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files current, golangci-lint.
+verify: $(HELM) ## gofmt, go vet, generated files current, golangci-lint, helm lint.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory generate
-	@if [ -n "$$(git status --porcelain -- apis manifests/crds)" ]; then git status --porcelain -- apis manifests/crds; git diff --stat -- apis manifests/crds; echo "generated files are stale: run make generate and commit"; exit 1; fi
-	$(MAKE) --no-print-directory lint
+	@if [ -n "$$(git status --porcelain -- apis manifests/crds charts/tephra/crds)" ]; then git status --porcelain -- apis manifests/crds charts/tephra/crds; git diff --stat -- apis manifests/crds charts/tephra/crds; echo "generated files are stale: run make generate and commit"; exit 1; fi
+	$(MAKE) --no-print-directory lint helm-lint
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint charts/tephra with its default values and as the default scheduler.
+	$(HELM) lint --strict charts/tephra
+	$(HELM) lint --strict charts/tephra --set mode=replaceDefault --set 'compatibleSchedulerNames={volcano,scheduler-plugins-scheduler}'
+
+.PHONY: helm
+helm: $(HELM) ## Build helm at the pinned version into bin/.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
@@ -92,6 +103,10 @@ $(CONTROLLER_GEN):
 
 $(GOLANGCI_LINT):
 	hack/go-install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+# Built as the tests build it (localcluster.BuildHelm: stamped with its version and Kubernetes').
+$(HELM):
+	$(GO) run ./hack/build-helm
 
 ##@ Install elsewhere
 

@@ -17,6 +17,9 @@ for crd in manifests/crds/*_*.yaml; do
     *) go run ./hack/crdpatch "$crd" ;;
   esac
 done
+# The Helm chart installs the same CRDs from its crds/ (helm reads no files outside the chart).
+rm -f charts/tephra/crds/*.yaml
+cp manifests/crds/*_*.yaml charts/tephra/crds/
 
 # The generators come from k8s.io/code-generator at the version this module pins.
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)

@@ -72,6 +72,9 @@ type Options struct {
 	RuntimeConfig string
 	// APIServerArgs are added to the apiserver's flags.
 	APIServerArgs []string
+	// AuditTephra makes the apiserver log every request of Tephra's service accounts, for
+	// AuditedRequests.
+	AuditTephra bool
 	// WithoutControllerManager leaves kube-controller-manager out, e.g. for a benchmark that
 	// keeps the node lifecycle controller's traffic out of its measurements. Without it nothing
 	// would lift the not-ready taint that the apiserver's TaintNodesByCondition admission puts on
@@ -312,6 +315,13 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			fmt.Sprintf("--secure-port=%d", c.ports[APIServer]),
 			"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
 			"--client-ca-file=" + p.CACert,
+			// As kubeadm configures it: components that authenticate callers of their secure
+			// port read this from the ConfigMap extension-apiserver-authentication.
+			"--requestheader-client-ca-file=" + p.CACert,
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + p.ServiceAccountPub,
 			"--service-account-signing-key-file=" + p.ServiceAccountKey,
@@ -339,6 +349,13 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 		if c.opts.WithoutControllerManager {
 			// Adds to the list above: a repeated list flag appends.
 			args = append(args, "--disable-admission-plugins=TaintNodesByCondition")
+		}
+		if c.opts.AuditTephra {
+			audit, err := c.auditArgs()
+			if err != nil {
+				return "", nil, nil, err
+			}
+			args = append(args, audit...)
 		}
 		return c.bins.APIServer, append(args, c.opts.APIServerArgs...), nil, nil
 	case ControllerManager:

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -316,4 +317,10 @@ func (c *Cluster) Leader(component string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// ManifestObject returns an object of the rendered manifests (nil if they hold none), e.g. to
+// compare a shipped ClusterRole with what a component did.
+func (c *Cluster) ManifestObject(kind, namespace, name string) *unstructured.Unstructured {
+	return c.installation.object(kind, namespace, name)
 }

@@ -190,3 +190,18 @@ func dumpLogs(dir string) {
 		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", path, strings.Join(lines, "\n"))
 	}
 }
+
+// Eventually polls cond until it holds, failing the test after timeout with what it waited for
+// and the last state cond described.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, state := cond()
+		last = state
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
+	}
+}

@@ -37,7 +37,7 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 		createPod(t, env, newPod(ns, podSpec{name: fmt.Sprintf("train-%d", i), group: "train", cpu: "1", pool: nodes}))
 	}
 	// The group is refused and says why; no member is bound meanwhile.
-	eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
 		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
@@ -53,14 +53,14 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 	}
 
 	addNode(t, env, nodes, "none-until-all-extra", 2)
-	eventually(t, time.Minute, "all 8 members to run", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "all 8 members to run", func() (bool, string) {
 		jobs, err := sampleJobs(ctx, env, ns)
 		if err != nil {
 			return false, err.Error()
 		}
 		return jobs["train"].running == 8, describe(jobs)
 	})
-	eventually(t, 30*time.Second, "the PodGroup to be Running with 8 pods", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the PodGroup to be Running with 8 pods", func() (bool, string) {
 		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -108,7 +108,7 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 	}
 	// Both PostFilter plugins' reasons reach the pod: TephraQueue's (nothing it may evict, so no
 	// dry run for each member) and the gang's capacity check.
-	eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3, and that nothing may be evicted for them", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3, and that nothing may be evicted for them", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
 		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
 		if err != nil {
@@ -130,7 +130,7 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 	_, err = env.Kube.CoreV1().Nodes().Create(ctx, localcluster.SimulatedNode("wide-extra", shape), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, env.Cluster.WaitNodesReady(ctx, "wide-extra"))
-	eventually(t, time.Minute, "all 3 members to be bound", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "all 3 members to be bound", func() (bool, string) {
 		n := boundPods(t, env, ns)
 		return n == 3, fmt.Sprintf("%d bound", n)
 	})
@@ -277,7 +277,7 @@ func TestManyMixedGangsAllFinish(t *testing.T) {
 	}
 	partialSince := map[string]time.Time{}
 	var violations []string
-	eventually(t, 8*time.Minute, "every gang to finish", func() (bool, string) {
+	framework.Eventually(t, 8*time.Minute, "every gang to finish", func() (bool, string) {
 		state, err := sampleJobs(ctx, env, ns)
 		if err != nil {
 			return false, err.Error()
@@ -303,7 +303,7 @@ func TestManyMixedGangsAllFinish(t *testing.T) {
 	assert.Empty(t, violations, "every gang is bound all at once")
 
 	// Each PodGroup ends Completed with all its pods counted as succeeded.
-	eventually(t, time.Minute, "every PodGroup to be Completed", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "every PodGroup to be Completed", func() (bool, string) {
 		groups, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -336,7 +336,7 @@ func TestSchedulerRestartLeavesNoPartialGang(t *testing.T) {
 	createPod(t, env, newPod(ns, podSpec{name: "held-3", group: "held", cpu: "1", pool: nodes, gates: []string{"e2e.tephra.dev/hold"}}))
 
 	// Wait until the three ungated members are placed and waiting at Permit.
-	eventually(t, time.Minute, "3 members waiting at Permit", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "3 members waiting at Permit", func() (bool, string) {
 		metrics, err := env.Cluster.SchedulerMetrics(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -360,7 +360,7 @@ func TestSchedulerRestartLeavesNoPartialGang(t *testing.T) {
 	pod.Spec.SchedulingGates = nil
 	_, err = env.Kube.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	eventually(t, 2*time.Minute, "the whole gang to run after the restart", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the whole gang to run after the restart", func() (bool, string) {
 		jobs, err := sampleJobs(ctx, env, ns)
 		if err != nil {
 			return false, err.Error()
@@ -388,7 +388,7 @@ func TestMissingPodGroupAndForeignLinks(t *testing.T) {
 	for _, pod := range []*corev1.Pod{a, b, c} {
 		createPod(t, env, pod)
 	}
-	eventually(t, time.Minute, "a PodGroupNotFound event on the pod", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "a PodGroupNotFound event on the pod", func() (bool, string) {
 		events := env.Events(ns, "tephra-label")
 		return regexp.MustCompile(`PodGroupNotFound: pod group "later" does not exist`).MatchString(events), events
 	})
@@ -396,7 +396,7 @@ func TestMissingPodGroupAndForeignLinks(t *testing.T) {
 	assert.Equal(t, 0, boundPods(t, env, ns), "pods of a missing group do not run alone")
 
 	createPodGroup(t, env, ns, "later", 3, nil)
-	eventually(t, time.Minute, "the three linked pods to run together", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the three linked pods to run together", func() (bool, string) {
 		jobs, err := sampleJobs(ctx, env, ns)
 		if err != nil {
 			return false, err.Error()

@@ -28,7 +28,7 @@ func TestTensorFlowExample(t *testing.T) {
 	job := createJob(t, env, ns, loadExample(t, "tensorflow.yaml"))
 	ctx := framework.Context(t, 2*time.Minute)
 
-	eventually(t, time.Minute, "6 pods", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "6 pods", func() (bool, string) {
 		pods := livePods(t, env, ns, job.Name)
 		return len(pods) == 6, fmt.Sprint(names(pods))
 	})
@@ -89,7 +89,7 @@ func TestTensorFlowExample(t *testing.T) {
 	assert.Equal(t, "TaskCompleted", done.Status.State.Reason)
 	assert.Equal(t, int32(4), done.Status.Succeeded)
 	assert.Equal(t, int32(6), done.Status.MinAvailable)
-	eventually(t, 30*time.Second, "the parameter servers to be deleted", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the parameter servers to be deleted", func() (bool, string) {
 		left := livePods(t, env, ns, job.Name)
 		return len(left) == 4 && left["tf-mnist-ps-0"] == "" && left["tf-mnist-ps-1"] == "", fmt.Sprint(names(left))
 	})
@@ -105,7 +105,7 @@ func TestPyTorchExample(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
 	job := createJob(t, env, ns, loadExample(t, "pytorch.yaml"))
-	eventually(t, time.Minute, "4 pods", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "4 pods", func() (bool, string) {
 		pods := livePods(t, env, ns, job.Name)
 		return len(pods) == 4, fmt.Sprint(names(pods))
 	})
@@ -158,7 +158,7 @@ func TestDependsOnExample(t *testing.T) {
 func checkDependsOn(t *testing.T, env *framework.Env, ns, job, dependent string, dependencies []string) {
 	t.Helper()
 	sawWaiting := false
-	eventually(t, 90*time.Second, dependent+" to run", func() (bool, string) {
+	framework.Eventually(t, 90*time.Second, dependent+" to run", func() (bool, string) {
 		pods := jobPods(t, env, ns, job)
 		var running int
 		for _, name := range dependencies {
@@ -215,7 +215,7 @@ func TestJobDeletionCascades(t *testing.T) {
 	job := createJob(t, env, ns, newJob("cascade", simTask("work", 3, "", 0)))
 	waitPhase(t, env, ns, job.Name, time.Minute, batchv1alpha1.JobRunning)
 	require.NoError(t, env.Tephra.BatchV1alpha1().Jobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}))
-	eventually(t, time.Minute, "the pods and PodGroup to go with the job", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the pods and PodGroup to go with the job", func() (bool, string) {
 		pods := jobPods(t, env, ns, job.Name)
 		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), job.Name, metav1.GetOptions{})
 		return len(pods) == 0 && err != nil, fmt.Sprintf("%d pods, PodGroup: %v", len(pods), err)

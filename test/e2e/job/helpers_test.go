@@ -168,20 +168,6 @@ func waitPhase(t *testing.T, env *framework.Env, ns, name string, timeout time.D
 	return waitJob(t, env, ns, name, timeout, "phase "+string(phase), func(j *batchv1alpha1.Job) bool { return j.Status.State.Phase == phase })
 }
 
-// eventually polls cond until it holds, failing the test after timeout with its last word.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, state := cond()
-		last = state
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
-	}
-}
-
 // jobPods lists a job's pods by name.
 func jobPods(t *testing.T, env *framework.Env, ns, job string) map[string]corev1.Pod {
 	t.Helper()

@@ -54,7 +54,7 @@ func TestRestartTaskRestartsOnlyThatTask(t *testing.T) {
 	require.Len(t, before, 5)
 
 	simulate(t, env, ns, "two-tasks-worker-1", "1s", 1)
-	eventually(t, time.Minute, "the workers to be replaced and run", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the workers to be replaced and run", func() (bool, string) {
 		pods := jobPods(t, env, ns, "two-tasks")
 		replaced := 0
 		for i := range 3 {
@@ -87,7 +87,7 @@ func TestTaskCompletedCompletesJob(t *testing.T) {
 
 	done := waitPhase(t, env, ns, "master-workers", time.Minute, batchv1alpha1.JobCompleted)
 	assert.Equal(t, "TaskCompleted", done.Status.State.Reason)
-	eventually(t, 30*time.Second, "the workers to be gone", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the workers to be gone", func() (bool, string) {
 		pods := jobPods(t, env, ns, "master-workers")
 		return len(pods) == 1 && pods["master-workers-master-0"].Status.Phase == corev1.PodSucceeded, fmt.Sprint(names(pods))
 	})
@@ -117,7 +117,7 @@ func TestExitCodePolicies(t *testing.T) {
 		ns := start(t)
 		before := livePods(t, env, ns, "codes")
 		simulate(t, env, ns, "codes-work-0", "1s", 3)
-		eventually(t, time.Minute, "work-0 to be replaced and run", func() (bool, string) {
+		framework.Eventually(t, time.Minute, "work-0 to be replaced and run", func() (bool, string) {
 			pod := jobPods(t, env, ns, "codes")["codes-work-0"]
 			return pod.UID != "" && pod.UID != before["codes-work-0"] && pod.Status.Phase == corev1.PodRunning, describeJob(env, ns, "codes")
 		})
@@ -135,7 +135,7 @@ func TestExitCodePolicies(t *testing.T) {
 		simulate(t, env, ns, "codes-work-1", "1s", 4)
 		done := waitPhase(t, env, ns, "codes", time.Minute, batchv1alpha1.JobTerminated)
 		assert.Contains(t, done.Status.State.Message, "pod codes-work-1 failed (exit code 4): the job policy on exitCode 4 terminates the job")
-		eventually(t, 30*time.Second, "the other pods to be deleted", func() (bool, string) {
+		framework.Eventually(t, 30*time.Second, "the other pods to be deleted", func() (bool, string) {
 			pods := livePods(t, env, ns, "codes")
 			return len(pods) == 1, fmt.Sprint(names(pods))
 		})
@@ -173,7 +173,7 @@ func TestSuspendAndResume(t *testing.T) {
 	patchJob(t, env, ns, "pausable", `{"spec":{"suspend":true}}`)
 	suspended := waitPhase(t, env, ns, "pausable", time.Minute, batchv1alpha1.JobAborted)
 	assert.Equal(t, "Suspended", suspended.Status.State.Reason)
-	eventually(t, 30*time.Second, "no pods while suspended", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "no pods while suspended", func() (bool, string) {
 		pods := jobPods(t, env, ns, "pausable")
 		return len(pods) == 0, fmt.Sprint(names(pods))
 	})
@@ -202,14 +202,14 @@ func TestTTLAfterFinished(t *testing.T) {
 	done := waitPhase(t, env, ns, "short-lived", time.Minute, batchv1alpha1.JobCompleted)
 	finished := done.Status.State.LastTransitionTime.Time
 
-	eventually(t, 30*time.Second, "the job to be deleted", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the job to be deleted", func() (bool, string) {
 		_, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(context.Background(), "short-lived", metav1.GetOptions{})
 		return err != nil, "still there"
 	})
 	gone := time.Now()
 	assert.GreaterOrEqual(t, gone.Sub(finished), 2*time.Second, "not before its TTL (the finish time is rounded to the second)")
 	assert.Less(t, gone.Sub(finished), 15*time.Second, "soon after its TTL")
-	eventually(t, time.Minute, "its pods to go with it", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "its pods to go with it", func() (bool, string) {
 		pods := jobPods(t, env, ns, "short-lived")
 		return len(pods) == 0, fmt.Sprint(names(pods))
 	})

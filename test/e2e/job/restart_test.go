@@ -59,7 +59,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 	waitJob(t, env, ns, "steady", time.Minute, "Restarting with retryCount 1", func(j *batchv1alpha1.Job) bool {
 		return j.Status.State.Phase == batchv1alpha1.JobRestarting && j.Status.RetryCount == 1
 	})
-	eventually(t, 30*time.Second, "the old pods to be deleted", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the old pods to be deleted", func() (bool, string) {
 		deleting := 0
 		for _, pod := range jobPods(t, env, ns, "steady") {
 			if pod.DeletionTimestamp != nil {
@@ -70,7 +70,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 	})
 
 	// Events are sent in the background: let the restart's be recorded before the kill.
-	eventually(t, 10*time.Second, "the RestartJob event", func() (bool, string) {
+	framework.Eventually(t, 10*time.Second, "the RestartJob event", func() (bool, string) {
 		return countEvents(env, ns, "steady", "Warning RestartJob:") == 1, fmt.Sprint(jobEvents(env, ns, "steady"))
 	})
 	env.Cluster.KillComponent(localcluster.Controllers)
@@ -82,7 +82,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 	for name := range old {
 		setFinalizers(t, env, ns, name, nil)
 	}
-	eventually(t, 30*time.Second, "the old pods to be gone", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the old pods to be gone", func() (bool, string) {
 		pods := jobPods(t, env, ns, "steady")
 		return len(pods) == 0, fmt.Sprint(names(pods))
 	})
@@ -121,7 +121,7 @@ func TestJobMetrics(t *testing.T) {
 	waitPhase(t, env, ns, "counted", time.Minute, batchv1alpha1.JobFailed)
 
 	var metrics string
-	eventually(t, 30*time.Second, "the controllers' metrics", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "the controllers' metrics", func() (bool, string) {
 		var err error
 		metrics, err = env.Cluster.ControllersMetrics(context.Background(), localcluster.Controllers)
 		if err != nil {

@@ -1,0 +1,204 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+const controllersUser = "system:serviceaccount:tephra-system:tephra-controllers"
+
+// Verbs that the shipped rules grant and that no request of the controllers shows, because
+// something else asks for them on the controllers' behalf.
+var usedWithoutARequest = map[string]string{
+	// The OwnerReferencesPermissionEnforcement admission plugin checks it when the controllers
+	// create a pod or PodGroup whose owner reference blocks the Job's deletion; the test checks
+	// that such pods exist instead.
+	"batch.tephra.dev jobs/finalizers update": "blockOwnerDeletion",
+	// client-go's events recorder patches an event into a series when it repeats within minutes.
+	"events.k8s.io events patch": "event series",
+}
+
+// listedByWatch: client-go's informers list and watch in one streaming watch where the
+// apiserver serves it (as 1.37's does) and fall back to list where it does not, so a list is
+// used wherever a watch of the same resource is.
+const listedByWatch = "list"
+
+// The controllers' shipped RBAC grants exactly what they use: a Job with the svc and ssh plugins
+// runs, is restarted by its policy, has its Service, hosts ConfigMap and PodGroup put back after a
+// user edits them, completes and is deleted by its TTL; meanwhile the controllers' metrics are
+// scraped. Every verb of their ClusterRole and Role then appears in the apiserver's audit log of
+// their requests (the suite already fails on any request they were refused).
+func TestControllersRBACIsWhatTheyUse(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 4*time.Minute)
+	ns := env.Namespace(t)
+	pool := map[string]string{poolLabel: "rbac"}
+	_, err := env.Cluster.CreateNodes(ctx, "rbac", 1, localcluster.NodeShape{CPU: "8", Memory: "32Gi", Labels: pool})
+	require.NoError(t, err)
+
+	job := simJob("audited", 2, pool)
+	delete(job.Spec.Tasks[0].Template.Annotations, "sim.tephra.dev/duration") // runs until told
+	job.Spec.MaxRetry = 1
+	job.Spec.TTLSecondsAfterFinished = ptr.To[int32](1)
+	job.Spec.Plugins = map[string][]string{"svc": {}, "ssh": {}}
+	job.Spec.Tasks[0].Policies = []batchv1alpha1.LifecyclePolicy{{Event: batchv1alpha1.PodFailedEvent, Action: batchv1alpha1.RestartTaskAction}}
+	_, err = env.Tephra.BatchV1alpha1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	running := waitJobPods(t, env, ns, "audited", 2, corev1.PodRunning)
+	for _, pod := range running {
+		ref := metav1.GetControllerOf(&pod)
+		require.NotNil(t, ref)
+		assert.True(t, ptr.Deref(ref.BlockOwnerDeletion, false), "pod %s blocks its Job's deletion", pod.Name)
+	}
+
+	// A user edits what the Job's controller owns; it puts them back.
+	_, err = env.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "audited-svc", types.MergePatchType, []byte(`{"data":{"worker.host":"somewhere-else"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Services(ns).Patch(ctx, "audited", types.MergePatchType, []byte(`{"spec":{"selector":{"app":"other"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = env.Tephra.SchedulingV1alpha1().PodGroups(ns).Patch(ctx, "audited", types.MergePatchType, []byte(`{"spec":{"minMember":1}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	// A pod fails: its task restarts (the Job's run record is patched), recreating the pods and
+	// the plugins' objects.
+	simulatePod(t, env, ns, running[0].Name, "1s", 1)
+	restarted := waitJobPods(t, env, ns, "audited", 2, corev1.PodRunning, running[0].UID, running[1].UID)
+	framework.Eventually(t, time.Minute, "the Job's objects are put back", func() (bool, string) {
+		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "audited-svc", metav1.GetOptions{})
+		if err != nil || cm.Data["worker.host"] == "somewhere-else" {
+			return false, fmt.Sprintf("hosts ConfigMap: %v %v", cm.Data, err)
+		}
+		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "audited", metav1.GetOptions{})
+		if err != nil || svc.Spec.Selector["app"] == "other" {
+			return false, fmt.Sprintf("Service selector: %v %v", svc.Spec.Selector, err)
+		}
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "audited", metav1.GetOptions{})
+		if err != nil || pg.Spec.MinMember != 2 {
+			return false, fmt.Sprintf("PodGroup minMember: %d %v", pg.Spec.MinMember, err)
+		}
+		return true, ""
+	})
+	for _, pod := range restarted {
+		simulatePod(t, env, ns, pod.Name, "1s", 0)
+	}
+	framework.Eventually(t, time.Minute, "the completed Job is deleted by its TTL", func() (bool, string) {
+		_, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "audited", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	leader := waitLeader(t, env, localcluster.Controllers)
+	_, err = env.Cluster.ControllersMetrics(ctx, leader)
+	require.NoError(t, err)
+
+	requests, err := env.Cluster.AuditedRequests()
+	require.NoError(t, err)
+	var unused []string
+	for _, role := range []struct{ kind, namespace, name string }{
+		{"ClusterRole", "", "tephra-controllers"},
+		{"Role", "tephra-system", "tephra-controllers-leader-election"},
+	} {
+		obj := env.Cluster.ManifestObject(role.kind, role.namespace, role.name)
+		require.NotNil(t, obj, "the manifests hold %s %s", role.kind, role.name)
+		var r rbacv1.ClusterRole // a Role has the same rules
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &r))
+		for _, rule := range r.Rules {
+			for _, group := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, verb := range rule.Verbs {
+						key := strings.TrimSpace(group + " " + res + " " + verb)
+						if group == "" {
+							key = res + " " + verb
+						}
+						if _, ok := usedWithoutARequest[key]; ok || used(requests, group, res, verb, rule.ResourceNames) {
+							continue
+						}
+						if verb == listedByWatch && used(requests, group, res, "watch", rule.ResourceNames) {
+							continue
+						}
+						unused = append(unused, fmt.Sprintf("%s %s: %s", role.kind, role.name, key))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(unused)
+	assert.Empty(t, unused, "the controllers never made these requests: drop them from manifests/rbac/controllers.yaml, or exercise them here")
+}
+
+// used says whether the controllers made a request that a rule's group, resource, verb and names
+// allow.
+func used(requests []localcluster.APIRequest, group, res, verb string, names []string) bool {
+	resource, sub, _ := strings.Cut(res, "/")
+	for _, r := range requests {
+		if r.User != controllersUser || r.Verb != verb || r.APIGroup != group || r.Resource != resource || r.Subresource != sub || r.Code == 403 {
+			continue
+		}
+		if len(names) == 0 {
+			return true
+		}
+		for _, name := range names {
+			if r.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitJobPods waits until a Job has count pods in phase, other than the old ones, and returns them.
+func waitJobPods(t *testing.T, env *framework.Env, ns, job string, count int, phase corev1.PodPhase, old ...types.UID) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	framework.Eventually(t, time.Minute, fmt.Sprintf("%d pods of job %s %s", count, job, phase), func() (bool, string) {
+		list, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: batchv1alpha1.JobNameLabel + "=" + job})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods = nil
+		for _, pod := range list.Items {
+			if pod.Status.Phase == phase && pod.DeletionTimestamp == nil && !contains(old, pod.UID) {
+				pods = append(pods, pod)
+			}
+		}
+		return len(pods) == count, fmt.Sprintf("%d of %d", len(pods), len(list.Items))
+	})
+	return pods
+}
+
+func contains(uids []types.UID, uid types.UID) bool {
+	for _, u := range uids {
+		if u == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// simulatePod makes a simulated pod end after duration with exitCode, as if its program did.
+func simulatePod(t *testing.T, env *framework.Env, ns, pod, duration string, exitCode int) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		"sim.tephra.dev/duration": duration, "sim.tephra.dev/exit-code": fmt.Sprint(exitCode),
+	}}})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+}
