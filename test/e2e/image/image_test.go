@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -78,8 +77,12 @@ func TestKubeadmSchedulerImage(t *testing.T) {
 			})
 		}
 		// The PodGroup's status is written by the controllers' container only.
-		waitPodGroup(t, env, ns, "fits", "Running with 3 pods running", func(pg *schedulingv1alpha1.PodGroup) bool {
-			return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 3
+		framework.Eventually(t, time.Minute, "PodGroup fits Running with 3 pods running", func() (bool, string) {
+			pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "fits", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 3, fmt.Sprintf("status %+v", pg.Status)
 		})
 	})
 
@@ -147,26 +150,5 @@ func createGang(t *testing.T, env *framework.Env, ns, name string, minMember int
 			},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-	}
-}
-
-// waitPodGroup waits until cond holds for the PodGroup, failing the test with its last status.
-func waitPodGroup(t *testing.T, env *framework.Env, ns, name, what string, cond func(*schedulingv1alpha1.PodGroup) bool) {
-	t.Helper()
-	var last *schedulingv1alpha1.PodGroup
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = pg
-		return cond(pg), nil
-	})
-	if err != nil {
-		status := "not found"
-		if last != nil {
-			status = fmt.Sprintf("%+v", last.Status)
-		}
-		t.Fatalf("PodGroup %s/%s is not %s: status %s", ns, name, what, status)
 	}
 }
