@@ -26,6 +26,7 @@ import (
 	kubeadmapi "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm"
 	kubeadmconstants "k8s.io/kubernetes/cmd/kubeadm/app/constants"
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 	"github.com/tephra-dev/tephra/test/localcluster"
@@ -121,16 +122,9 @@ func runKubeadmScheduler(t *testing.T, env *framework.Env) {
 func runControllers(t *testing.T, env *framework.Env) {
 	t.Helper()
 	ctx := framework.Context(t, time.Minute)
-	deployment := renderedDeployment(ctx, t, "tephra-controllers")
+	deployment := renderedDeployment(t, renderedObjects(ctx, t), "tephra-controllers")
 	container := deployment.Spec.Template.Spec.Containers[0]
-
-	kubeconfig, err := env.Cluster.ServiceAccountKubeconfig(ctx, deployment.Namespace, deployment.Spec.Template.Spec.ServiceAccountName)
-	require.NoError(t, err)
-	// The container's user (65532) must read it, as it reads a pod's ServiceAccount token.
-	data, err := os.ReadFile(kubeconfig)
-	require.NoError(t, err)
-	readable := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(readable, data, 0o644))
+	readable := readableServiceAccountKubeconfig(ctx, t, env, deployment)
 
 	command := append([]string(nil), container.Command...)
 	for _, arg := range container.Args {
@@ -143,29 +137,141 @@ func runControllers(t *testing.T, env *framework.Env) {
 		[]string{"KUBECONFIG=/etc/tephra/kubeconfig"}, command)
 }
 
-// renderedDeployment returns a Deployment of the manifests that the local cluster installs.
-func renderedDeployment(ctx context.Context, t *testing.T, name string) *appsv1.Deployment {
+// runDeploymentScheduler runs the scheduler image as the tephra-scheduler Deployment of the
+// rendered manifests runs it: its command and args, its ConfigMap mounted where the Deployment
+// mounts it, its user and container security settings (nonroot, read-only root filesystem),
+// authenticated as its ServiceAccount. Outside a pod, the configuration names that ServiceAccount's
+// kubeconfig (in a pod, the in-cluster config), delegated authentication and authorization use it
+// too, and the secure port moves to a free one on the loopback interface.
+func runDeploymentScheduler(t *testing.T, env *framework.Env) {
+	t.Helper()
+	ctx := framework.Context(t, time.Minute)
+	objects := renderedObjects(ctx, t)
+	deployment := renderedDeployment(t, objects, "tephra-scheduler")
+	pod := deployment.Spec.Template.Spec
+	container := pod.Containers[0]
+	kubeconfig := readableServiceAccountKubeconfig(ctx, t, env, deployment)
+	const kubeconfigPath = "/var/run/tephra/kubeconfig"
+
+	var mounts []string
+	for _, m := range container.VolumeMounts {
+		var source *corev1.ConfigMapVolumeSource
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name {
+				source = v.ConfigMap
+			}
+		}
+		require.NotNil(t, source, "the scheduler's Deployment mounts volume %s, which is no ConfigMap", m.Name)
+		dir := t.TempDir()
+		// The container's user reads the mounted folder, as a ConfigMap volume lets it.
+		require.NoError(t, os.Chmod(dir, 0o755))
+		for file, content := range renderedConfigMap(t, objects, deployment.Namespace, source.Name).Data {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644))
+		}
+		mounts = append(mounts, mount(dir, m.MountPath, true))
+	}
+	mounts = append(mounts, mount(kubeconfig, kubeconfigPath, true))
+
+	command := append(append([]string(nil), container.Command...), container.Args...)
+	var config string
+	for _, arg := range command {
+		if path, ok := strings.CutPrefix(arg, "--config="); ok {
+			config = path
+		}
+	}
+	require.NotEmpty(t, config, "the scheduler's Deployment passes no --config=FILE")
+	pointConfigAtKubeconfig(t, mounts, config, kubeconfigPath)
+	command = append(command,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", freePort(t)),
+		"--authentication-kubeconfig="+kubeconfigPath, "--authorization-kubeconfig="+kubeconfigPath)
+	runContainer(t, env.Cluster, "tephra-scheduler", securityOptions(pod.SecurityContext, container.SecurityContext), mounts, nil, command)
+}
+
+// pointConfigAtKubeconfig sets clientConnection.kubeconfig in the scheduler configuration that
+// one of the mounts (host:container[:ro]) provides at path in the container.
+func pointConfigAtKubeconfig(t *testing.T, mounts []string, path, kubeconfig string) {
+	t.Helper()
+	for _, m := range mounts {
+		parts := strings.Split(m, ":")
+		rel, err := filepath.Rel(parts[1], path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		file := filepath.Join(parts[0], rel)
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		var config map[string]any
+		require.NoError(t, yaml.Unmarshal(data, &config))
+		connection, _ := config["clientConnection"].(map[string]any)
+		if connection == nil {
+			connection = map[string]any{}
+		}
+		connection["kubeconfig"] = kubeconfig
+		config["clientConnection"] = connection
+		out, err := yaml.Marshal(config)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(file, out, 0o644))
+		return
+	}
+	t.Fatalf("no volume of the scheduler's Deployment holds its --config=%s", path)
+}
+
+// readableServiceAccountKubeconfig writes a kubeconfig of the Deployment's ServiceAccount that
+// the container's user (65532) can read, as it reads a pod's ServiceAccount token.
+func readableServiceAccountKubeconfig(ctx context.Context, t *testing.T, env *framework.Env, deployment *appsv1.Deployment) string {
+	t.Helper()
+	kubeconfig, err := env.Cluster.ServiceAccountKubeconfig(ctx, deployment.Namespace, deployment.Spec.Template.Spec.ServiceAccountName)
+	require.NoError(t, err)
+	data, err := os.ReadFile(kubeconfig)
+	require.NoError(t, err)
+	readable := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(readable, data, 0o644))
+	return readable
+}
+
+// renderedObjects are the manifests that the local cluster installs.
+func renderedObjects(ctx context.Context, t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
 	rendered, err := localcluster.KustomizeManifests("manifests")(ctx, root)
 	require.NoError(t, err)
+	var objects []*unstructured.Unstructured
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		err := decoder.Decode(&obj.Object)
 		if errors.Is(err, io.EOF) {
-			break
+			return objects
 		}
 		require.NoError(t, err)
-		if obj.GetKind() != "Deployment" || obj.GetName() != name {
-			continue
+		objects = append(objects, obj)
+	}
+}
+
+func renderedDeployment(t *testing.T, objects []*unstructured.Unstructured, name string) *appsv1.Deployment {
+	t.Helper()
+	for _, obj := range objects {
+		if obj.GetKind() == "Deployment" && obj.GetName() == name {
+			deployment := &appsv1.Deployment{}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, deployment))
+			return deployment
 		}
-		deployment := &appsv1.Deployment{}
-		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, deployment))
-		return deployment
 	}
 	t.Fatalf("the rendered manifests have no Deployment %s", name)
+	return nil
+}
+
+func renderedConfigMap(t *testing.T, objects []*unstructured.Unstructured, namespace, name string) *corev1.ConfigMap {
+	t.Helper()
+	for _, obj := range objects {
+		if obj.GetKind() == "ConfigMap" && obj.GetNamespace() == namespace && obj.GetName() == name {
+			configMap := &corev1.ConfigMap{}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, configMap))
+			return configMap
+		}
+	}
+	t.Fatalf("the rendered manifests have no ConfigMap %s/%s", namespace, name)
 	return nil
 }
 

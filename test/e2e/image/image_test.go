@@ -1,8 +1,8 @@
 // Package image checks Tephra's container images as they are installed: `make image` builds
-// them, and Docker runs the scheduler image in place of kube-scheduler with the static pod that
-// kubeadm writes (only `image:` changed and --config added) and the controllers image as its
-// Deployment runs it, against a local control plane. Without Docker the tests skip, except in
-// CI (CI=true), where they fail.
+// them, and Docker runs them against a local control plane: the scheduler image in place of
+// kube-scheduler in the static pod that kubeadm writes (only `image:` changed and --config added),
+// and both images as their Deployments in manifests/ run them (nonroot, read-only root filesystem,
+// as their ServiceAccounts). Without Docker the tests skip, except in CI (CI=true), where they fail.
 package image
 
 import (
@@ -57,7 +57,9 @@ func requireDocker(t *testing.T) {
 	t.Skipf("%s; to run this test, install Docker (Debian: apt-get install docker.io) and start its daemon (dockerd), e.g. with hack/docker-setup.sh as root", dockerProblem)
 }
 
-func TestKubeadmSchedulerImage(t *testing.T) {
+// The controllers image as its Deployment, and the scheduler image both as kubeadm's scheduler
+// and as its Deployment, place gangs.
+func TestImages(t *testing.T) {
 	requireDocker(t)
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 5*time.Minute)
@@ -66,11 +68,12 @@ func TestKubeadmSchedulerImage(t *testing.T) {
 	runControllers(t, env)
 	require.NoError(t, localcluster.WaitDefaultQueues(ctx, env.Cluster.Config), "the controllers' container made no default queues")
 	runKubeadmScheduler(t, env)
+	runDeploymentScheduler(t, env)
 
 	t.Run("GangIsPlaced", func(t *testing.T) {
 		ns := env.Namespace(t)
 		selector := pool(t, env, "image-fit", 2, 4)
-		createGang(t, env, ns, "fits", 3, "1", selector)
+		createGang(t, env, ns, "fits", 3, "1", "", selector)
 		for i := range 3 {
 			env.WaitPod(t, ns, fmt.Sprintf("fits-%d", i), 2*time.Minute, "bound by the container scheduler", func(pod *corev1.Pod) bool {
 				return pod.Spec.NodeName != ""
@@ -86,11 +89,22 @@ func TestKubeadmSchedulerImage(t *testing.T) {
 		})
 	})
 
+	t.Run("DeploymentSchedulerPlacesItsGang", func(t *testing.T) {
+		ns := env.Namespace(t)
+		selector := pool(t, env, "image-deployment", 2, 4)
+		createGang(t, env, ns, "second", 2, "1", schedulingv1alpha1.SchedulerName, selector)
+		for i := range 2 {
+			env.WaitPod(t, ns, fmt.Sprintf("second-%d", i), 2*time.Minute, "bound by the Deployment's scheduler container", func(pod *corev1.Pod) bool {
+				return pod.Spec.NodeName != ""
+			})
+		}
+	})
+
 	t.Run("GangThatCannotFitPlacesNone", func(t *testing.T) {
 		ns := env.Namespace(t)
 		// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
 		selector := pool(t, env, "image-unfit", 2, 4)
-		createGang(t, env, ns, "unfit", 3, "3", selector)
+		createGang(t, env, ns, "unfit", 3, "3", "", selector)
 		for i := range 3 {
 			env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
 				for _, c := range pod.Status.Conditions {
@@ -125,9 +139,9 @@ func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[st
 	return selector
 }
 
-// createGang creates a PodGroup of minMember and as many plain pods in it, which name no
-// scheduler: the default scheduler, which Tephra's image replaces, places them.
-func createGang(t *testing.T, env *framework.Env, ns, name string, minMember int32, cpu string, selector map[string]string) {
+// createGang creates a PodGroup of minMember and as many pods in it for the named scheduler; with
+// none, the default scheduler, which Tephra's image replaces in kubeadm's static pod, places them.
+func createGang(t *testing.T, env *framework.Env, ns, name string, minMember int32, cpu, scheduler string, selector map[string]string) {
 	t.Helper()
 	_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(context.Background(), &schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -141,6 +155,7 @@ func createGang(t *testing.T, env *framework.Env, ns, name string, minMember int
 				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: name},
 			},
 			Spec: corev1.PodSpec{
+				SchedulerName: scheduler,
 				RestartPolicy: corev1.RestartPolicyNever,
 				NodeSelector:  selector,
 				Containers: []corev1.Container{{
