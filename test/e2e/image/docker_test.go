@@ -77,8 +77,9 @@ func removeImages() {
 
 // runKubeadmScheduler runs the scheduler image as kubeadm's static pod would after the swap:
 // kubeadm's own pod spec (command, mounts, host network, no user), with only the image changed
-// and --config added. scheduler.conf authenticates as system:kube-scheduler, as kubeadm's does,
-// and is root's with mode 0600.
+// and --config added. scheduler.conf authenticates as system:kube-scheduler with a client
+// certificate and has mode 0600, as kubeadm writes it (owned by root), so that a non-root default
+// user of the image could not read it.
 func runKubeadmScheduler(t *testing.T, env *framework.Env) {
 	t.Helper()
 	schedulerConf, err := env.Cluster.UserKubeconfig("system:kube-scheduler")
