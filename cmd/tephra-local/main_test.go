@@ -28,6 +28,7 @@ func TestUpAndDown(t *testing.T) {
 	}
 	bin := filepath.Join(t.TempDir(), "tephra-local")
 	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, string(out))
 	dir := t.TempDir()

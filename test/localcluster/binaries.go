@@ -146,6 +146,9 @@ func goBuild(ctx context.Context, root, out, pkg, ldflags string, log io.Writer)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = root
+	// Static, as `make image` builds them for the images (and Kubernetes' release builds its
+	// own): one compilation of the shared dependency tree serves both.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		_ = os.Remove(tmp)
