@@ -105,8 +105,12 @@ func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string
 	return false, nil
 }
 
-// PostFilter reclaims or preempts for a pod that fits no node.
+// PostFilter reclaims or preempts for a pod that fits no node. A system pod, which counts in no
+// queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if v1alpha1.IsSystemPod(pod) {
+		return q.systemPreemption.PostFilter(ctx, cs, pod, m)
+	}
 	// Unschedulable rather than UnschedulableAndUnresolvable when evicting cannot help, so that
 	// TephraGang's PostFilter still runs after this one.
 	// A PreFilter rejection (the status every node gets, naming its plugin) that no eviction can
