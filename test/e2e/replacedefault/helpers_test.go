@@ -189,9 +189,12 @@ func waitAllocated(t *testing.T, env *framework.Env, queue string, res corev1.Re
 }
 
 // createQueue creates a leaf queue under root and deletes it when the test ends.
-func createQueue(t *testing.T, env *framework.Env, name string) {
+func createQueue(t *testing.T, env *framework.Env, name string, mutate func(*schedulingv1alpha1.QueueSpec)) {
 	t.Helper()
 	q := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: 1}}
+	if mutate != nil {
+		mutate(&q.Spec)
+	}
 	_, err := env.Tephra.SchedulingV1alpha1().Queues().Create(context.Background(), q, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {

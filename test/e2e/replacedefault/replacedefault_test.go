@@ -24,7 +24,7 @@ func TestDefaultSchedulerPodsCountInQueues(t *testing.T) {
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/rd-count"
 	pool := units(t, env, res, 2, 4)
-	createQueue(t, env, "rd-team")
+	createQueue(t, env, "rd-team", nil)
 
 	for _, name := range []string{"plain-0", "plain-1", "plain-2"} {
 		pod := create(t, env, ns, plainPod{name: name, res: res, amount: 1, pool: pool})
@@ -142,13 +142,14 @@ func TestPlainPodPreemptsLowerPriority(t *testing.T) {
 }
 
 // A system-cluster-critical pod that fits nowhere evicts a lower-priority pod of another queue,
-// as kube-scheduler's DefaultPreemption would; Tephra's own preemption stays within a queue.
+// as kube-scheduler's DefaultPreemption would; Tephra's own preemption stays within a queue, and
+// the queue is not reclaimable, so no reclaim could take the pod either.
 func TestSystemPodPreemptsAcrossQueues(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/rd-system"
 	pool := units(t, env, res, 1, 2)
-	createQueue(t, env, "rd-batch")
+	createQueue(t, env, "rd-batch", func(spec *schedulingv1alpha1.QueueSpec) { spec.Reclaimable = new(false) })
 
 	create(t, env, ns, plainPod{name: "batch", queue: "rd-batch", res: res, amount: 2, pool: pool})
 	waitBound(t, env, ns, "batch")
