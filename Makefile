@@ -39,9 +39,14 @@ up: build kubectl ## Start a local Tephra cluster in the background (kubeconfig:
 down: ## Stop the local cluster of `make up`.
 	@if [ -x $(BIN)/tephra-local ]; then $(BIN)/tephra-local down --dir .tephra; else $(GO) run ./cmd/tephra-local down --dir .tephra; fi
 
+# Packages outside test/ need no cluster: their tests run with the race detector. test/ holds the
+# e2e tests, the local cluster and the benchmark, which run real control planes.
+UNIT_PACKAGES = $(shell $(GO) list ./... | grep -v '/test/')
+
 .PHONY: test
-test: ## Unit tests and e2e tests against real local control planes.
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+test: ## Unit tests with -race, then e2e tests against real local control planes.
+	$(GO) test -race -count=1 -timeout 20m $(TEST_FLAGS) $(UNIT_PACKAGES)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/...
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (e2e tests skip themselves under -short).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -28,11 +30,12 @@ import (
 func main() {
 	var (
 		metricsAddr, probeAddr, leaderElectionNamespace, schedulerNames string
-		leaderElect, showVersion                                        bool
+		leaderElect, metricsSecure, showVersion                         bool
 		qps                                                             float64
 		burst                                                           int
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers that the apiserver authenticates and authorizes for GET /metrics (e.g. bound to the tephra-metrics-reader ClusterRole); false serves plain HTTP to anyone")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica acts at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own)")
@@ -58,9 +61,16 @@ func main() {
 
 	config := ctrl.GetConfigOrDie()
 	config.QPS, config.Burst = float32(qps), burst
+	metrics := metricsserver.Options{BindAddress: metricsAddr}
+	if metricsSecure {
+		// As kube-scheduler's own /metrics: TLS (a self-signed certificate unless one is
+		// mounted), a TokenReview for the caller and a SubjectAccessReview for GET /metrics.
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(config, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "tephra-controllers",
@@ -82,7 +92,14 @@ func main() {
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
-	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+	// Not ready until the informers the leader's controllers started have synced: a replica
+	// whose RBAC is missing a rule never gets there, and says so in /readyz.
+	utilruntime.Must(mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}))
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "controller manager stopped")
 		os.Exit(1)

@@ -11,23 +11,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/yaml"
 
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 )
@@ -57,11 +51,18 @@ type Options struct {
 	// Binaries to run; built with Build if nil.
 	Binaries *Binaries
 
-	// SchedulerConfig is the KubeSchedulerConfiguration the scheduler runs with; the shipped
-	// manifests/scheduler/config.yaml if empty. Its clientConnection.kubeconfig is pointed at the
-	// local cluster.
+	// Manifests renders what is installed: every object but the Deployments is applied to the
+	// cluster (CRDs, namespaces, RBAC, ConfigMaps, Services), and the Deployments of
+	// tephra-scheduler and tephra-controllers run as local processes, one per replica, as their
+	// ServiceAccounts and with their containers' arguments (components.go). Default:
+	// KustomizeManifests("manifests"), what `kubectl apply -k manifests/` installs.
+	Manifests Manifests
+	// SchedulerConfig, if set, is the KubeSchedulerConfiguration the scheduler runs with instead
+	// of the one in its Deployment's ConfigMap. Its clientConnection.kubeconfig is pointed at the
+	// scheduler's service account either way.
 	SchedulerConfig string
-	// SchedulerVerbosity is the scheduler's --v (default 2, which logs every bind, or TEPHRA_SCHEDULER_V).
+	// SchedulerVerbosity overrides the scheduler's --v from its Deployment (TEPHRA_SCHEDULER_V
+	// sets it too).
 	SchedulerVerbosity int
 	// WithoutScheduler and WithoutControllers leave Tephra's components out, e.g. for a baseline.
 	WithoutScheduler, WithoutControllers bool
@@ -90,11 +91,14 @@ type Cluster struct {
 	// Tephra is an admin clientset of Tephra's APIs.
 	Tephra versioned.Interface
 
-	opts  Options
-	bins  *Binaries
-	pki   *pki
-	ports map[string]int
-	log   io.Writer
+	opts         Options
+	bins         *Binaries
+	pki          *pki
+	installation *installation
+	log          io.Writer
+
+	portsMu sync.Mutex
+	ports   map[string]int
 
 	mu    sync.Mutex
 	procs map[string]*process
@@ -115,12 +119,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
 		return nil, err
 	}
-	if opts.SchedulerConfig == "" {
-		opts.SchedulerConfig = filepath.Join(opts.Root, "manifests", "scheduler", "config.yaml")
+	if opts.Manifests == nil {
+		opts.Manifests = KustomizeManifests("manifests")
 	}
 	if opts.SchedulerVerbosity == 0 {
 		// TEPHRA_SCHEDULER_V raises it to debug a test (5 logs every plugin's verdict).
-		opts.SchedulerVerbosity = 2
 		if v, err := strconv.Atoi(os.Getenv("TEPHRA_SCHEDULER_V")); err == nil && v > 0 {
 			opts.SchedulerVerbosity = v
 		}
@@ -150,8 +153,15 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		ports: map[string]int{},
 		procs: map[string]*process{},
 	}
-	for _, name := range []string{"etcd-client", "etcd-peer", APIServer, ControllerManager, Kwok, Scheduler, "controllers-metrics", "controllers-probe"} {
-		if c.ports[name], err = freePort(); err != nil {
+	manifests, err := opts.Manifests(ctx, opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	if c.installation, err = decodeManifests(manifests); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"etcd-client", "etcd-peer", APIServer, ControllerManager, Kwok} {
+		if _, err = c.port(name); err != nil {
 			return nil, err
 		}
 	}
@@ -161,21 +171,21 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
-	steps := []string{Etcd, APIServer, "crds"}
+	steps := []string{Etcd, APIServer, "manifests"}
 	if !opts.WithoutControllerManager {
 		steps = append(steps, ControllerManager)
 	}
 	steps = append(steps, Kwok)
 	if !opts.WithoutControllers {
-		steps = append(steps, Controllers)
+		steps = append(steps, c.ReplicaNames(Controllers)...)
 	}
 	if !opts.WithoutScheduler {
-		steps = append(steps, Scheduler)
+		steps = append(steps, c.ReplicaNames(Scheduler)...)
 	}
 	for _, step := range steps {
 		start := time.Now()
-		if step == "crds" {
-			err = c.installCRDs(ctx)
+		if step == "manifests" {
+			err = c.install(ctx, c.installation)
 		} else {
 			err = c.StartComponent(ctx, step)
 		}
@@ -195,9 +205,10 @@ func (c *Cluster) LogPath(component string) string {
 	return filepath.Join(c.opts.Dir, "logs", component+".log")
 }
 
-// StartComponent starts one component (again) and waits until it is healthy.
+// StartComponent starts one component (again) and waits until it is healthy. Tephra's
+// components are named by replica (ReplicaName): "tephra-scheduler" is the first.
 func (c *Cluster) StartComponent(ctx context.Context, name string) error {
-	bin, args, env, err := c.command(name)
+	bin, args, env, err := c.command(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -241,7 +252,15 @@ func (c *Cluster) KillComponent(name string) {
 
 // Stop stops every component, the most dependent first.
 func (c *Cluster) Stop() {
-	for _, name := range []string{Scheduler, Controllers, Kwok, ControllerManager, APIServer, Etcd} {
+	c.mu.Lock()
+	var tephra []string
+	for name := range c.procs {
+		if _, ok := componentOf(name); ok {
+			tephra = append(tephra, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range append(tephra, Kwok, ControllerManager, APIServer, Etcd) {
 		c.StopComponent(name)
 	}
 }
@@ -262,8 +281,16 @@ func (c *Cluster) process(name string) *process {
 	return c.procs[name]
 }
 
-func (c *Cluster) command(name string) (bin string, args, env []string, err error) {
+func (c *Cluster) command(ctx context.Context, name string) (bin string, args, env []string, err error) {
 	dir, p := c.opts.Dir, c.pki
+	if component, ok := componentOf(name); ok {
+		for _, port := range []string{name, name + "/metrics", name + "/probe"} {
+			if _, err := c.port(port); err != nil {
+				return "", nil, nil, err
+			}
+		}
+		return c.deploymentCommand(ctx, name, component)
+	}
 	switch name {
 	case Etcd:
 		client := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-client"])
@@ -290,6 +317,10 @@ func (c *Cluster) command(name string) (bin string, args, env []string, err erro
 			"--service-account-signing-key-file=" + p.ServiceAccountKey,
 			"--service-cluster-ip-range=10.96.0.0/16",
 			"--authorization-mode=Node,RBAC",
+			// On in many production clusters: an owner reference that blocks the owner's
+			// deletion needs the right to update the owner's finalizers, which the controllers'
+			// ClusterRole must then grant.
+			"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 			// Simulated pods need no service account token, and new namespaces would otherwise
 			// reject pods until the controller manager has created their default account.
 			"--disable-admission-plugins=ServiceAccount",
@@ -335,57 +366,8 @@ func (c *Cluster) command(name string) (bin string, args, env []string, err erro
 			fmt.Sprintf("--server-address=127.0.0.1:%d", c.ports[Kwok]),
 			"--node-lease-duration-seconds=40",
 		}, []string{"HOME=" + dir}, nil
-	case Scheduler:
-		config, err := c.schedulerConfig()
-		if err != nil {
-			return "", nil, nil, err
-		}
-		args = []string{
-			"--config=" + config,
-			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports[Scheduler]),
-			"--cert-dir=" + filepath.Join(dir, "pki", "scheduler"),
-			"--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
-			// Client certificates are checked against the cluster CA directly: the local
-			// apiserver has no front proxy, and looking up its CA only logs errors.
-			"--authentication-skip-lookup", "--client-ca-file=" + p.CACert,
-			fmt.Sprintf("--v=%d", c.opts.SchedulerVerbosity),
-		}
-		if c.opts.FeatureGates != "" {
-			args = append(args, "--feature-gates="+c.opts.FeatureGates)
-		}
-		return c.bins.Scheduler, args, nil, nil
-	case Controllers:
-		return c.bins.Controllers, []string{
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.ports["controllers-metrics"]),
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.ports["controllers-probe"]),
-			"--leader-elect", "--leader-election-namespace=kube-system",
-		}, []string{"KUBECONFIG=" + c.Kubeconfig}, nil
 	}
 	return "", nil, nil, fmt.Errorf("unknown component %q", name)
-}
-
-// schedulerConfig writes the scheduler's configuration with its client pointed at this cluster.
-func (c *Cluster) schedulerConfig() (string, error) {
-	data, err := os.ReadFile(c.opts.SchedulerConfig)
-	if err != nil {
-		return "", err
-	}
-	var config map[string]any
-	if err := yaml.Unmarshal(data, &config); err != nil {
-		return "", fmt.Errorf("%s: %w", c.opts.SchedulerConfig, err)
-	}
-	connection, _ := config["clientConnection"].(map[string]any)
-	if connection == nil {
-		connection = map[string]any{}
-	}
-	connection["kubeconfig"] = c.Kubeconfig
-	config["clientConnection"] = connection
-	out, err := yaml.Marshal(config)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(c.opts.Dir, "scheduler-config.yaml")
-	return path, os.WriteFile(path, out, 0o644)
 }
 
 func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) error {
@@ -399,10 +381,12 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports[ControllerManager])
 	case Kwok:
 		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ports[Kwok])
+	}
+	switch component, _ := componentOf(name); component {
 	case Scheduler:
-		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[Scheduler])
+		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[name])
 	case Controllers:
-		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports["controllers-probe"])
+		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports[name+"/probe"])
 	}
 	httpClient := &http.Client{
 		Timeout: 5 * time.Second,
@@ -475,60 +459,6 @@ func (c *Cluster) connect() error {
 	return err
 }
 
-// installCRDs creates (or updates) every CRD under manifests/crds and waits until each is served.
-func (c *Cluster) installCRDs(ctx context.Context) error {
-	client, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(c.opts.Root, "manifests", "crds", "*_*.yaml"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	var names []string
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		existing, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		case err == nil:
-			crd.ResourceVersion = existing.ResourceVersion
-			_, err = client.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("installing %s: %w", file, err)
-		}
-		names = append(names, crd.Name)
-	}
-	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
-		}
-	}
-	return nil
-}
-
 // freePort picks a free port below Linux's ephemeral range (32768 and up by default). A port the
 // kernel hands out for ":0" is an ephemeral one, which any outgoing connection on the machine may
 // take as its local port before the component that was meant to listen on it starts: with several
@@ -562,8 +492,28 @@ func tail(path string, n int) string {
 // Binaries are the programs the cluster runs.
 func (c *Cluster) Binaries() *Binaries { return c.bins }
 
-// Port is the port a component listens on (for its health and metrics endpoints).
-func (c *Cluster) Port(name string) int { return c.ports[name] }
+// Port is the port a component listens on: its secure port for the scheduler and the
+// apiserver; for a replica of the controllers, name+"/metrics" and name+"/probe".
+func (c *Cluster) Port(name string) int {
+	c.portsMu.Lock()
+	defer c.portsMu.Unlock()
+	return c.ports[name]
+}
+
+// port returns the port kept for name, picking a free one the first time.
+func (c *Cluster) port(name string) (int, error) {
+	c.portsMu.Lock()
+	defer c.portsMu.Unlock()
+	if p, ok := c.ports[name]; ok {
+		return p, nil
+	}
+	p, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	c.ports[name] = p
+	return p, nil
+}
 
 // Pid is the process id of a running component (e.g. to read its CPU time and memory from
 // /proc), or 0 if it is not running.
@@ -593,3 +543,55 @@ func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
 	data, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
 	return string(data), err
 }
+
+// ControllersMetrics returns the metrics of one controllers replica (e.g. Controllers), read as
+// Prometheus would: over HTTPS, with the token of an account bound to the shipped
+// tephra-metrics-reader ClusterRole.
+func (c *Cluster) ControllersMetrics(ctx context.Context, replica string) (string, error) {
+	token, err := c.ServiceAccountToken(ctx, "kube-system", "tephra-metrics-scraper", "tephra-metrics-reader")
+	if err != nil {
+		return "", err
+	}
+	return c.getMetrics(ctx, c.Port(replica+"/metrics"), token)
+}
+
+// getMetrics reads https://127.0.0.1:port/metrics with a bearer token ("" for none); an answer
+// other than 200 is an error that carries its status.
+func (c *Cluster) getMetrics(ctx context.Context, port int, token string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	// The endpoint's certificate is self-signed, as in a pod without a mounted one.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed local endpoint
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", &MetricsError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	}
+	return string(body), nil
+}
+
+// ControllersMetricsAs reads a controllers replica's metrics with the given bearer token ("" for
+// none), to check who the endpoint lets in.
+func (c *Cluster) ControllersMetricsAs(ctx context.Context, replica, token string) (string, error) {
+	return c.getMetrics(ctx, c.Port(replica+"/metrics"), token)
+}
+
+// MetricsError is a metrics endpoint's refusal.
+type MetricsError struct {
+	Status int
+	Body   string
+}
+
+func (e *MetricsError) Error() string { return fmt.Sprintf("metrics: HTTP %d: %s", e.Status, e.Body) }

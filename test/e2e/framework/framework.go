@@ -64,6 +64,9 @@ func Main(m *testing.M, opts localcluster.Options, setup func(*Env) error) int {
 		code = m.Run()
 	}
 	cluster.Stop()
+	if code == 0 {
+		code = checkRBAC(cluster)
+	}
 	if code != 0 {
 		dumpLogs(dir)
 	}
@@ -151,9 +154,31 @@ func (e *Env) Events(namespace, name string) string {
 	return "[" + strings.Join(out, "; ") + "]"
 }
 
+// checkRBAC fails the package if Tephra's components were refused anything by the apiserver:
+// they run as their ServiceAccounts with the shipped RBAC, and a missing rule often shows only as
+// a logged, retried "forbidden".
+func checkRBAC(cluster *localcluster.Cluster) int {
+	denials, err := cluster.RBACDenials()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reading component logs:", err)
+		return 1
+	}
+	if len(denials) == 0 {
+		return 0
+	}
+	if len(denials) > 20 {
+		denials = append(denials[:20], fmt.Sprintf("... and %d more", len(denials)-20))
+	}
+	fmt.Fprintf(os.Stderr, "FAIL: the apiserver refused Tephra's components (a rule is missing from manifests/rbac):\n%s\n", strings.Join(denials, "\n"))
+	return 1
+}
+
 func dumpLogs(dir string) {
-	for _, component := range []string{localcluster.Scheduler, localcluster.Controllers, localcluster.Kwok, localcluster.APIServer} {
-		path := filepath.Join(dir, "logs", component+".log")
+	paths, _ := filepath.Glob(filepath.Join(dir, "logs", "tephra-*.log"))
+	for _, component := range []string{localcluster.Kwok, localcluster.APIServer} {
+		paths = append(paths, filepath.Join(dir, "logs", component+".log"))
+	}
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue

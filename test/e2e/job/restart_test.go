@@ -3,8 +3,6 @@ package job
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -122,16 +120,13 @@ func TestJobMetrics(t *testing.T) {
 	createJob(t, env, ns, job)
 	waitPhase(t, env, ns, "counted", time.Minute, batchv1alpha1.JobFailed)
 
-	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", env.Cluster.Port("controllers-metrics"))
 	var metrics string
 	eventually(t, 30*time.Second, "the controllers' metrics", func() (bool, string) {
-		resp, err := http.Get(url) //nolint:gosec,noctx // the local controllers' metrics endpoint
+		var err error
+		metrics, err = env.Cluster.ControllersMetrics(context.Background(), localcluster.Controllers)
 		if err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		metrics = string(data)
 		return regexp.MustCompile(`tephra_jobs\{phase="Failed",queue="default"\} [1-9]`).MatchString(metrics), "no Failed job counted"
 	})
 	restarts := regexp.MustCompile(`(?m)^tephra_job_restarts_total\{action="RestartJob",queue="default"\} (\d+)`).FindStringSubmatch(metrics)
