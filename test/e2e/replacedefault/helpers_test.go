@@ -11,10 +11,8 @@ package replacedefault
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,52 +30,14 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
+// TestMain installs the overlay as it is shipped: its scheduler configuration, and
+// tephra-controllers with its --scheduler-names, run as their ServiceAccounts.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-// run starts the cluster with the replace-default scheduler configuration. Until the local
-// cluster runs the overlay's Deployments, tephra-controllers is started here with the overlay's
-// --scheduler-names.
-func run(m *testing.M) int {
-	flag.Parse()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var bins *localcluster.Binaries
-	if !testing.Short() {
-		if bins, err = localcluster.Build(context.Background(), root, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	var controllers *exec.Cmd
-	code := framework.Main(m, localcluster.Options{
-		SchedulerConfig:    filepath.Join(root, "manifests", "scheduler", "config-replace-default.yaml"),
-		Binaries:           bins,
-		WithoutControllers: true,
+	os.Exit(framework.Main(m, localcluster.Options{
+		Manifests: localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "replace-default")),
 	}, func(env *framework.Env) error {
-		controllers = exec.Command(bins.Controllers,
-			"--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--scheduler-names=default-scheduler,tephra-scheduler")
-		controllers.Env = append(os.Environ(), "KUBECONFIG="+env.Cluster.Kubeconfig)
-		log, err := os.Create(filepath.Join(filepath.Dir(env.Cluster.Kubeconfig), "logs", "tephra-controllers.log"))
-		if err != nil {
-			return err
-		}
-		controllers.Stdout, controllers.Stderr = log, log
-		if err := controllers.Start(); err != nil {
-			return err
-		}
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
-	})
-	if controllers != nil && controllers.Process != nil {
-		_ = controllers.Process.Kill()
-		_ = controllers.Wait()
-	}
-	return code
+	}))
 }
 
 // units creates count nodes offering per units each of the test's own resource, and removes
