@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -28,10 +29,10 @@ import (
 
 func main() {
 	var (
-		metricsAddr, probeAddr, leaderElectionNamespace string
-		leaderElect, metricsSecure, showVersion         bool
-		qps                                             float64
-		burst                                           int
+		metricsAddr, probeAddr, leaderElectionNamespace, schedulerNames string
+		leaderElect, metricsSecure, showVersion                         bool
+		qps                                                             float64
+		burst                                                           int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers that the apiserver authenticates and authorizes for GET /metrics (e.g. bound to the tephra-metrics-reader ClusterRole); false serves plain HTTP to anyone")
@@ -40,6 +41,7 @@ func main() {
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own)")
 	flag.Float64Var(&qps, "kube-api-qps", 200, "queries per second to the apiserver")
 	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
+	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
 	flag.BoolVar(&showVersion, "version", false, "print the version and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -80,7 +82,12 @@ func main() {
 		log.Error(err, "cannot create the controller manager")
 		os.Exit(1)
 	}
-	if err := setupControllers(mgr); err != nil {
+	names, err := parseSchedulerNames(schedulerNames)
+	if err != nil {
+		log.Error(err, "invalid --scheduler-names")
+		os.Exit(1)
+	}
+	if err := setupControllers(mgr, names); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
 	}
@@ -99,12 +106,28 @@ func main() {
 	}
 }
 
-// setupControllers registers every Tephra controller with the manager.
-func setupControllers(mgr ctrl.Manager) error {
+// parseSchedulerNames reads --scheduler-names: comma-separated, blanks around names ignored, at
+// least one.
+func parseSchedulerNames(flagValue string) ([]string, error) {
+	var names []string
+	for _, name := range strings.Split(flagValue, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no scheduler name given: the queues would count only pods that name a queue or pod group")
+	}
+	return names, nil
+}
+
+// setupControllers registers every Tephra controller with the manager. The Queue controller counts
+// the pods of schedulerNames in the queues.
+func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
 	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
 		return err
 	}
-	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName)}
+	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName), SchedulerNames: schedulerNames}
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("queue controller: %w", err)
 	}

@@ -28,7 +28,7 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}
-	wantProfile := map[string]string{"config.yaml": "tephra-scheduler", "config-replace-default.yaml": "default-scheduler"}
+	wantProfiles := map[string][]string{"config.yaml": {"tephra-scheduler"}, "config-replace-default.yaml": {"default-scheduler", "tephra-scheduler"}}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			cfg, err := options.LoadConfigFromFile(klog.Background(), file)
@@ -36,39 +36,50 @@ func TestShippedSchedulerConfigs(t *testing.T) {
 			require.NoError(t, validation.ValidateKubeSchedulerConfiguration(cfg))
 			assert.GreaterOrEqual(t, cfg.ClientConnection.QPS, float32(500), "the client default of 50 QPS would cap binds at about 50/s")
 			assert.True(t, cfg.LeaderElection.LeaderElect)
-			require.Len(t, cfg.Profiles, 1)
-			profile := cfg.Profiles[0]
-			assert.Equal(t, wantProfile[filepath.Base(file)], profile.SchedulerName)
-			for _, set := range []config.PluginSet{profile.Plugins.QueueSort, profile.Plugins.PreEnqueue, profile.Plugins.PreFilter,
-				profile.Plugins.Filter, profile.Plugins.PostFilter, profile.Plugins.PreScore, profile.Plugins.Score,
-				profile.Plugins.Reserve, profile.Plugins.Permit, profile.Plugins.PostBind} {
-				for _, p := range set.Enabled {
-					assert.True(t, known[p.Name], "plugin %s is registered", p.Name)
-				}
+			var names []string
+			for _, profile := range cfg.Profiles {
+				names = append(names, profile.SchedulerName)
 			}
-			assert.Equal(t, []config.Plugin{{Name: gang.Name}}, profile.Plugins.QueueSort.Enabled)
-			var postFilter []string
-			for _, p := range profile.Plugins.PostFilter.Enabled {
-				postFilter = append(postFilter, p.Name)
-			}
-			assert.Equal(t, []string{queue.Name, gang.Name}, postFilter, "queue-aware reclaim replaces DefaultPreemption; then the gang plugin releases gangs that cannot complete")
-			parsed := false
-			for _, pc := range profile.PluginConfig {
-				if pc.Name == gang.Name {
-					args, err := gang.ParseArgs(pc.Args)
-					require.NoError(t, err)
-					assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
-					parsed = true
-				}
-			}
-			assert.True(t, parsed, "the profile configures %s", gang.Name)
-			for _, pc := range profile.PluginConfig {
-				if pc.Name == numa.Name {
-					args, err := numa.ParseArgs(pc.Args)
-					require.NoError(t, err)
-					assert.Equal(t, numa.MostAllocated, args.ScoringStrategy)
-				}
+			assert.Equal(t, wantProfiles[filepath.Base(file)], names)
+			for _, profile := range cfg.Profiles {
+				checkTephraProfile(t, profile, known)
 			}
 		})
 	}
+}
+
+// checkTephraProfile checks that a profile runs every Tephra plugin as the shipped configs intend.
+func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known map[string]bool) {
+	t.Run(profile.SchedulerName, func(t *testing.T) {
+		for _, set := range []config.PluginSet{profile.Plugins.QueueSort, profile.Plugins.PreEnqueue, profile.Plugins.PreFilter,
+			profile.Plugins.Filter, profile.Plugins.PostFilter, profile.Plugins.PreScore, profile.Plugins.Score,
+			profile.Plugins.Reserve, profile.Plugins.Permit, profile.Plugins.PostBind} {
+			for _, p := range set.Enabled {
+				assert.True(t, known[p.Name], "plugin %s is registered", p.Name)
+			}
+		}
+		assert.Equal(t, []config.Plugin{{Name: gang.Name}}, profile.Plugins.QueueSort.Enabled)
+		var postFilter []string
+		for _, p := range profile.Plugins.PostFilter.Enabled {
+			postFilter = append(postFilter, p.Name)
+		}
+		assert.Equal(t, []string{queue.Name, gang.Name}, postFilter, "queue-aware reclaim replaces DefaultPreemption; then the gang plugin releases gangs that cannot complete")
+		parsed := false
+		for _, pc := range profile.PluginConfig {
+			if pc.Name == gang.Name {
+				args, err := gang.ParseArgs(pc.Args)
+				require.NoError(t, err)
+				assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
+				parsed = true
+			}
+		}
+		assert.True(t, parsed, "the profile configures %s", gang.Name)
+		for _, pc := range profile.PluginConfig {
+			if pc.Name == numa.Name {
+				args, err := numa.ParseArgs(pc.Args)
+				require.NoError(t, err)
+				assert.Equal(t, numa.MostAllocated, args.ScoringStrategy)
+			}
+		}
+	})
 }

@@ -49,12 +49,19 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Delay batches changes: a burst of pod events costs one recomputation per Delay.
 	Delay time.Duration
+	// SchedulerNames are the scheduler names whose pods count in the queues: the profiles of
+	// tephra-scheduler that enable TephraQueue (default: tephra-scheduler alone; "default-scheduler"
+	// too when Tephra replaces the default scheduler). See schedulingv1alpha1.CountsInQueues.
+	SchedulerNames []string
 }
 
 // SetupWithManager runs the reconciler on any change of Queues, pods, nodes and PodGroups.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Delay == 0 {
 		r.Delay = 500 * time.Millisecond
+	}
+	if len(r.SchedulerNames) == 0 {
+		r.SchedulerNames = []string{schedulingv1alpha1.SchedulerName}
 	}
 	if err := registerMetrics(); err != nil {
 		return err
@@ -110,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	for i := range queues.Items {
 		ptrs[i] = &queues.Items[i]
 	}
-	acct := Account(ptrs, pods.Items, nodes.Items, groups.Items)
+	acct := Account(ptrs, pods.Items, nodes.Items, groups.Items, r.SchedulerNames)
 	exportMetrics(acct)
 	var errs []error
 	for i := range queues.Items {
@@ -166,8 +173,9 @@ type Accounting struct {
 // WorkloadCounts counts a queue's workloads.
 type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
 
-// Account computes what every queue uses, waits for and deserves.
-func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup) *Accounting {
+// Account computes what every queue uses, waits for and deserves. The pods of schedulerNames
+// count, and pods of other schedulers that name a queue or group (CountsInQueues).
+func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string) *Accounting {
 	a := &Accounting{
 		Tree:      quota.NewTree(queues),
 		Total:     quota.Amounts{},
@@ -201,7 +209,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 	leafAllocated := map[string]quota.Amounts{}
 	for i := range pods {
 		pod := &pods[i]
-		if !schedulingv1alpha1.CountsInQueues(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if !schedulingv1alpha1.CountsInQueues(pod, schedulerNames) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		queue := ""

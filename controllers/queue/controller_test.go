@@ -15,6 +15,9 @@ import (
 
 const gpu corev1.ResourceName = "nvidia.com/gpu"
 
+// tephraOnly is the default --scheduler-names: Tephra beside the default scheduler.
+var tephraOnly = []string{schedulingv1alpha1.SchedulerName}
+
 func testQueue(name, parent string, weight int32) *schedulingv1alpha1.Queue {
 	return &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: parent, Weight: weight}}
 }
@@ -61,7 +64,7 @@ func TestAccountFromPods(t *testing.T) {
 		testPod("lost", map[string]string{schedulingv1alpha1.PodGroupLabel: "no-group"}, "", corev1.PodPending, 3),
 		other,
 	}
-	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{group})
+	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{group}, tephraOnly)
 
 	assert.Equal(t, int64(12), a.Total[gpu])
 	assert.NotContains(t, a.Total, corev1.ResourcePods, "no queue shares the pod count")
@@ -96,7 +99,7 @@ func TestGuaranteesThatDoNotFitAreFlagged(t *testing.T) {
 	b1.Spec.Guarantee = corev1.ResourceList{gpu: resource.MustParse("8")}
 	root := testQueue("root", "", 1)
 	node := corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpu: resource.MustParse("10")}}}
-	a := Account([]*schedulingv1alpha1.Queue{root, a1, b1}, nil, []corev1.Node{node}, nil)
+	a := Account([]*schedulingv1alpha1.Queue{root, a1, b1}, nil, []corev1.Node{node}, nil, tephraOnly)
 	fit := meta.FindStatusCondition(a.Status(root).Conditions, ConditionGuaranteesFit)
 	require.NotNil(t, fit)
 	assert.Equal(t, metav1.ConditionFalse, fit.Status)
@@ -105,4 +108,37 @@ func TestGuaranteesThatDoNotFitAreFlagged(t *testing.T) {
 	// An unchanged status keeps its transition times, so it is not rewritten.
 	root.Status = a.Status(root)
 	assert.Equal(t, root.Status, a.Status(root))
+}
+
+// TestAccountAsTheDefaultScheduler: with --scheduler-names listing default-scheduler, plain pods
+// of the default scheduler count in the default queue (or their queue label's), while system
+// pods count nowhere.
+func TestAccountAsTheDefaultScheduler(t *testing.T) {
+	queues := []*schedulingv1alpha1.Queue{testQueue("root", "", 1), testQueue("default", "root", 1), testQueue("team", "root", 1)}
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpu: resource.MustParse("12")}}}
+	plain := func(name string, labels map[string]string, gpus int64) corev1.Pod {
+		p := testPod(name, labels, "n", corev1.PodRunning, gpus)
+		p.Spec.SchedulerName = "default-scheduler"
+		return p
+	}
+	inKubeSystem := plain("dns", nil, 4)
+	inKubeSystem.Namespace = "kube-system"
+	critical := plain("agent", nil, 4)
+	critical.Spec.Priority = new(int32(2000000000))
+	pods := []corev1.Pod{
+		plain("web", nil, 1),
+		plain("batch", map[string]string{schedulingv1alpha1.QueueLabel: "team"}, 2),
+		inKubeSystem,
+		critical,
+		testPod("tephra", nil, "n", corev1.PodRunning, 1),
+	}
+
+	replacing := Account(queues, pods, []corev1.Node{node}, nil, []string{"default-scheduler", schedulingv1alpha1.SchedulerName})
+	assert.Equal(t, int64(2), replacing.Allocated["default"][gpu], "web and the tephra-scheduler pod; not the system pods")
+	assert.Equal(t, int64(2), replacing.Allocated["team"][gpu])
+	assert.Equal(t, int64(4), replacing.Allocated["root"][gpu])
+
+	beside := Account(queues, pods, []corev1.Node{node}, nil, tephraOnly)
+	assert.Equal(t, int64(1), beside.Allocated["default"][gpu], "beside the default scheduler, its plain pods count nowhere")
+	assert.Equal(t, int64(2), beside.Allocated["team"][gpu], "a pod that names a queue counts whatever its scheduler")
 }

@@ -127,9 +127,13 @@ func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroup
 // Name of the plugin.
 func (g *Gang) Name() string { return Name }
 
-// groupOf returns the key of the pod's group; ok is false for a pod without one.
+// groupOf returns the key of the pod's group; ok is false for a pod without one, and for a
+// system pod (v1alpha1.IsSystemPod), which no gang holds back even if it names a group.
 func groupOf(pod *corev1.Pod) (groupKey, bool) {
 	name, ok := v1alpha1.PodGroupNameOf(pod)
+	if ok && v1alpha1.IsSystemPod(pod) {
+		return groupKey{}, false
+	}
 	return groupKey{pod.Namespace, name}, ok
 }
 
@@ -226,7 +230,7 @@ func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
-		if g.groups.reservationCount() > 0 {
+		if g.groups.reservationCount() > 0 && !v1alpha1.IsSystemPod(pod) {
 			return nil, nil // Filter keeps it off reserved nodes
 		}
 		// Skip also skips Filter for the pod, which has nothing to check.

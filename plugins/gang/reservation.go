@@ -114,10 +114,11 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 
 // Filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a
 // group past its SLA goes before every pod of its priority or lower there, whatever their age
-// (pods that keep failing are requeued behind it anyway). They may use other nodes.
+// (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
+// are never kept off: PreFilter skips Filter for them, and this check keeps it so if that changes.
 func (g *Gang) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	owner, r, ok := g.groups.reservedFor(nodeInfo.Node().Name)
-	if !ok {
+	if !ok || v1alpha1.IsSystemPod(pod) {
 		return nil
 	}
 	if key, grouped := groupOf(pod); grouped && key == owner {

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,10 +56,13 @@ type ledger struct {
 	total      quota.Amounts
 	// version changes with every change, so derived values can be cached.
 	version uint64
+	// names are the scheduler names whose pods count (v1alpha1.CountsInQueues), replaced whole
+	// when a profile is added so that observe reads them without a lock or a copy.
+	names atomic.Pointer[[]string]
 }
 
-func newLedger() *ledger {
-	return &ledger{
+func newLedger(schedulerNames ...string) *ledger {
+	l := &ledger{
 		pods:        map[types.UID]*podEntry{},
 		allocated:   map[string]quota.Amounts{},
 		terminating: map[string]quota.Amounts{},
@@ -69,6 +74,26 @@ func newLedger() *ledger {
 		nodes:       map[string]quota.Amounts{},
 		total:       quota.Amounts{},
 	}
+	l.names.Store(&schedulerNames)
+	return l
+}
+
+// serve adds a scheduler name whose pods count; false if it counted already.
+func (l *ledger) serve(schedulerName string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := *l.names.Load()
+	if slices.Contains(names, schedulerName) {
+		return false
+	}
+	names = append(slices.Clip(names), schedulerName)
+	l.names.Store(&names)
+	return true
+}
+
+// counts says whether a pod counts in the queues.
+func (l *ledger) counts(pod *corev1.Pod) bool {
+	return v1alpha1.CountsInQueues(pod, *l.names.Load())
 }
 
 // podRequests are the requests a pod counts for in its queue.
@@ -79,7 +104,7 @@ func podRequests(pod *corev1.Pod) quota.Amounts {
 // observe records a pod as the informer shows it. resolve returns the queue of a PodGroup
 // ("" when it does not exist).
 func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) string) {
-	if !v1alpha1.CountsInQueues(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if !l.counts(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		l.forget(pod.UID, pod)
 		return
 	}

@@ -30,7 +30,7 @@ func ledgerPod(uid string, labels map[string]string, node string, gpus int64) *c
 }
 
 func TestLedgerFollowsPodsThroughTheirLives(t *testing.T) {
-	l := newLedger()
+	l := newLedger(v1alpha1.SchedulerName)
 	groups := map[string]string{}
 	resolve := func(ns, name string) string { return groups[ns+"/"+name] }
 	inTeam := map[string]string{v1alpha1.QueueLabel: "team"}
@@ -85,7 +85,7 @@ func TestLedgerFollowsPodsThroughTheirLives(t *testing.T) {
 }
 
 func TestLedgerKeepsFreshNominations(t *testing.T) {
-	l := newLedger()
+	l := newLedger(v1alpha1.SchedulerName)
 	resolve := func(string, string) string { return "" }
 	pod := ledgerPod("p", map[string]string{v1alpha1.QueueLabel: "team"}, "", 1)
 	l.observe(pod, resolve)
@@ -102,7 +102,7 @@ func TestLedgerKeepsFreshNominations(t *testing.T) {
 }
 
 func TestTotalLeavesOutPods(t *testing.T) {
-	l := newLedger()
+	l := newLedger(v1alpha1.SchedulerName)
 	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")})
 	l.setNode("n2", corev1.ResourceList{gpu: resource.MustParse("4")})
 	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("2")})

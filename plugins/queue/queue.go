@@ -21,7 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
@@ -45,8 +49,11 @@ type Queue struct {
 	queues    schedulinglisters.QueueLister
 	podGroups schedulinglisters.PodGroupLister
 	ledger    *ledger
+	accounts  *accounts
 	evaluator *preemption.Evaluator
 	reclaimer *reclaimer
+	// systemPreemption is upstream's DefaultPreemption, for system pods (v1alpha1.IsSystemPod).
+	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
 	synced func() bool
 
@@ -68,17 +75,25 @@ var (
 	_ fwk.SignPlugin        = &Queue{}
 )
 
-// New builds the plugin and fills its ledger from the informers before the first cycle.
+// New builds the plugin and fills its ledger from the informers before the first cycle. The
+// pods of the profile's scheduler name count in the queues from now on; the ledger is shared with
+// the scheduler's other profiles that enable TephraQueue (accounts).
 func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	factory, err := setup.Informers(handle.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	a, err := accountsFor(handle, factory)
 	if err != nil {
 		return nil, err
 	}
 	q := &Queue{
 		handle:    handle,
 		queues:    factory.Scheduling().V1alpha1().Queues().Lister(),
-		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
-		ledger:    newLedger(),
+		podGroups: a.podGroups,
+		ledger:    a.ledger,
+		accounts:  a,
+		synced:    a.synced,
 		treeStale: true,
 	}
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -89,86 +104,22 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	if err != nil {
 		return nil, err
 	}
-	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-				q.ledger.groupAdded(pg.Namespace+"/"+pg.Name, q.groupQueue)
-			}
-		},
-	})
-	if err != nil {
+	if err := setup.StartAndSync(ctx, Name, factory, queueReg, a.groupReg); err != nil {
 		return nil, err
 	}
-	if err := setup.StartAndSync(ctx, Name, factory, queueReg, groupReg); err != nil {
-		return nil, err
-	}
-	podReg, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { q.observePod(obj) },
-		UpdateFunc: func(_, obj any) { q.observePod(obj) },
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				q.ledger.forget(pod.UID, pod)
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	nodeReg, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { q.observeNode(obj, false) },
-		UpdateFunc: func(_, obj any) { q.observeNode(obj, false) },
-		DeleteFunc: func(obj any) { q.observeNode(obj, true) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	// The scheduler starts its informers after building the plugins: until the ledger has seen
-	// their initial lists, PreFilter turns pods away rather than over-admit.
-	q.synced = func() bool { return podReg.HasSynced() && nodeReg.HasSynced() }
 	if q.evaluator, q.reclaimer, err = newEvaluator(q, handle); err != nil {
 		return nil, err
 	}
+	// System pods preempt as they would under upstream's kube-scheduler, with its defaults.
+	if q.systemPreemption, err = defaultpreemption.New(ctx, &config.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}, handle, feature.Features{}); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("TephraQueue counts the pods of this profile in the queues", "profile", handle.ProfileName())
 	return q, nil
 }
 
 // Name of the plugin.
 func (q *Queue) Name() string { return Name }
-
-func (q *Queue) observePod(obj any) {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		q.ledger.observe(pod, q.groupQueue)
-	}
-}
-
-func (q *Queue) observeNode(obj any, deleted bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	node, ok := obj.(*corev1.Node)
-	if !ok {
-		return
-	}
-	if deleted {
-		q.ledger.setNode(node.Name, nil)
-		return
-	}
-	q.ledger.setNode(node.Name, node.Status.Allocatable)
-}
-
-// groupQueue returns the queue of a PodGroup, "" when it does not exist.
-func (q *Queue) groupQueue(namespace, name string) string {
-	pg, err := q.podGroups.PodGroups(namespace).Get(name)
-	if err != nil {
-		return ""
-	}
-	if pg.Spec.Queue == "" {
-		return v1alpha1.DefaultQueue
-	}
-	return pg.Spec.Queue
-}
 
 func (q *Queue) invalidateTree() {
 	q.mu.Lock()
@@ -284,6 +235,9 @@ func (q *Queue) workloadOf(pod *corev1.Pod) (workload, *fwk.Status) {
 // PreEnqueue holds back pods whose queue cannot take them at all: a queue that is missing, not a
 // leaf, or closed, or a gang whose minimum is larger than its queue's capability.
 func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	if !q.ledger.counts(pod) {
+		return nil // a system pod: no queue holds it
+	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil // TephraGang decides about pods whose group is missing
@@ -313,6 +267,9 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 // For a gang member, the whole minimum still to be placed must fit, so a gang never takes
 // quota unless its minimum can.
 func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !q.ledger.counts(pod) {
+		return nil, nil // a system pod: no queue holds it
+	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil, status
@@ -323,7 +280,7 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if _, known := q.ledger.entry(pod.UID); !known {
 		// The scheduler's queue can hand out a pod before the ledger's handler has seen it; its
 		// own demand must count, or its queue would seem to deserve nothing.
-		q.ledger.observe(pod, q.groupQueue)
+		q.ledger.observe(pod, q.accounts.groupQueue)
 	}
 	s := q.snapshotFor(pod)
 	leaf, why := s.tree.WorkloadQueue(w.queue)
@@ -471,6 +428,9 @@ func (q *Queue) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.
 
 // Reserve records the pod in its queue's ledger, before the next cycle can look.
 func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	if !q.ledger.counts(pod) {
+		return nil
+	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil

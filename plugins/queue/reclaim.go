@@ -105,8 +105,12 @@ func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string
 	return false, nil
 }
 
-// PostFilter reclaims or preempts for a pod that fits no node.
+// PostFilter reclaims or preempts for a pod that fits no node. A system pod, which counts in no
+// queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if v1alpha1.IsSystemPod(pod) {
+		return q.systemPreemption.PostFilter(ctx, cs, pod, m)
+	}
 	// Unschedulable rather than UnschedulableAndUnresolvable when evicting cannot help, so that
 	// TephraGang's PostFilter still runs after this one.
 	// A PreFilter rejection (the status every node gets, naming its plugin) that no eviction can
@@ -141,6 +145,12 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
+		if msg := r.lastPreemptionPending(pod); msg != "" {
+			// Its victims are still going (terminating pods are not counted above): keep the
+			// room for the pod, or a pod of lower priority takes it and the preemption was for
+			// nothing.
+			return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
+		}
 		// Nothing may be evicted for the pod. Drop a nomination it holds from an earlier
 		// preemption: the scheduler would otherwise keep that room for it, and the room was meant
 		// for the queue's share, which others of the queue have taken since.
@@ -324,12 +334,8 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		return false, fmt.Sprintf("queue %q is at its deserved share and holds no pod of lower priority", r.leaf.Name)
 	}
-	// The victims of the pod's last preemption may be gone from the API before the scheduler's
-	// cache shows their room: give the cache a moment rather than evict a second time.
-	if e, ok := r.q.ledger.entry(pod.UID); ok && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < victimsGrace {
-		if r.nodeStatus == nil || r.nodeStatus.Get(e.nominatedNode).Code() != fwk.UnschedulableAndUnresolvable {
-			return false, fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.nominatedAt).Round(time.Millisecond))
-		}
+	if msg := r.lastPreemptionPending(pod); msg != "" {
+		return false, msg
 	}
 	if node := pod.Status.NominatedNodeName; node != "" && nominatedStatus.Code() != fwk.UnschedulableAndUnresolvable {
 		if info, _ := r.q.handle.SnapshotSharedLister().NodeInfos().Get(node); info != nil {
@@ -341,6 +347,20 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 		}
 	}
 	return true, ""
+}
+
+// lastPreemptionPending says why the pod's last preemption may still be taking effect ("" if
+// not): the victims may be gone from the API before the scheduler's cache shows their room, so
+// the pod is given a moment rather than evict a second time or give up its nomination.
+func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
+	e, ok := r.q.ledger.entry(pod.UID)
+	if !ok || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+		return ""
+	}
+	if r.nodeStatus != nil && r.nodeStatus.Get(e.nominatedNode).Code() == fwk.UnschedulableAndUnresolvable {
+		return "" // the nominated node can no longer take the pod at all
+	}
+	return fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.nominatedAt).Round(time.Millisecond))
 }
 
 // OrderedScoreFuncs prefers the node with the fewest victims, then with the least important.

@@ -1,8 +1,13 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
 )
 
 // PodGroupNameOf returns the name of the PodGroup (in the pod's namespace) that a pod belongs to,
@@ -48,11 +53,17 @@ const (
 	ReasonTimeout = "ScheduleTimeout"
 )
 
-// CountsInQueues says whether a pod's requests count against Tephra's queues: pods scheduled by
-// tephra-scheduler, and pods of any scheduler that name a queue or a pod group. The scheduler's
-// ledger and the Queue controller both use this rule, so they agree on every queue's usage.
-func CountsInQueues(pod *corev1.Pod) bool {
-	if pod.Spec.SchedulerName == SchedulerName {
+// CountsInQueues says whether a pod's requests count against Tephra's queues: pods of a scheduler
+// that serves queues (schedulerNames: the profiles of tephra-scheduler that enable TephraQueue,
+// "default-scheduler" too when Tephra replaces the default scheduler), and pods of any scheduler
+// that name a queue or a pod group. System pods never count (IsSystemPod). The scheduler's ledger
+// and the Queue controller both use this rule, with the same names, so they agree on every
+// queue's usage.
+func CountsInQueues(pod *corev1.Pod, schedulerNames []string) bool {
+	if IsSystemPod(pod) {
+		return false
+	}
+	if slices.Contains(schedulerNames, pod.Spec.SchedulerName) {
 		return true
 	}
 	if _, ok := pod.Labels[QueueLabel]; ok {
@@ -60,6 +71,14 @@ func CountsInQueues(pod *corev1.Pod) bool {
 	}
 	_, ok := PodGroupNameOf(pod)
 	return ok
+}
+
+// IsSystemPod says whether a pod keeps the cluster itself running: it is in kube-system, or its
+// priority is system-cluster-critical or above. No queue or gang holds such a pod back, and it
+// preempts as upstream kube-scheduler's would: when Tephra is the default scheduler, DNS, CNI
+// and the like must not wait for a queue's capability or a closed default queue.
+func IsSystemPod(pod *corev1.Pod) bool {
+	return pod.Namespace == metav1.NamespaceSystem || corev1helpers.PodPriority(pod) >= scheduling.SystemCriticalPriority
 }
 
 // QueueOfPod returns the queue of a pod: its PodGroup's spec.queue when it belongs to one

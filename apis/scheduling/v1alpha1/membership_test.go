@@ -1,0 +1,55 @@
+package v1alpha1
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestCountsInQueues(t *testing.T) {
+	tephraOnly := []string{SchedulerName}
+	replacing := []string{"default-scheduler", SchedulerName}
+	pod := func(namespace, scheduler string, priority *int32, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: namespace, Labels: labels},
+			Spec:       corev1.PodSpec{SchedulerName: scheduler, Priority: priority},
+		}
+	}
+	inQueue := map[string]string{QueueLabel: "team"}
+	inGroup := map[string]string{PodGroupLabel: "job"}
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		names  []string
+		counts bool
+	}{
+		{"tephra-scheduler pod beside the default scheduler", pod("ns", SchedulerName, nil, nil), tephraOnly, true},
+		{"default-scheduler pod beside the default scheduler", pod("ns", "default-scheduler", nil, nil), tephraOnly, false},
+		{"default-scheduler pod when Tephra replaces it", pod("ns", "default-scheduler", nil, nil), replacing, true},
+		{"tephra-scheduler pod when Tephra replaces the default", pod("ns", SchedulerName, nil, nil), replacing, true},
+		{"other scheduler's pod", pod("ns", "volcano", nil, nil), replacing, false},
+		{"other scheduler's pod naming a queue", pod("ns", "volcano", nil, inQueue), tephraOnly, true},
+		{"other scheduler's pod naming a group", pod("ns", "volcano", nil, inGroup), tephraOnly, true},
+		{"high user priority", pod("ns", "default-scheduler", new(int32(1000000000)), nil), replacing, true},
+		{"kube-system pod", pod(metav1.NamespaceSystem, "default-scheduler", nil, nil), replacing, false},
+		{"kube-system pod naming a queue", pod(metav1.NamespaceSystem, SchedulerName, nil, inQueue), replacing, false},
+		{"system-cluster-critical pod", pod("ns", "default-scheduler", new(int32(2000000000)), nil), replacing, false},
+		{"system-node-critical pod in a group", pod("ns", SchedulerName, new(int32(2000001000)), inGroup), replacing, false},
+		{"no scheduler names", pod("ns", SchedulerName, nil, nil), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CountsInQueues(tc.pod, tc.names); got != tc.counts {
+				t.Errorf("CountsInQueues = %v, want %v", got, tc.counts)
+			}
+		})
+	}
+}
+
+func TestCountsInQueuesAllocatesNothing(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: corev1.PodSpec{SchedulerName: "default-scheduler", Priority: new(int32(100))}}
+	names := []string{"default-scheduler", SchedulerName}
+	if n := testing.AllocsPerRun(100, func() { CountsInQueues(pod, names) }); n != 0 {
+		t.Errorf("CountsInQueues allocates %v times per call; it runs per pod per scheduling cycle", n)
+	}
+}

@@ -1,0 +1,123 @@
+package queue
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
+	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
+)
+
+// profileHandle is the part of a profile's framework handle that the accounts read.
+type profileHandle struct {
+	fwk.Handle
+	config    *rest.Config
+	profile   string
+	informers informers.SharedInformerFactory
+	recorder  *events.FakeRecorder
+}
+
+func (h profileHandle) KubeConfig() *rest.Config                               { return h.config }
+func (h profileHandle) ProfileName() string                                    { return h.profile }
+func (h profileHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.informers }
+func (h profileHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
+
+// scheduler is what the profiles of one scheduler share: its client configuration and informers.
+type scheduler struct {
+	config    *rest.Config
+	informers informers.SharedInformerFactory
+	tephra    tephrainformers.SharedInformerFactory
+}
+
+func newScheduler(t *testing.T) scheduler {
+	s := scheduler{
+		config:    &rest.Config{Host: t.Name()},
+		informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
+		tephra:    tephrainformers.NewSharedInformerFactory(tephrafake.NewSimpleClientset(), 0),
+	}
+	t.Cleanup(func() {
+		accountsMu.Lock()
+		delete(sharedAccounts, s.config)
+		accountsMu.Unlock()
+	})
+	return s
+}
+
+func (s scheduler) profile(t *testing.T, name string) (profileHandle, *accounts) {
+	t.Helper()
+	h := profileHandle{config: s.config, profile: name, informers: s.informers, recorder: events.NewFakeRecorder(10)}
+	a, err := accountsFor(h, s.tephra)
+	require.NoError(t, err)
+	return h, a
+}
+
+func schedulerPod(uid, namespace, scheduler string, priority int32) *corev1.Pod {
+	pod := ledgerPod(uid, nil, "node", 1)
+	pod.Namespace, pod.Spec.SchedulerName, pod.Spec.Priority = namespace, scheduler, &priority
+	return pod
+}
+
+// The profiles of one scheduler that enable TephraQueue share one ledger, which counts the pods of
+// each of their scheduler names (those the informer showed before a profile was added too), and
+// no system pod.
+func TestProfilesShareOneLedger(t *testing.T) {
+	s := newScheduler(t)
+	_, tephra := s.profile(t, v1alpha1.SchedulerName)
+	early := schedulerPod("early", "ns", "default-scheduler", 0)
+	require.NoError(t, s.informers.Core().V1().Pods().Informer().GetIndexer().Add(early))
+	_, replacing := s.profile(t, "default-scheduler")
+	require.Same(t, tephra, replacing, "one ledger for every profile")
+
+	for _, pod := range []*corev1.Pod{
+		schedulerPod("tephra", "ns", v1alpha1.SchedulerName, 0),
+		schedulerPod("plain", "ns", "default-scheduler", 1000),
+		schedulerPod("volcano", "ns", "volcano", 0),
+		schedulerPod("dns", metav1.NamespaceSystem, "default-scheduler", 0),
+		schedulerPod("critical", "ns", "default-scheduler", 2000000000),
+	} {
+		tephra.observePod(pod)
+	}
+	assert.Equal(t, quota.Amounts{gpu: 3}, tephra.ledger.view().allocated[v1alpha1.DefaultQueue], "early, tephra and plain count; not another scheduler's pod nor system pods")
+	other := newScheduler(t)
+	_, separate := other.profile(t, "default-scheduler")
+	assert.NotSame(t, tephra, separate, "another scheduler (client configuration) has its own ledger")
+}
+
+// No queue holds a system pod back, not even a missing default queue; a plain pod waits for it.
+func TestSystemPodsPassTheQueue(t *testing.T) {
+	s := newScheduler(t)
+	h, a := s.profile(t, "default-scheduler")
+	q := &Queue{
+		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
+		ledger: a.ledger, accounts: a, synced: func() bool { return true }, treeStale: true,
+	}
+	ctx := context.Background()
+	for _, pod := range []*corev1.Pod{
+		schedulerPod("dns", metav1.NamespaceSystem, "default-scheduler", 0),
+		schedulerPod("critical", "ns", "default-scheduler", 2000000000),
+	} {
+		assert.Nil(t, q.PreEnqueue(ctx, pod), "PreEnqueue holds %s", pod.Name)
+		_, status := q.PreFilter(ctx, nil, pod, nil)
+		assert.Nil(t, status, "PreFilter rejects %s", pod.Name)
+		assert.Nil(t, q.Reserve(ctx, nil, pod, "node"))
+		_, known := q.ledger.entry(pod.UID)
+		assert.False(t, known, "Reserve counted %s", pod.Name)
+	}
+	plain := schedulerPod("plain", "ns", "default-scheduler", 0)
+	status := q.PreEnqueue(ctx, plain)
+	require.NotNil(t, status)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Contains(t, status.Message(), v1alpha1.ReasonQueueUnavailable)
+}

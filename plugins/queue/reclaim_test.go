@@ -1,0 +1,26 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A preemptor whose victims are still going keeps its nomination for a while, even when its
+// queue then seems to hold nothing it may evict (terminating victims are not counted): otherwise
+// a pod of lower priority takes the room it made.
+func TestPreemptorKeepsItsNominationWhileVictimsGo(t *testing.T) {
+	l := newLedger("default-scheduler")
+	r := &reclaimer{q: &Queue{ledger: l}}
+	pod := schedulerPod("high", "ns", "default-scheduler", 1000)
+	pod.Spec.NodeName = ""
+	l.observe(pod, func(string, string) string { return "" })
+	assert.Empty(t, r.lastPreemptionPending(pod), "a pod that never preempted has nothing pending")
+
+	l.nominate(pod.UID, "node", time.Now())
+	assert.Contains(t, r.lastPreemptionPending(pod), "is still taking effect")
+
+	l.nominate(pod.UID, "node", time.Now().Add(-victimsGrace))
+	assert.Empty(t, r.lastPreemptionPending(pod), "after the grace the pod may give its nomination up")
+}
