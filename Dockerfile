@@ -14,7 +14,7 @@ ENV PATH=/usr/local/bin
 # The scheduler: tephra-scheduler, and kube-scheduler as a symbolic link to it, so that the image
 # drops into a kubeadm control plane by changing only `image:` and adding
 #   --config=/etc/tephra/kubeadm.yaml
-# (manifests/scheduler/config-replace-default.yaml reading kubeadm's /etc/kubernetes/scheduler.conf).
+# (manifests/overlays/replace-default/config-replace-default.yaml reading kubeadm's /etc/kubernetes/scheduler.conf).
 FROM base AS tephra-scheduler
 COPY bin/image/scheduler/ /
 # Root by default, as upstream's kube-scheduler image: kubeadm writes

@@ -126,11 +126,11 @@ image: ## Build the images tephra/tephra-scheduler and tephra/tephra-controllers
 	CGO_ENABLED=0 GOOS=linux $(GO) build -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/controllers/usr/local/bin/ ./cmd/tephra-controllers
 	ln -s tephra-scheduler $(IMAGE_DIR)/scheduler/usr/local/bin/kube-scheduler
 	{ echo '# Baked into tephra/tephra-scheduler by `make image` for kubeadm control planes:'; \
-	  echo '# manifests/scheduler/config-replace-default.yaml reading the kubeconfig kubeadm mounts.'; \
-	  awk '{ print } /^clientConnection:$$/ { print "  kubeconfig: /etc/kubernetes/scheduler.conf" }' manifests/scheduler/config-replace-default.yaml; \
+	  echo '# manifests/overlays/replace-default/config-replace-default.yaml reading the kubeconfig kubeadm mounts.'; \
+	  awk '{ print } /^clientConnection:$$/ { print "  kubeconfig: /etc/kubernetes/scheduler.conf" }' manifests/overlays/replace-default/config-replace-default.yaml; \
 	} >$(IMAGE_DIR)/scheduler/etc/tephra/kubeadm.yaml
 	@grep -q '^  kubeconfig: /etc/kubernetes/scheduler.conf$$' $(IMAGE_DIR)/scheduler/etc/tephra/kubeadm.yaml || \
-		{ echo "manifests/scheduler/config-replace-default.yaml has no top-level clientConnection: to add kubeadm's kubeconfig to"; exit 1; }
+		{ echo "manifests/overlays/replace-default/config-replace-default.yaml has no top-level clientConnection: to add kubeadm's kubeconfig to"; exit 1; }
 	docker build --target tephra-scheduler -t tephra/tephra-scheduler:$(IMAGE_TAG) .
 	docker build --target tephra-controllers -t tephra/tephra-controllers:$(IMAGE_TAG) .
 

@@ -14,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -90,6 +92,11 @@ func TestReplaceDefaultChartServesEveryProfileAlike(t *testing.T) {
 	}
 	assert.Equal(t, "kube-scheduler", cfg.LeaderElection.ResourceName)
 	assert.Equal(t, "kube-system", cfg.LeaderElection.ResourceNamespace)
+
+	var controllers appsv1.Deployment
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objects["Deployment/tephra-system/tephra-controllers"].Object, &controllers))
+	assert.Contains(t, controllers.Spec.Template.Spec.Containers[0].Args, "--scheduler-names="+strings.Join(names, ","),
+		"Queue status counts the pods of every profile, as the scheduler does")
 
 	role := objects["Role/kube-system/tephra-scheduler"]
 	require.NotNil(t, role, "the scheduler's Role in kube-system")

@@ -21,7 +21,7 @@ import (
 
 // TestReplaceDefaultOverlayIsTheBase renders manifests/ and manifests/overlays/replace-default as
 // kubectl kustomize does and checks that the overlay installs the base's objects with exactly its
-// own changes: the scheduler mounts config-replace-default.yaml, and tephra-controllers counts the
+// own changes: the scheduler's ConfigMap holds config-replace-default.yaml, and tephra-controllers counts the
 // pods of the scheduler names that configuration serves. A part added to the base but not to the
 // overlay (which lists the base's parts) fails here. It needs no cluster and runs with -short.
 func TestReplaceDefaultOverlayIsTheBase(t *testing.T) {
@@ -30,19 +30,17 @@ func TestReplaceDefaultOverlayIsTheBase(t *testing.T) {
 	base := render(t, filepath.Join(root, "manifests"))
 	overlay := render(t, filepath.Join(root, "manifests", "overlays", "replace-default"))
 
-	const plainConfig, replaceConfig = "ConfigMap/tephra-system/tephra-scheduler-config", "ConfigMap/tephra-system/tephra-scheduler-config-replace-default"
-	require.Contains(t, base, plainConfig)
-	assert.NotContains(t, overlay, plainConfig, "the overlay leaves the plain configuration out")
-	want, err := os.ReadFile(filepath.Join(root, "manifests", "scheduler", "config-replace-default.yaml"))
+	const config = "ConfigMap/tephra-system/tephra-scheduler-config"
+	want, err := os.ReadFile(filepath.Join(root, "manifests", "overlays", "replace-default", "config-replace-default.yaml"))
 	require.NoError(t, err)
 	var configMap corev1.ConfigMap
-	require.NoError(t, yaml.Unmarshal(overlay[replaceConfig].yaml, &configMap))
-	assert.Equal(t, string(want), configMap.Data["config.yaml"])
+	require.NoError(t, yaml.Unmarshal(overlay[config].yaml, &configMap))
+	assert.Equal(t, string(want), configMap.Data["config.yaml"], "the scheduler's ConfigMap holds the replace-default configuration")
 
 	var scheduler appsv1.Deployment
 	require.NoError(t, yaml.Unmarshal(overlay["Deployment/tephra-system/tephra-scheduler"].yaml, &scheduler))
 	volume := scheduler.Spec.Template.Spec.Volumes[0]
-	assert.Equal(t, overlay[replaceConfig].name, volume.ConfigMap.Name, "the scheduler mounts the generated replace-default configuration")
+	assert.Equal(t, overlay[config].name, volume.ConfigMap.Name, "the scheduler mounts the generated replace-default configuration")
 	assert.Contains(t, scheduler.Spec.Template.Spec.Containers[0].Args, "--config=/etc/tephra/config.yaml")
 
 	var controllers appsv1.Deployment
@@ -52,12 +50,13 @@ func TestReplaceDefaultOverlayIsTheBase(t *testing.T) {
 	assert.Contains(t, args, flag, "tephra-controllers counts the pods of every profile of the configuration")
 
 	// Undo the intended changes: the rest must be the base, object for object.
-	volume.ConfigMap.Name = base[plainConfig].name
+	volume.ConfigMap.Name = base[config].name
 	scheduler.Spec.Template.Spec.Volumes[0] = volume
 	controllers.Spec.Template.Spec.Containers[0].Args = slices.DeleteFunc(args, func(a string) bool { return a == flag })
 	overlay["Deployment/tephra-system/tephra-scheduler"] = rendered{yaml: marshal(t, &scheduler)}
 	overlay["Deployment/tephra-system/tephra-controllers"] = rendered{yaml: marshal(t, &controllers)}
-	delete(base, plainConfig)
+	delete(base, config)
+	delete(overlay, config)
 	for _, key := range []string{"Deployment/tephra-system/tephra-scheduler", "Deployment/tephra-system/tephra-controllers"} {
 		var d appsv1.Deployment
 		require.NoError(t, yaml.Unmarshal(base[key].yaml, &d))
