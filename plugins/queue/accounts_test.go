@@ -18,6 +18,7 @@ import (
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.
@@ -120,4 +121,10 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 	require.NotNil(t, status)
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Contains(t, status.Message(), v1alpha1.ReasonQueueUnavailable)
+}
+
+// The API package keeps its own copy of system-cluster-critical's priority, to stay free of
+// k8s.io/kubernetes; it must not drift from upstream's.
+func TestSystemCriticalPriorityIsUpstreams(t *testing.T) {
+	assert.Equal(t, scheduling.SystemCriticalPriority, v1alpha1.SystemCriticalPriority)
 }

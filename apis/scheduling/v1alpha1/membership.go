@@ -7,8 +7,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/kubernetes/pkg/apis/scheduling"
 )
+
+// SystemCriticalPriority is the priority of the system-cluster-critical PriorityClass
+// (scheduling.SystemCriticalPriority in k8s.io/kubernetes, which the API types do not import).
+const SystemCriticalPriority int32 = 2000000000
 
 // PodGroupNameOf returns the name of the PodGroup (in the pod's namespace) that a pod belongs to,
 // by Tephra's label or, for manifests written for other schedulers, scheduler-plugins' label or
@@ -78,7 +81,7 @@ func CountsInQueues(pod *corev1.Pod, schedulerNames []string) bool {
 // preempts as upstream kube-scheduler's would: when Tephra is the default scheduler, DNS, CNI
 // and the like must not wait for a queue's capability or a closed default queue.
 func IsSystemPod(pod *corev1.Pod) bool {
-	return pod.Namespace == metav1.NamespaceSystem || corev1helpers.PodPriority(pod) >= scheduling.SystemCriticalPriority
+	return pod.Namespace == metav1.NamespaceSystem || corev1helpers.PodPriority(pod) >= SystemCriticalPriority
 }
 
 // QueueOfPod returns the queue of a pod: its PodGroup's spec.queue when it belongs to one
