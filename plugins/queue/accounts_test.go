@@ -13,12 +13,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
 
 	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/queue/quota"
-	"k8s.io/kubernetes/pkg/apis/scheduling"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.
