@@ -30,7 +30,7 @@ import (
 
 // APIServerURL is the address of the cluster's apiserver.
 func (c *Cluster) APIServerURL() string {
-	return fmt.Sprintf("https://127.0.0.1:%d", c.ports[APIServer])
+	return fmt.Sprintf("https://127.0.0.1:%d", c.Port(APIServer))
 }
 
 // ServiceAccountKubeconfig writes a kubeconfig that authenticates as a ServiceAccount, with a

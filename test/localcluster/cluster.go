@@ -296,8 +296,8 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 	}
 	switch name {
 	case Etcd:
-		client := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-client"])
-		peer := fmt.Sprintf("http://127.0.0.1:%d", c.ports["etcd-peer"])
+		client := fmt.Sprintf("http://127.0.0.1:%d", c.Port("etcd-client"))
+		peer := fmt.Sprintf("http://127.0.0.1:%d", c.Port("etcd-peer"))
 		return c.bins.Etcd, []string{
 			"--name=tephra", "--data-dir=" + filepath.Join(dir, "etcd"),
 			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
@@ -310,9 +310,9 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 		}, nil, nil
 	case APIServer:
 		args = []string{
-			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports["etcd-client"]),
+			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.Port("etcd-client")),
 			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", c.ports[APIServer]),
+			fmt.Sprintf("--secure-port=%d", c.Port(APIServer)),
 			"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
 			"--client-ca-file=" + p.CACert,
 			// As kubeadm configures it: components that authenticate callers of their secure
@@ -362,7 +362,7 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 		args = []string{
 			"--kubeconfig=" + c.Kubeconfig,
 			"--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
-			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports[ControllerManager]),
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.Port(ControllerManager)),
 			"--cert-dir=" + filepath.Join(dir, "pki", "kcm"),
 			"--leader-elect=false",
 			"--service-account-private-key-file=" + p.ServiceAccountKey,
@@ -380,7 +380,7 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			"--config=" + filepath.Join(c.opts.Root, "manifests", "kwok", "stages.yaml"),
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-			fmt.Sprintf("--server-address=127.0.0.1:%d", c.ports[Kwok]),
+			fmt.Sprintf("--server-address=127.0.0.1:%d", c.Port(Kwok)),
 			"--node-lease-duration-seconds=40",
 		}, []string{"HOME=" + dir}, nil
 	}
@@ -391,19 +391,19 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 	var url string
 	switch name {
 	case Etcd:
-		url = fmt.Sprintf("http://127.0.0.1:%d/health", c.ports["etcd-client"])
+		url = fmt.Sprintf("http://127.0.0.1:%d/health", c.Port("etcd-client"))
 	case APIServer:
-		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[APIServer])
+		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.Port(APIServer))
 	case ControllerManager:
-		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports[ControllerManager])
+		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.Port(ControllerManager))
 	case Kwok:
-		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ports[Kwok])
+		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.Port(Kwok))
 	}
 	switch component, _ := componentOf(name); component {
 	case Scheduler:
-		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports[name])
+		url = fmt.Sprintf("https://127.0.0.1:%d/readyz", c.Port(name))
 	case Controllers:
-		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports[name+"/probe"])
+		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Port(name+"/probe"))
 	}
 	httpClient := &http.Client{
 		Timeout: 5 * time.Second,
@@ -454,7 +454,7 @@ func (c *Cluster) connect() error {
 	if err != nil {
 		return err
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", c.ports[APIServer])
+	server := fmt.Sprintf("https://127.0.0.1:%d", c.Port(APIServer))
 	kubeconfig := clientcmdapi.NewConfig()
 	kubeconfig.Clusters["tephra"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
 	kubeconfig.AuthInfos["tephra-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: certData, ClientKeyData: keyData}
@@ -548,7 +548,7 @@ func (c *Cluster) Pid(name string) int {
 // SchedulerMetrics returns the scheduler's Prometheus metrics as text.
 func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
 	config := rest.CopyConfig(c.Config)
-	config.Host = fmt.Sprintf("https://127.0.0.1:%d", c.ports[Scheduler])
+	config.Host = fmt.Sprintf("https://127.0.0.1:%d", c.Port(Scheduler))
 	// The scheduler serves with a self-signed certificate; the client still authenticates.
 	config.CAData = nil
 	config.Insecure = true

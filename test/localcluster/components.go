@@ -130,7 +130,7 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 			return "", nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		args = append(args,
-			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.ports[name]),
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", c.Port(name)),
 			// In a pod, delegated authentication and authorization use the in-cluster config.
 			"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		)
@@ -143,8 +143,8 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 		return c.bins.Scheduler, args, env, nil
 	case Controllers:
 		args = append(args,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.ports[name+"/metrics"]),
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.ports[name+"/probe"]),
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.Port(name+"/metrics")),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.Port(name+"/probe")),
 			// In a pod, controller-runtime reads its namespace from the service account mount.
 			"--leader-election-namespace="+d.Namespace,
 		)

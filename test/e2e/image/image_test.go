@@ -57,8 +57,10 @@ func requireDocker(t *testing.T) {
 	t.Skipf("%s; to run this test, install Docker (Debian: apt-get install docker.io) and start its daemon (dockerd), e.g. with hack/docker-setup.sh as root", dockerProblem)
 }
 
-// The controllers image as its Deployment, and the scheduler image both as kubeadm's scheduler
-// and as its Deployment, place gangs.
+// The controllers image as its Deployment, and the scheduler image first as kubeadm's scheduler,
+// then as its Deployment, place gangs. One scheduler container runs at a time (each is removed
+// when its subtest ends), so each gang is placed by the one under test: both serve
+// tephra-scheduler.
 func TestImages(t *testing.T) {
 	requireDocker(t)
 	env := framework.Shared(t)
@@ -67,59 +69,65 @@ func TestImages(t *testing.T) {
 	// The controllers create the default queue, which the pods below go to.
 	runControllers(t, env)
 	require.NoError(t, localcluster.WaitDefaultQueues(ctx, env.Cluster.Config), "the controllers' container made no default queues")
-	runKubeadmScheduler(t, env)
-	runDeploymentScheduler(t, env)
 
-	t.Run("GangIsPlaced", func(t *testing.T) {
-		ns := env.Namespace(t)
-		selector := pool(t, env, "image-fit", 2, 4)
-		createGang(t, env, ns, "fits", 3, "1", "", selector)
-		for i := range 3 {
-			env.WaitPod(t, ns, fmt.Sprintf("fits-%d", i), 2*time.Minute, "bound by the container scheduler", func(pod *corev1.Pod) bool {
-				return pod.Spec.NodeName != ""
-			})
-		}
-		// The PodGroup's status is written by the controllers' container only.
-		framework.Eventually(t, time.Minute, "PodGroup fits Running with 3 pods running", func() (bool, string) {
-			pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "fits", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
+	t.Run("KubeadmStaticPod", func(t *testing.T) {
+		runKubeadmScheduler(t, env)
+
+		t.Run("GangIsPlaced", func(t *testing.T) {
+			ns := env.Namespace(t)
+			selector := pool(t, env, "image-fit", 2, 4)
+			createGang(t, env, ns, "fits", 3, "1", "", selector)
+			for i := range 3 {
+				env.WaitPod(t, ns, fmt.Sprintf("fits-%d", i), 2*time.Minute, "bound by the container scheduler", func(pod *corev1.Pod) bool {
+					return pod.Spec.NodeName != ""
+				})
 			}
-			return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 3, fmt.Sprintf("status %+v", pg.Status)
+			// The PodGroup's status is written by the controllers' container only.
+			framework.Eventually(t, time.Minute, "PodGroup fits Running with 3 pods running", func() (bool, string) {
+				pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "fits", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				return pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.Running == 3, fmt.Sprintf("status %+v", pg.Status)
+			})
+		})
+
+		t.Run("GangThatCannotFitPlacesNone", func(t *testing.T) {
+			ns := env.Namespace(t)
+			// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
+			selector := pool(t, env, "image-unfit", 2, 4)
+			createGang(t, env, ns, "unfit", 3, "3", "", selector)
+			for i := range 3 {
+				env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
+					for _, c := range pod.Status.Conditions {
+						if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+							return true
+						}
+					}
+					return false
+				})
+			}
+			pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			for _, pod := range pods.Items {
+				require.Empty(t, pod.Spec.NodeName, "pod %s of a gang that cannot fit was bound", pod.Name)
+			}
 		})
 	})
 
-	t.Run("DeploymentSchedulerPlacesItsGang", func(t *testing.T) {
-		ns := env.Namespace(t)
-		selector := pool(t, env, "image-deployment", 2, 4)
-		createGang(t, env, ns, "second", 2, "1", schedulingv1alpha1.SchedulerName, selector)
-		for i := range 2 {
-			env.WaitPod(t, ns, fmt.Sprintf("second-%d", i), 2*time.Minute, "bound by the Deployment's scheduler container", func(pod *corev1.Pod) bool {
-				return pod.Spec.NodeName != ""
-			})
-		}
-	})
+	t.Run("Deployment", func(t *testing.T) {
+		runDeploymentScheduler(t, env)
 
-	t.Run("GangThatCannotFitPlacesNone", func(t *testing.T) {
-		ns := env.Namespace(t)
-		// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
-		selector := pool(t, env, "image-unfit", 2, 4)
-		createGang(t, env, ns, "unfit", 3, "3", "", selector)
-		for i := range 3 {
-			env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
-				for _, c := range pod.Status.Conditions {
-					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-						return true
-					}
-				}
-				return false
-			})
-		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, pod := range pods.Items {
-			require.Empty(t, pod.Spec.NodeName, "pod %s of a gang that cannot fit was bound", pod.Name)
-		}
+		t.Run("GangIsPlaced", func(t *testing.T) {
+			ns := env.Namespace(t)
+			selector := pool(t, env, "image-deployment", 2, 4)
+			createGang(t, env, ns, "second", 2, "1", schedulingv1alpha1.SchedulerName, selector)
+			for i := range 2 {
+				env.WaitPod(t, ns, fmt.Sprintf("second-%d", i), 2*time.Minute, "bound by the Deployment's scheduler container", func(pod *corev1.Pod) bool {
+					return pod.Spec.NodeName != ""
+				})
+			}
+		})
 	})
 }
 

@@ -24,10 +24,13 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
-const controllersUser = "system:serviceaccount:tephra-system:tephra-controllers"
+const (
+	controllersUser = "system:serviceaccount:tephra-system:tephra-controllers"
+	schedulerUser   = "system:serviceaccount:tephra-system:tephra-scheduler"
+)
 
-// Verbs that the shipped rules grant and that no request of the controllers shows, because
-// something else asks for them on the controllers' behalf.
+// Verbs that the shipped rules grant and that no request of the components shows, because
+// something else asks for them on their behalf.
 var usedWithoutARequest = map[string]string{
 	// The OwnerReferencesPermissionEnforcement admission plugin checks it when the controllers
 	// create a pod or PodGroup whose owner reference blocks the Job's deletion; the test checks
@@ -42,12 +45,13 @@ var usedWithoutARequest = map[string]string{
 // used wherever a watch of the same resource is.
 const listedByWatch = "list"
 
-// The controllers' shipped RBAC grants exactly what they use: a Job with the svc and ssh plugins
+// Tephra's shipped RBAC grants exactly what its components use: a Job with the svc and ssh plugins
 // runs, is restarted by its policy, has its Service, hosts ConfigMap and PodGroup put back after a
 // user edits them, completes and is deleted by its TTL; meanwhile the controllers' metrics are
-// scraped. Every verb of their ClusterRole and Role then appears in the apiserver's audit log of
-// their requests (the suite already fails on any request they were refused).
-func TestControllersRBACIsWhatTheyUse(t *testing.T) {
+// scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
+// appears in the apiserver's audit log of their requests (the suite already fails on any request
+// they were refused).
+func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 4*time.Minute)
 	ns := env.Namespace(t)
@@ -111,9 +115,13 @@ func TestControllersRBACIsWhatTheyUse(t *testing.T) {
 	requests, err := env.Cluster.AuditedRequests()
 	require.NoError(t, err)
 	var unused []string
-	for _, role := range []struct{ kind, namespace, name string }{
-		{"ClusterRole", "", "tephra-controllers"},
-		{"Role", "tephra-system", "tephra-controllers-leader-election"},
+	// Tephra's own roles; the scheduler's built-in system:kube-scheduler and
+	// system:volume-scheduler are upstream's.
+	for _, role := range []struct{ user, kind, namespace, name string }{
+		{controllersUser, "ClusterRole", "", "tephra-controllers"},
+		{controllersUser, "Role", "tephra-system", "tephra-controllers-leader-election"},
+		{schedulerUser, "ClusterRole", "", "tephra-scheduler"},
+		{schedulerUser, "Role", "kube-system", "tephra-scheduler"},
 	} {
 		obj := env.Cluster.ManifestObject(role.kind, role.namespace, role.name)
 		require.NotNil(t, obj, "the manifests hold %s %s", role.kind, role.name)
@@ -127,10 +135,10 @@ func TestControllersRBACIsWhatTheyUse(t *testing.T) {
 						if group == "" {
 							key = res + " " + verb
 						}
-						if _, ok := usedWithoutARequest[key]; ok || used(requests, group, res, verb, rule.ResourceNames) {
+						if _, ok := usedWithoutARequest[key]; ok || used(requests, role.user, group, res, verb, rule.ResourceNames) {
 							continue
 						}
-						if verb == listedByWatch && used(requests, group, res, "watch", rule.ResourceNames) {
+						if verb == listedByWatch && used(requests, role.user, group, res, "watch", rule.ResourceNames) {
 							continue
 						}
 						unused = append(unused, fmt.Sprintf("%s %s: %s", role.kind, role.name, key))
@@ -140,15 +148,14 @@ func TestControllersRBACIsWhatTheyUse(t *testing.T) {
 		}
 	}
 	sort.Strings(unused)
-	assert.Empty(t, unused, "the controllers never made these requests: drop them from manifests/rbac/controllers.yaml, or exercise them here")
+	assert.Empty(t, unused, "Tephra's components never made these requests: drop them from manifests/rbac/, or exercise them here")
 }
 
-// used says whether the controllers made a request that a rule's group, resource, verb and names
-// allow.
-func used(requests []localcluster.APIRequest, group, res, verb string, names []string) bool {
+// used says whether a user made a request that a rule's group, resource, verb and names allow.
+func used(requests []localcluster.APIRequest, user, group, res, verb string, names []string) bool {
 	resource, sub, _ := strings.Cut(res, "/")
 	for _, r := range requests {
-		if r.User != controllersUser || r.Verb != verb || r.APIGroup != group || r.Resource != resource || r.Subresource != sub || r.Code == 403 {
+		if r.User != user || r.Verb != verb || r.APIGroup != group || r.Resource != resource || r.Subresource != sub || r.Code == 403 {
 			continue
 		}
 		if len(names) == 0 {
