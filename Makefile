@@ -48,8 +48,9 @@ up: build kubectl ## Start a local Tephra cluster in the background (kubeconfig:
 down: ## Stop the local cluster of `make up`.
 	@if [ -x $(BIN)/tephra-local ]; then $(BIN)/tephra-local down --dir .tephra; else $(GO) run ./cmd/tephra-local down --dir .tephra; fi
 
-# Packages outside test/ need no cluster: their tests run with the race detector. test/ holds the
-# e2e tests, the local cluster and the benchmark, which run real control planes.
+# Packages outside test/ hold the unit tests (and cmd/tephra-local's one run of `make up`): they
+# run with the race detector. test/ holds the e2e tests, the local cluster and the benchmark,
+# which run real control planes.
 UNIT_PACKAGES = $(shell $(GO) list ./... | grep -v '/test/')
 
 .PHONY: test

@@ -148,6 +148,23 @@ func waitAllocated(t *testing.T, env *framework.Env, queue string, res corev1.Re
 	require.NoError(t, err, "queue %s: want %d %s allocated; status.allocated %v", queue, want, res, last)
 }
 
+// waitAllocatedStays waits until a queue shows want of res allocated and checks that it still
+// does 3 s later: the Queue controller recomputes within a second of any pod change, so a pod
+// bound before the call that it counted wrongly would show by then. It proves what a queue does
+// not count, which a wait alone could see before the count.
+func waitAllocatedStays(t *testing.T, env *framework.Env, queue string, res corev1.ResourceName, want int64) {
+	t.Helper()
+	waitAllocated(t, env, queue, res, want)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(context.Background(), queue, metav1.GetOptions{})
+		require.NoError(t, err)
+		got := q.Status.Allocated[res]
+		require.Equal(t, want, got.Value(), "queue %s: %s allocated changed to %v", queue, res, q.Status.Allocated)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // createQueue creates a leaf queue under root and deletes it when the test ends.
 func createQueue(t *testing.T, env *framework.Env, name string, mutate func(*schedulingv1alpha1.QueueSpec)) {
 	t.Helper()

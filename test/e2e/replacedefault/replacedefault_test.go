@@ -43,7 +43,7 @@ func TestDefaultSchedulerPodsCountInQueues(t *testing.T) {
 	waitBound(t, env, metav1.NamespaceSystem, "rd-count-addon")
 	waitAllocated(t, env, schedulingv1alpha1.DefaultQueue, res, 4) // three plain pods and tephra-scheduler's
 	waitAllocated(t, env, "rd-team", res, 2)
-	waitAllocated(t, env, schedulingv1alpha1.RootQueue, res, 6) // not the kube-system pod
+	waitAllocatedStays(t, env, schedulingv1alpha1.RootQueue, res, 6) // not the kube-system pod
 }
 
 // The default queue's capability holds plain pods back as it does Tephra's; system pods go past
@@ -69,7 +69,7 @@ func TestDefaultQueueCapabilityHoldsPlainPods(t *testing.T) {
 	create(t, env, ns, plainPod{name: "critical", res: res, amount: 1, pool: pool, priorityClass: systemClusterCritical})
 	waitBound(t, env, metav1.NamespaceSystem, "rd-capability-addon")
 	waitBound(t, env, ns, "critical")
-	waitAllocated(t, env, schedulingv1alpha1.DefaultQueue, res, 2)
+	waitAllocatedStays(t, env, schedulingv1alpha1.DefaultQueue, res, 2)
 	pod, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), "plain-2", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, pod.Spec.NodeName, "the plain pod is still held at the default queue's capability")
@@ -159,5 +159,5 @@ func TestSystemPodPreemptsAcrossQueues(t *testing.T) {
 	waitGone(t, env, ns, "batch")
 	waitBound(t, env, ns, "critical")
 	waitAllocated(t, env, "rd-batch", res, 0)
-	waitAllocated(t, env, schedulingv1alpha1.DefaultQueue, res, 0)
+	waitAllocatedStays(t, env, schedulingv1alpha1.DefaultQueue, res, 0)
 }
