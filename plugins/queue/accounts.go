@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -11,6 +12,7 @@ import (
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/queue/quota"
 )
 
 // accounts is what the TephraQueue plugins of every profile of one scheduler share: one ledger,
@@ -22,9 +24,56 @@ type accounts struct {
 	ledger    *ledger
 	podGroups schedulinglisters.PodGroupLister
 	pods      cache.Indexer
-	// groupReg is the ledger's PodGroup handler; synced says whether it has seen the pods and nodes.
-	groupReg cache.ResourceEventHandlerRegistration
-	synced   func() bool
+	// shares caches the queue tree and the deserved shares, which depend only on the Queues and
+	// the ledger: every profile reads the same.
+	shares *shareCache
+	// groupReg and queueReg are the ledger's PodGroup and the tree's Queue handlers; synced says
+	// whether the ledger has seen the pods and nodes.
+	groupReg, queueReg cache.ResourceEventHandlerRegistration
+	synced             func() bool
+}
+
+// shareCache holds the queue tree, rebuilt when Queues change, and the deserved shares, computed
+// once per ledger version and tree.
+type shareCache struct {
+	queues schedulinglisters.QueueLister
+
+	mu            sync.Mutex
+	tree          *quota.Tree
+	treeStale     bool
+	shares        map[string]quota.Amounts
+	sharesVersion uint64
+	sharesTree    *quota.Tree
+}
+
+func (c *shareCache) invalidateTree() {
+	c.mu.Lock()
+	c.treeStale = true
+	c.mu.Unlock()
+}
+
+// currentTree returns the queue tree, rebuilt if Queues changed.
+func (c *shareCache) currentTree() *quota.Tree {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.treeStale || c.tree == nil {
+		queues, _ := c.queues.List(labels.Everything())
+		c.tree = quota.NewTree(queues)
+		c.treeStale = false
+	}
+	return c.tree
+}
+
+// deserved returns the deserved shares of the tree's queues for the ledger's view, computed only
+// when the view's version or the tree changed.
+func (c *shareCache) deserved(tree *quota.Tree, v view) map[string]quota.Amounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shares == nil || c.sharesVersion != v.version || c.sharesTree != tree {
+		c.shares = quota.Deserved(tree, v.total, demandOf(v))
+		c.sharesVersion, c.sharesTree = v.version, tree
+	}
+	return c.shares
 }
 
 var (
@@ -57,6 +106,15 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 		ledger:    newLedger(),
 		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
 		pods:      podInformer.GetIndexer(),
+		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
+	}
+	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.shares.invalidateTree() },
+		UpdateFunc: func(any, any) { a.shares.invalidateTree() },
+		DeleteFunc: func(any) { a.shares.invalidateTree() },
+	})
+	if err != nil {
+		return nil, err
 	}
 	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -91,7 +149,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
-	a.groupReg = groupReg
+	a.groupReg, a.queueReg = groupReg, queueReg
 	// The scheduler starts its informers after building the plugins: until the ledger has seen
 	// their initial lists, PreFilter turns pods away rather than over-admit.
 	a.synced = func() bool { return podReg.HasSynced() && nodeReg.HasSynced() }

@@ -102,7 +102,7 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 	h, a := s.profile(t, "default-scheduler")
 	q := &Queue{
 		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
-		ledger: a.ledger, accounts: a, synced: func() bool { return true }, treeStale: true,
+		ledger: a.ledger, accounts: a, synced: func() bool { return true },
 	}
 	ctx := context.Background()
 	for _, pod := range []*corev1.Pod{

@@ -14,13 +14,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -56,14 +53,6 @@ type Queue struct {
 	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
 	synced func() bool
-
-	mu sync.Mutex
-	// tree is rebuilt when Queues change (treeStale); shares are cached per ledger version.
-	tree          *quota.Tree
-	treeStale     bool
-	shares        map[string]quota.Amounts
-	sharesVersion uint64
-	sharesTree    *quota.Tree
 }
 
 var (
@@ -94,17 +83,8 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		ledger:    a.ledger,
 		accounts:  a,
 		synced:    a.synced,
-		treeStale: true,
 	}
-	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { q.invalidateTree() },
-		UpdateFunc: func(any, any) { q.invalidateTree() },
-		DeleteFunc: func(any) { q.invalidateTree() },
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := setup.StartAndSync(ctx, Name, factory, queueReg, a.groupReg); err != nil {
+	if err := setup.StartAndSync(ctx, Name, factory, a.queueReg, a.groupReg); err != nil {
 		return nil, err
 	}
 	if q.evaluator, q.reclaimer, err = newEvaluator(q, handle); err != nil {
@@ -121,23 +101,8 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 // Name of the plugin.
 func (q *Queue) Name() string { return Name }
 
-func (q *Queue) invalidateTree() {
-	q.mu.Lock()
-	q.treeStale = true
-	q.mu.Unlock()
-}
-
 // currentTree returns the queue tree, rebuilt if Queues changed.
-func (q *Queue) currentTree() *quota.Tree {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.treeStale || q.tree == nil {
-		queues, _ := q.queues.List(labels.Everything())
-		q.tree = quota.NewTree(queues)
-		q.treeStale = false
-	}
-	return q.tree
-}
+func (q *Queue) currentTree() *quota.Tree { return q.accounts.shares.currentTree() }
 
 // state is what one decision reads: the tree, the ledger's sums, and the deserved shares.
 type state struct {
@@ -146,17 +111,12 @@ type state struct {
 	deserved map[string]quota.Amounts
 }
 
-// snapshot reads the tree and the ledger, computing deserved shares only when either changed.
+// snapshot reads the tree and the ledger, computing deserved shares only when either changed
+// (once for every profile: the cache is the scheduler's, with the ledger).
 func (q *Queue) snapshot() state {
 	tree := q.currentTree()
 	v := q.ledger.view()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.shares == nil || q.sharesVersion != v.version || q.sharesTree != tree {
-		q.shares = quota.Deserved(tree, v.total, demandOf(v))
-		q.sharesVersion, q.sharesTree = v.version, tree
-	}
-	return state{tree: tree, view: v, deserved: q.shares}
+	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v)}
 }
 
 // snapshotFor is snapshot as the pod sees it: a pod nominated by an earlier preemption does not
