@@ -245,6 +245,18 @@ func TestMalformedForeignPodGroups(t *testing.T) {
 		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), &pg)
 		assert.Error(t, err, "a Tephra PodGroup was made from malformed %s", obj.GetName())
 	}
+	// A Tephra PodGroup of the same name that the foreign one does not own is left as it is.
+	taken := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4}}
+	require.NoError(t, c.Create(context.Background(), taken))
+	require.NoError(t, c.Create(context.Background(), &schedulerpluginsv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}, Spec: schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 2}}))
+	framework.Eventually(t, 30*time.Second, "a Warning event on the scheduler-plugins PodGroup taken", func() (bool, string) {
+		events := env.Events(ns, "taken")
+		return strings.Contains(events, "Warning TephraObjectConflict"), events
+	})
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(taken), taken))
+	assert.Equal(t, int32(4), taken.Spec.MinMember, "the Tephra PodGroup was changed")
+	assert.Empty(t, taken.OwnerReferences)
+
 	good := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: ns}, Spec: volcanov1beta1.PodGroupSpec{MinMember: 1}}
 	require.NoError(t, c.Create(context.Background(), good))
 	mirror(t, c, ns, "good")
