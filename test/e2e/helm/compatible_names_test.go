@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
@@ -43,5 +44,25 @@ func TestCompatibleNamesConfigIsTheBase(t *testing.T) {
 	assert.Contains(t, controllers.Spec.Template.Spec.Containers[0].Args, "--scheduler-names=tephra-scheduler,volcano,scheduler-plugins-scheduler")
 	for _, crd := range []string{"podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh"} {
 		assert.Contains(t, objects, "CustomResourceDefinition//"+crd, "the foreign-crds component")
+	}
+}
+
+// TestForeignSchedulersOverlayIsTheBase: manifests/overlays/foreign-schedulers, which lists the
+// base's parts, renders what manifests/ with the two components renders.
+func TestForeignSchedulersOverlayIsTheBase(t *testing.T) {
+	ctx := testContext(t)
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	render := func(dir string) map[string]*unstructured.Unstructured {
+		out, err := localcluster.KustomizeManifests(dir)(ctx, root)
+		require.NoError(t, err)
+		return byKey(t, out)
+	}
+	want, got := render("test/e2e/foreign/testdata"), render("manifests/overlays/foreign-schedulers")
+	assert.Equal(t, sortedKeys(want), sortedKeys(got))
+	for key, obj := range want {
+		if other, ok := got[key]; ok {
+			assert.Equal(t, obj.Object, other.Object, key)
+		}
 	}
 }
