@@ -36,11 +36,8 @@ func TestSchedulerPluginsGang(t *testing.T) {
 		},
 	}
 	require.NoError(t, c.Create(context.Background(), pg))
-	var names []string
 	for i := range 5 {
-		name := fmt.Sprintf("test-job-node-%d", i)
-		names = append(names, name)
-		createPod(t, env, ns, member{name: name, scheduler: "scheduler-plugins-scheduler", cpu: "1", pool: nodes,
+		createPod(t, env, ns, member{name: fmt.Sprintf("test-job-node-%d", i), scheduler: "scheduler-plugins-scheduler", cpu: "1", pool: nodes,
 			labels: map[string]string{schedulingv1alpha1.CoschedulingPodGroupLabel: "test-job"}})
 	}
 	m := mirror(t, c, ns, "test-job")
