@@ -164,7 +164,21 @@ func TestVolcanoQueueSparkApplications(t *testing.T) {
 		n := bound(t, env, ns, "first-driver", "first-exec-1", "first-exec-2")
 		return n == 3, fmt.Sprintf("%d bound", n)
 	})
+	framework.Eventually(t, 30*time.Second, "the queue's allocation showing the first application", func() (bool, string) {
+		require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(&tq), &tq))
+		return tq.Status.Allocated.Cpu().Equal(resource.MustParse("3")), fmt.Sprint(tq.Status.Allocated)
+	})
 	app("second", "driver")
+	second := &volcanov1beta1.PodGroup{}
+	framework.Eventually(t, 30*time.Second, "the second application's PodGroup Pending with its queue's reason", func() (bool, string) {
+		require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "spark-second-pg"}, second))
+		for _, cond := range second.Status.Conditions {
+			if cond.Type == schedulingv1alpha1.PodGroupUnschedulable && cond.Reason == schedulingv1alpha1.ReasonQueueCapability {
+				return second.Status.Phase == volcanov1beta1.PodGroupPending, fmt.Sprintf("%+v", second.Status)
+			}
+		}
+		return false, fmt.Sprintf("%+v", second.Status)
+	})
 	neverBound(t, env, ns, 3*time.Second, "second-driver")
 	framework.Eventually(t, time.Minute, "the second driver bound after the first application ended", func() (bool, string) {
 		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
