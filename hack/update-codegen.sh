@@ -8,7 +8,12 @@ cd "$(dirname "$0")/.."
 
 "$CONTROLLER_GEN" object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 rm -f manifests/crds/*_*.yaml
-"$CONTROLLER_GEN" crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:artifacts:config=manifests/crds
+"$CONTROLLER_GEN" crd:generateEmbeddedObjectMeta=true paths="./apis/batch/...;./apis/scheduling/...;./apis/topology/..." output:crd:artifacts:config=manifests/crds
+# The foreign CRDs (scheduler-plugins' and Volcano's, apis/foreign) go to an optional kustomize
+# component, not to the base install: clusters with those schedulers already have them.
+rm -f manifests/components/foreign-crds/*_*.yaml
+"$CONTROLLER_GEN" crd paths=./apis/foreign/... output:crd:artifacts:config=manifests/components/foreign-crds
+for crd in manifests/components/foreign-crds/*_*.yaml; do go run ./hack/crdpatch "$crd"; done
 # The Job embeds pod templates; their upstream descriptions make the CRD too large for
 # client-side `kubectl apply`. Its plugins without arguments may be null (`svc: null`).
 for crd in manifests/crds/*_*.yaml; do

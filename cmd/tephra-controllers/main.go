@@ -20,8 +20,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
+	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/controllers/foreign"
 	"github.com/tephra-dev/tephra/controllers/job"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
@@ -58,6 +61,8 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
 
 	config := ctrl.GetConfigOrDie()
 	config.QPS, config.Burst = float32(qps), burst
@@ -138,6 +143,11 @@ func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
 	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("job controller: %w", err)
+	}
+	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues: only those whose
+	// CRDs are installed run.
+	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
+		return fmt.Errorf("foreign adapters: %w", err)
 	}
 	return nil
 }

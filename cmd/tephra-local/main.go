@@ -147,7 +147,10 @@ func run(dir string, nodes int) error {
 	for _, stale := range []string{"etcd", "pki", "kubeconfig", "ready"} {
 		_ = os.RemoveAll(filepath.Join(dir, stale))
 	}
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stdout})
+	// The foreign-schedulers overlay: the base plus the foreign CRDs and the scheduler names
+	// volcano and scheduler-plugins-scheduler, so that operators' objects can be tried locally.
+	cluster, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stdout,
+		Manifests: localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "foreign-schedulers"))})
 	if err != nil {
 		return err
 	}

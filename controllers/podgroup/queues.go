@@ -66,3 +66,12 @@ func (r *Reconciler) requestsForQueue(ctx context.Context, _ client.Object) []re
 	}
 	return out
 }
+
+// QueueHold says why the queue of group does not admit its minimum (minResources) now, as the
+// PodGroup controller decides it for a group whose members exist: reason and message are empty
+// when it does. The Volcano adapter (controllers/foreign) uses it to move a Volcano PodGroup
+// without pods to Inqueue, as Volcano's enqueue action does.
+func QueueHold(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue) (reason, message string) {
+	hold := queueHoldOf(group, queues)
+	return hold.reason, hold.message
+}

@@ -13,6 +13,11 @@ const (
 	CoschedulingPodGroupLabel = "scheduling.x-k8s.io/pod-group"
 	// VolcanoGroupNameAnnotation is Volcano's pod-group annotation, accepted as PodGroupLabel.
 	VolcanoGroupNameAnnotation = "scheduling.k8s.io/group-name"
+	// VolcanoOwnGroupNameAnnotation is Volcano's own pod-group annotation, accepted as
+	// PodGroupLabel too.
+	VolcanoOwnGroupNameAnnotation = "scheduling.volcano.sh/group-name"
+	// VolcanoTaskSpecKey is Volcano's task label or annotation, accepted as TaskLabel.
+	VolcanoTaskSpecKey = "volcano.sh/task-spec"
 
 	// SLAWaitingTimeAnnotation, on a PodGroup (or a Job, which passes it on), is how long the
 	// group may wait for its minimum before tephra-scheduler reserves nodes for it, as a Go

@@ -15,7 +15,8 @@ const SystemCriticalPriority int32 = 2000000000
 
 // PodGroupNameOf returns the name of the PodGroup (in the pod's namespace) that a pod belongs to,
 // by Tephra's label or, for manifests written for other schedulers, scheduler-plugins' label or
-// Volcano's annotation. ok is false for a pod that names no group: it is a group of one.
+// Volcano's annotations (scheduling.k8s.io/group-name, then scheduling.volcano.sh/group-name).
+// ok is false for a pod that names no group: it is a group of one.
 func PodGroupNameOf(pod *corev1.Pod) (name string, ok bool) {
 	if name, ok = pod.Labels[PodGroupLabel]; ok {
 		return name, true
@@ -23,7 +24,10 @@ func PodGroupNameOf(pod *corev1.Pod) (name string, ok bool) {
 	if name, ok = pod.Labels[CoschedulingPodGroupLabel]; ok {
 		return name, true
 	}
-	name, ok = pod.Annotations[VolcanoGroupNameAnnotation]
+	if name, ok = pod.Annotations[VolcanoGroupNameAnnotation]; ok {
+		return name, true
+	}
+	name, ok = pod.Annotations[VolcanoOwnGroupNameAnnotation]
 	return name, ok
 }
 
@@ -36,9 +40,16 @@ func InvalidPodGroupName(name string) string {
 	return ""
 }
 
-// TaskOf returns the task a pod belongs to within its group ("" if none).
+// TaskOf returns the task a pod belongs to within its group ("" if none): Tephra's task label,
+// else Volcano's volcano.sh/task-spec label or annotation.
 func TaskOf(pod *corev1.Pod) string {
-	return pod.Labels[TaskLabel]
+	if task, ok := pod.Labels[TaskLabel]; ok {
+		return task
+	}
+	if task, ok := pod.Labels[VolcanoTaskSpecKey]; ok {
+		return task
+	}
+	return pod.Annotations[VolcanoTaskSpecKey]
 }
 
 // Unschedulable reasons that tephra-scheduler puts at the start of its messages

@@ -53,3 +53,31 @@ func TestCountsInQueuesAllocatesNothing(t *testing.T) {
 		t.Errorf("CountsInQueues allocates %v times per call; it runs per pod per scheduling cycle", n)
 	}
 }
+
+func TestForeignMembership(t *testing.T) {
+	pod := func(labels, annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: labels, Annotations: annotations}}
+	}
+	for _, tc := range []struct {
+		name        string
+		pod         *corev1.Pod
+		group, task string
+		grouped     bool
+	}{
+		{"none", pod(nil, nil), "", "", false},
+		{"scheduler-plugins label", pod(map[string]string{CoschedulingPodGroupLabel: "pg"}, nil), "pg", "", true},
+		{"Volcano annotation and task annotation", pod(nil, map[string]string{VolcanoGroupNameAnnotation: "pg", VolcanoTaskSpecKey: "worker"}), "pg", "worker", true},
+		{"Volcano's own annotation, task label", pod(map[string]string{VolcanoTaskSpecKey: "master"}, map[string]string{VolcanoOwnGroupNameAnnotation: "pg"}), "pg", "master", true},
+		{"Tephra's label and task first", pod(map[string]string{PodGroupLabel: "a", TaskLabel: "t", VolcanoTaskSpecKey: "v"}, map[string]string{VolcanoOwnGroupNameAnnotation: "b"}), "a", "t", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group, ok := PodGroupNameOf(tc.pod)
+			if group != tc.group || ok != tc.grouped {
+				t.Errorf("PodGroupNameOf = %q, %v; want %q, %v", group, ok, tc.group, tc.grouped)
+			}
+			if task := TaskOf(tc.pod); task != tc.task {
+				t.Errorf("TaskOf = %q; want %q", task, tc.task)
+			}
+		})
+	}
+}

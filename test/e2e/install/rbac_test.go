@@ -108,6 +108,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 		_, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "audited", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	exerciseForeignAdapters(t, env, ns)
 	leader := waitLeader(t, env, localcluster.Controllers)
 	_, err = env.Cluster.ControllersMetrics(ctx, leader)
 	require.NoError(t, err)

@@ -1,0 +1,70 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
+	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+)
+
+// exerciseForeignAdapters makes the adapters of controllers/foreign use every verb of their
+// rules: they read scheduler-plugins' and Volcano's PodGroups and Volcano's Queues, write their
+// status, and create and update the Tephra Queue of a Volcano Queue.
+func exerciseForeignAdapters(t *testing.T, env *framework.Env, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
+	c, err := client.New(env.Cluster.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+
+	queue := &volcanov1beta1.Queue{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-volcano"},
+		Spec:       volcanov1beta1.QueueSpec{Weight: 1, Capability: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
+	}
+	require.NoError(t, c.Create(ctx, queue))
+	t.Cleanup(func() { _ = c.Delete(context.Background(), queue) })
+	sp := &schedulerpluginsv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "rbac-sp", Namespace: ns}, Spec: schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 2}}
+	require.NoError(t, c.Create(ctx, sp))
+	vc := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "rbac-vc", Namespace: ns}, Spec: volcanov1beta1.PodGroupSpec{MinMember: 1, Queue: queue.Name}}
+	require.NoError(t, c.Create(ctx, vc))
+
+	framework.Eventually(t, time.Minute, "the foreign statuses written", func() (bool, string) {
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(sp), sp))
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(vc), vc))
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(queue), queue))
+		return sp.Status.Phase == schedulerpluginsv1alpha1.PodGroupPending && vc.Status.Phase == volcanov1beta1.PodGroupInqueue &&
+				queue.Status.State == volcanov1beta1.QueueOpen,
+			fmt.Sprintf("scheduler-plugins %+v; Volcano %+v; queue %+v", sp.Status, vc.Status, queue.Status)
+	})
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(queue), queue); err != nil {
+			return err
+		}
+		queue.Spec.Capability = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}
+		return c.Update(ctx, queue)
+	}))
+	framework.Eventually(t, time.Minute, "the Tephra Queue updated from the Volcano Queue", func() (bool, string) {
+		var q schedulingv1alpha1.Queue
+		if err := c.Get(ctx, client.ObjectKey{Name: queue.Name}, &q); err != nil {
+			return false, err.Error()
+		}
+		return q.Spec.Capability.Cpu().Equal(resource.MustParse("5")), fmt.Sprint(q.Spec.Capability)
+	})
+}
