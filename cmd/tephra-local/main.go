@@ -147,7 +147,15 @@ func run(dir string, nodes int) error {
 	for _, stale := range []string{"etcd", "pki", "kubeconfig", "ready"} {
 		_ = os.RemoveAll(filepath.Join(dir, stale))
 	}
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stdout})
+	cluster, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: dir, Log: os.Stdout,
+		// Upstream's gang API (scheduling.k8s.io/v1beta1 Workload and PodGroup), which
+		// tephra-controllers mirrors into Tephra PodGroups; tephra-scheduler runs without the gate,
+		// as installed (docs/integrations.md).
+		FeatureGates:                       "GenericWorkload=true",
+		RuntimeConfig:                      "scheduling.k8s.io/v1beta1=true",
+		TephraSchedulerWithoutFeatureGates: true,
+	})
 	if err != nil {
 		return err
 	}
