@@ -28,6 +28,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/job"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
+	"github.com/tephra-dev/tephra/controllers/upstream"
 )
 
 func main() {
@@ -149,5 +150,27 @@ func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
 	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
 		return fmt.Errorf("foreign adapters: %w", err)
 	}
+	if err := setupUpstreamAdapter(mgr); err != nil {
+		return fmt.Errorf("upstream PodGroup adapter: %w", err)
+	}
 	return nil
+}
+
+// setupUpstreamAdapter runs the adapter for upstream scheduling.k8s.io/v1beta1 PodGroups only
+// when the apiserver serves them (GenericWorkload and --runtime-config): a watch on a kind that is
+// not served would stop the manager. It is checked once at start; enabling the API later needs a
+// restart of tephra-controllers.
+func setupUpstreamAdapter(mgr ctrl.Manager) error {
+	log := ctrl.Log.WithName("setup")
+	podGroups, workloads, err := upstream.Served(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if !podGroups {
+		log.Info("adapter off: the apiserver does not serve it (needs GenericWorkload and --runtime-config=scheduling.k8s.io/v1beta1=true)", "adapter", upstream.ControllerName, "api", "podgroups."+upstream.GroupVersion.String())
+		return nil
+	}
+	log.Info("adapter on", "adapter", upstream.ControllerName, "api", "podgroups."+upstream.GroupVersion.String(), "workloads", workloads)
+	r := &upstream.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.ControllerName), Workloads: workloads}
+	return r.SetupWithManager(mgr)
 }

@@ -149,8 +149,16 @@ func run(dir string, nodes int) error {
 	}
 	// The foreign-schedulers overlay: the base plus the foreign CRDs and the scheduler names
 	// volcano and scheduler-plugins-scheduler, so that operators' objects can be tried locally.
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stdout,
-		Manifests: localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "foreign-schedulers"))})
+	cluster, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: dir, Log: os.Stdout,
+		Manifests: localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "foreign-schedulers")),
+		// Upstream's gang API (scheduling.k8s.io/v1beta1 Workload and PodGroup), which
+		// tephra-controllers mirrors into Tephra PodGroups; tephra-scheduler runs without the gate,
+		// as installed (docs/integrations.md).
+		FeatureGates:                       "GenericWorkload=true",
+		RuntimeConfig:                      "scheduling.k8s.io/v1beta1=true",
+		TephraSchedulerWithoutFeatureGates: true,
+	})
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,10 @@ type Options struct {
 	WithoutScheduler, WithoutControllers bool
 	// FeatureGates for the apiserver, controller manager and scheduler, as in --feature-gates.
 	FeatureGates string
+	// TephraSchedulerWithoutFeatureGates runs tephra-scheduler with its Deployment's flags only,
+	// as an install does, instead of adding FeatureGates to them: with GenericWorkload on in the
+	// apiserver only, Tephra alone gangs upstream PodGroups (docs/gang.md).
+	TephraSchedulerWithoutFeatureGates bool
 	// RuntimeConfig enables API versions in the apiserver, as in --runtime-config.
 	RuntimeConfig string
 	// APIServerArgs are added to the apiserver's flags.

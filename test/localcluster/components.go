@@ -137,7 +137,7 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 		if c.opts.SchedulerVerbosity != 0 {
 			args = append(args, fmt.Sprintf("--v=%d", c.opts.SchedulerVerbosity))
 		}
-		if c.opts.FeatureGates != "" {
+		if c.opts.FeatureGates != "" && !c.opts.TephraSchedulerWithoutFeatureGates {
 			args = append(args, "--feature-gates="+c.opts.FeatureGates)
 		}
 		return c.bins.Scheduler, args, env, nil

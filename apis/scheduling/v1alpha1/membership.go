@@ -14,12 +14,19 @@ import (
 const SystemCriticalPriority int32 = 2000000000
 
 // PodGroupNameOf returns the name of the PodGroup (in the pod's namespace) that a pod belongs to,
-// by Tephra's label or, for manifests written for other schedulers, scheduler-plugins' label or
-// Volcano's annotations (scheduling.k8s.io/group-name, then scheduling.volcano.sh/group-name).
-// ok is false for a pod that names no group: it is a group of one.
+// by Tephra's label or, for manifests written for other schedulers, upstream Kubernetes'
+// spec.schedulingGroup.podGroupName (scheduling.k8s.io/v1beta1), scheduler-plugins' label or
+// Volcano's annotations (scheduling.k8s.io/group-name, then scheduling.volcano.sh/group-name), in
+// that order. Tephra's label wins so that a user can always override; the upstream field comes
+// next because it is part of the pod's spec, set by the controller that created the pod and
+// immutable, where the labels and annotations are free-form. ok is false for a pod that names no
+// group: it is a group of one.
 func PodGroupNameOf(pod *corev1.Pod) (name string, ok bool) {
 	if name, ok = pod.Labels[PodGroupLabel]; ok {
 		return name, true
+	}
+	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		return *g.PodGroupName, true
 	}
 	if name, ok = pod.Labels[CoschedulingPodGroupLabel]; ok {
 		return name, true

@@ -81,3 +81,38 @@ func TestForeignMembership(t *testing.T) {
 		})
 	}
 }
+
+func TestPodGroupNameOf(t *testing.T) {
+	upstream := func(name string) *corev1.PodSchedulingGroup {
+		return &corev1.PodSchedulingGroup{PodGroupName: &name}
+	}
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		group       *corev1.PodSchedulingGroup
+		want        string
+		wantOK      bool
+	}{
+		{name: "no group", wantOK: false},
+		{name: "Tephra's label", labels: map[string]string{PodGroupLabel: "a"}, want: "a", wantOK: true},
+		{name: "upstream spec.schedulingGroup", group: upstream("u"), want: "u", wantOK: true},
+		{name: "upstream spec.schedulingGroup without a name", group: &corev1.PodSchedulingGroup{}, wantOK: false},
+		{name: "scheduler-plugins' label", labels: map[string]string{CoschedulingPodGroupLabel: "c"}, want: "c", wantOK: true},
+		{name: "Volcano's annotation", annotations: map[string]string{VolcanoGroupNameAnnotation: "v"}, want: "v", wantOK: true},
+		{name: "Tephra's label wins over the upstream field", labels: map[string]string{PodGroupLabel: "a"}, group: upstream("u"), want: "a", wantOK: true},
+		{name: "upstream field wins over scheduler-plugins' label", labels: map[string]string{CoschedulingPodGroupLabel: "c"}, group: upstream("u"), want: "u", wantOK: true},
+		{name: "upstream field wins over Volcano's annotation", annotations: map[string]string{VolcanoGroupNameAnnotation: "v"}, group: upstream("u"), want: "u", wantOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: tc.labels, Annotations: tc.annotations},
+				Spec:       corev1.PodSpec{SchedulingGroup: tc.group},
+			}
+			got, ok := PodGroupNameOf(pod)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("PodGroupNameOf = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

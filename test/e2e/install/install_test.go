@@ -30,6 +30,12 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
 		Manifests:   localcluster.KustomizeManifests("test/e2e/install/testdata/ha"),
 		AuditTephra: true,
+		// Upstream's gang API, so that the upstream PodGroup adapter runs and its RBAC is audited.
+		FeatureGates:  "GenericWorkload=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// As installed, tephra-scheduler runs without the gate: no upstream pod-group cycle,
+		// which would hold pods of a missing PodGroup without a word (docs/gang.md).
+		TephraSchedulerWithoutFeatureGates: true,
 	}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))

@@ -13,13 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -109,6 +113,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	exerciseForeignAdapters(t, env, ns)
+	upstreamGangRuns(t, env, ns, pool)
 	leader := waitLeader(t, env, localcluster.Controllers)
 	_, err = env.Cluster.ControllersMetrics(ctx, leader)
 	require.NoError(t, err)
@@ -209,4 +214,52 @@ func simulatePod(t *testing.T, env *framework.Env, ns, pod, duration string, exi
 	require.NoError(t, err)
 	_, err = env.Kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
+}
+
+// upstreamGangRuns runs a gang of upstream's API (scheduling.k8s.io/v1beta1 Workload and PodGroup,
+// a pod linked by spec.schedulingGroup) so that the upstream PodGroup adapter's rules are used:
+// it watches both kinds and writes the PodGroup's PodGroupInitiallyScheduled condition.
+func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[string]string) {
+	t.Helper()
+	ctx := framework.Context(t, 2*time.Minute)
+	_, err := env.Kube.SchedulingV1beta1().Workloads(ns).Create(ctx, &upstreamv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns, Labels: map[string]string{schedulingv1alpha1.QueueLabel: schedulingv1alpha1.DefaultQueue}},
+		Spec: upstreamv1beta1.WorkloadSpec{PodGroupTemplates: []upstreamv1beta1.PodGroupTemplate{{
+			Name: "all", SchedulingPolicy: upstreamv1beta1.PodGroupSchedulingPolicy{Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: 1}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.SchedulingV1beta1().PodGroups(ns).Create(ctx, &upstreamv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns},
+		Spec: upstreamv1beta1.PodGroupSpec{
+			WorkloadRef:      &upstreamv1beta1.WorkloadReference{WorkloadName: "upstream", TemplateName: "all"},
+			SchedulingPolicy: upstreamv1beta1.PodGroupSchedulingPolicy{Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: 1}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "upstream-0", Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: pool,
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("upstream")},
+			Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, time.Minute, "the upstream PodGroup to be InitiallyScheduled", func() (bool, string) {
+		pg, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return apimeta.IsStatusConditionTrue(pg.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled), fmt.Sprint(pg.Status.Conditions)
+	})
+	// Deleted while its pod runs (kube-controller-manager keeps it until the pod ends): the
+	// adapter deletes the mirror.
+	require.NoError(t, env.Kube.SchedulingV1beta1().PodGroups(ns).Delete(ctx, "upstream", metav1.DeleteOptions{}))
+	framework.Eventually(t, time.Minute, "the mirror of the deleted upstream PodGroup to be deleted", func() (bool, string) {
+		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }

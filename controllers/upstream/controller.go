@@ -1,0 +1,270 @@
+// Package upstream mirrors upstream Kubernetes' gang API (scheduling.k8s.io/v1beta1 PodGroup, and
+// its Workload for the queue label) into Tephra's own PodGroups, so that tephra-scheduler keeps
+// one internal model. Each upstream PodGroup gets a Tephra PodGroup of the same namespace and name,
+// controlled by it (deleted as soon as the upstream PodGroup is being deleted, which
+// kube-controller-manager's PodGroup protection holds until its pods end; else by the garbage
+// collector):
+//
+//   - minMember: spec.schedulingPolicy.gang.minCount; 1 for the basic policy (every pod on its own);
+//   - queue: the label scheduling.tephra.dev/queue on the PodGroup, else on the Workload named by
+//     spec.workloadRef, else Tephra's default queue;
+//   - priorityClassName: spec.priorityClassName.
+//
+// Back on the upstream PodGroup it sets the condition PodGroupInitiallyScheduled, the only status
+// upstream defines: True once Tephra's PodGroup has been Scheduled (terminal, as upstream says),
+// False with reason Unschedulable and Tephra's message while it cannot be placed (only if no one
+// set the condition before). It never turns a True condition back, so it agrees with upstream's
+// scheduler if that also writes it.
+package upstream
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// ControllerName names the adapter, in logs and as the reporting controller of its events.
+const ControllerName = "tephra-upstream-podgroup"
+
+// Event reasons on the upstream PodGroup.
+const (
+	// ReasonInvalid: the upstream PodGroup cannot be mirrored as it is (e.g. a queue label that
+	// is not a queue name).
+	ReasonInvalid = "InvalidPodGroup"
+	// ReasonConflict: a Tephra PodGroup of the same name exists and is not the mirror of this one.
+	ReasonConflict = "PodGroupConflict"
+	// ReasonMirrored: the Tephra PodGroup was created.
+	ReasonMirrored = "Mirrored"
+)
+
+// GroupVersion is the upstream API the adapter reads.
+var GroupVersion = upstreamv1beta1.SchemeGroupVersion
+
+// Served says whether the apiserver serves scheduling.k8s.io/v1beta1 podgroups (it does only with
+// the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true), and
+// workloads beside them.
+func Served(config *rest.Config) (podGroups, workloads bool, err error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(config)
+	if err != nil {
+		return false, false, err
+	}
+	list, err := dc.ServerResourcesForGroupVersion(GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("discover %s: %w", GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		switch r.Name {
+		case "podgroups":
+			podGroups = true
+		case "workloads":
+			workloads = true
+		}
+	}
+	return podGroups, workloads, nil
+}
+
+// Reconciler mirrors upstream PodGroups into Tephra PodGroups and writes their status back.
+type Reconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Workloads says whether Workloads are served and read for the queue label.
+	Workloads bool
+}
+
+// SetupWithManager runs the adapter for every change of an upstream PodGroup, of its mirror, and
+// (when served) of a Workload its PodGroups refer to.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&upstreamv1beta1.PodGroup{}).
+		Owns(&schedulingv1alpha1.PodGroup{})
+	if r.Workloads {
+		b = b.Watches(&upstreamv1beta1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.requestsForWorkload))
+	}
+	return b.Complete(r)
+}
+
+// requestsForWorkload maps a Workload to the upstream PodGroups that refer to it.
+func (r *Reconciler) requestsForWorkload(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list upstreamv1beta1.PodGroupList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, pg := range list.Items {
+		if ref := pg.Spec.WorkloadRef; ref != nil && ref.WorkloadName == obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile brings the mirror of one upstream PodGroup in line with it, and its status back.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var up upstreamv1beta1.PodGroup
+	if err := r.Get(ctx, req.NamespacedName, &up); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if up.DeletionTimestamp != nil {
+		// kube-controller-manager's PodGroup protection keeps a deleted PodGroup until its pods
+		// have ended; its gang is over now, so the mirror goes at once and the members it held
+		// wait for their group again (PodGroupNotFound) without holding capacity.
+		return reconcile.Result{}, r.deleteMirror(ctx, &up)
+	}
+	spec, invalid, err := r.desiredSpec(ctx, &up)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if invalid != "" {
+		r.Recorder.Eventf(&up, nil, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot schedule this PodGroup: %s", invalid)
+		return reconcile.Result{}, nil
+	}
+
+	var mirror schedulingv1alpha1.PodGroup
+	err = r.Get(ctx, req.NamespacedName, &mirror)
+	if apierrors.IsNotFound(err) {
+		mirror = schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:       up.Namespace,
+				Name:            up.Name,
+				Labels:          map[string]string{MirrorLabel: "true"},
+				OwnerReferences: []metav1.OwnerReference{ownerRef(&up)},
+			},
+			Spec: spec,
+		}
+		if err := r.Create(ctx, &mirror); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return reconcile.Result{}, nil // going away with its namespace
+			}
+			if apierrors.IsInvalid(err) {
+				r.Recorder.Eventf(&up, nil, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot schedule this PodGroup: %v", err)
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, err
+		}
+		r.Recorder.Eventf(&up, &mirror, corev1.EventTypeNormal, ReasonMirrored, "Mirror", "Scheduled by Tephra as PodGroup %s/%s (minMember %d, queue %q)", mirror.Namespace, mirror.Name, spec.MinMember, queueOrDefault(spec.Queue))
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !metav1.IsControlledBy(&mirror, &up) {
+		r.Recorder.Eventf(&up, &mirror, corev1.EventTypeWarning, ReasonConflict, "Mirror", "Tephra PodGroup %s/%s already exists and is not owned by this PodGroup; Tephra schedules the pods by that one", mirror.Namespace, mirror.Name)
+		return reconcile.Result{}, nil
+	}
+	if mirror.Spec.MinMember != spec.MinMember || mirror.Spec.Queue != spec.Queue || mirror.Spec.PriorityClassName != spec.PriorityClassName {
+		mirror.Spec.MinMember, mirror.Spec.Queue, mirror.Spec.PriorityClassName = spec.MinMember, spec.Queue, spec.PriorityClassName
+		if err := r.Update(ctx, &mirror); err != nil {
+			if apierrors.IsInvalid(err) {
+				r.Recorder.Eventf(&up, &mirror, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot apply this change: %v", err)
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, r.writeStatus(ctx, &up, &mirror)
+}
+
+// deleteMirror deletes the mirror of an upstream PodGroup that is being deleted.
+func (r *Reconciler) deleteMirror(ctx context.Context, up *upstreamv1beta1.PodGroup) error {
+	var mirror schedulingv1alpha1.PodGroup
+	if err := r.Get(ctx, client.ObjectKeyFromObject(up), &mirror); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&mirror, up) || mirror.DeletionTimestamp != nil {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, &mirror, client.Preconditions{UID: &mirror.UID}))
+}
+
+// MirrorLabel marks the Tephra PodGroups that mirror an upstream PodGroup.
+const MirrorLabel = "scheduling.tephra.dev/mirror-of-upstream"
+
+// desiredSpec is the mirror's spec, or why the upstream PodGroup cannot be mirrored.
+func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGroup) (schedulingv1alpha1.PodGroupSpec, string, error) {
+	spec := schedulingv1alpha1.PodGroupSpec{MinMember: 1, PriorityClassName: up.Spec.PriorityClassName}
+	if gang := up.Spec.SchedulingPolicy.Gang; gang != nil {
+		if gang.MinCount < 1 {
+			return spec, fmt.Sprintf("spec.schedulingPolicy.gang.minCount is %d; it must be at least 1", gang.MinCount), nil
+		}
+		spec.MinMember = gang.MinCount
+	}
+	queue, from := up.Labels[schedulingv1alpha1.QueueLabel], "the PodGroup"
+	if _, ok := up.Labels[schedulingv1alpha1.QueueLabel]; !ok && r.Workloads && up.Spec.WorkloadRef != nil {
+		var w upstreamv1beta1.Workload
+		err := r.Get(ctx, types.NamespacedName{Namespace: up.Namespace, Name: up.Spec.WorkloadRef.WorkloadName}, &w)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return spec, "", err
+		}
+		queue, from = w.Labels[schedulingv1alpha1.QueueLabel], "Workload "+w.Name
+	}
+	if queue != "" {
+		if errs := validation.IsDNS1123Subdomain(queue); len(errs) > 0 {
+			return spec, fmt.Sprintf("label %s=%q on %s is not a queue name: %s", schedulingv1alpha1.QueueLabel, queue, from, errs[0]), nil
+		}
+	}
+	spec.Queue = queue
+	return spec, "", nil
+}
+
+func queueOrDefault(q string) string {
+	if q == "" {
+		return schedulingv1alpha1.DefaultQueue
+	}
+	return q
+}
+
+// ownerRef makes the upstream PodGroup the controller of its mirror. blockOwnerDeletion is left
+// unset: it would need update on podgroups/finalizers where OwnerReferencesPermissionEnforcement
+// is on, and nothing needs the mirror to outlive its owner's deletion.
+func ownerRef(up *upstreamv1beta1.PodGroup) metav1.OwnerReference {
+	controller := true
+	return metav1.OwnerReference{
+		APIVersion: GroupVersion.String(),
+		Kind:       "PodGroup",
+		Name:       up.Name,
+		UID:        up.UID,
+		Controller: &controller,
+	}
+}
+
+// writeStatus sets PodGroupInitiallyScheduled on the upstream PodGroup from the mirror's status.
+func (r *Reconciler) writeStatus(ctx context.Context, up *upstreamv1beta1.PodGroup, mirror *schedulingv1alpha1.PodGroup) error {
+	if meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
+		return nil // terminal
+	}
+	want := metav1.Condition{Type: upstreamv1beta1.PodGroupInitiallyScheduled, ObservedGeneration: up.Generation}
+	if c := meta.FindStatusCondition(mirror.Status.Conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
+		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "Scheduled", "Tephra placed the gang's minimum"
+	} else if c := meta.FindStatusCondition(mirror.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
+		want.Status, want.Reason, want.Message = metav1.ConditionFalse, upstreamv1beta1.PodGroupReasonUnschedulable, c.Message
+	} else {
+		return nil
+	}
+	// False is written only where nobody has written the condition yet: with GenericWorkload on in
+	// the scheduler, kube-scheduler's pod-group cycle writes it too, and the two must not flap.
+	if old := meta.FindStatusCondition(up.Status.Conditions, want.Type); old != nil && want.Status == metav1.ConditionFalse {
+		return nil
+	}
+	meta.SetStatusCondition(&up.Status.Conditions, want)
+	return client.IgnoreNotFound(r.Status().Update(ctx, up))
+}

@@ -1,0 +1,292 @@
+// Package upstream checks end to end that Tephra gang-schedules upstream Kubernetes' own gang API
+// (scheduling.k8s.io/v1beta1 PodGroup and Workload, pods linked by spec.schedulingGroup): the
+// cluster runs with the GenericWorkload feature gate and the API enabled, tephra-controllers
+// mirrors each upstream PodGroup into a Tephra PodGroup, and tephra-scheduler gangs its pods once.
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.Main(m, localcluster.Options{
+		FeatureGates:  "GenericWorkload=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// As installed, tephra-scheduler runs without the gate: no upstream pod-group cycle,
+		// which would hold pods of a missing PodGroup without a word (docs/gang.md).
+		TephraSchedulerWithoutFeatureGates: true,
+	}, func(env *framework.Env) error {
+		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
+	}))
+}
+
+const poolLabel = "e2e.tephra.dev/pool"
+
+func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
+	t.Helper()
+	selector := map[string]string{poolLabel: name}
+	_, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
+		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for i := range count {
+			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
+		}
+	})
+	return selector
+}
+
+func addNode(t *testing.T, env *framework.Env, pool map[string]string, name string, cpus int) {
+	t.Helper()
+	_, err := env.Kube.CoreV1().Nodes().Create(context.Background(), localcluster.SimulatedNode(name, localcluster.NodeShape{
+		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: pool,
+	}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	require.NoError(t, env.Cluster.WaitNodesReady(context.Background(), name))
+}
+
+// upstreamPodGroup creates a scheduling.k8s.io/v1beta1 PodGroup with a gang of minCount.
+func upstreamPodGroup(t *testing.T, env *framework.Env, ns, name string, minCount int32, mutate func(*upstreamv1beta1.PodGroup)) *upstreamv1beta1.PodGroup {
+	t.Helper()
+	pg := &upstreamv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: upstreamv1beta1.PodGroupSpec{SchedulingPolicy: upstreamv1beta1.PodGroupSchedulingPolicy{
+			Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: minCount},
+		}},
+	}
+	if mutate != nil {
+		mutate(pg)
+	}
+	created, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Create(context.Background(), pg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// linkedPod is a one-CPU (by default) tephra-scheduler pod linked to group by spec.schedulingGroup.
+func linkedPod(t *testing.T, env *framework.Env, ns, name, group, cpu string, pool map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName:   schedulingv1alpha1.SchedulerName,
+			RestartPolicy:   corev1.RestartPolicyNever,
+			NodeSelector:    pool,
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)},
+			Containers: []corev1.Container{{
+				Name: "work", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+			}},
+		},
+	}
+	created, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, created.Spec.SchedulingGroup, "the apiserver keeps spec.schedulingGroup (GenericWorkload is on)")
+}
+
+func boundPods(t *testing.T, env *framework.Env, ns string) int {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	n := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func mirror(ctx context.Context, env *framework.Env, ns, name string) (*schedulingv1alpha1.PodGroup, error) {
+	return env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// An upstream gang of 7 one-CPU pods on 6 free CPUs binds none; a node added binds all 7. The
+// upstream PodGroup is mirrored (minMember 7, owned by it) and its PodGroupInitiallyScheduled
+// condition follows. (That only Tephra gates them with the gate on in tephra-scheduler too is
+// test/e2e/upstreamgate's.)
+func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	nodes := pool(t, env, "up-gang", 1, 6)
+
+	up := upstreamPodGroup(t, env, ns, "train", 7, nil)
+	for i := range 7 {
+		linkedPod(t, env, ns, fmt.Sprintf("train-%d", i), "train", "1", nodes)
+	}
+	framework.Eventually(t, time.Minute, "the mirror to be Unschedulable for lack of resources", func() (bool, string) {
+		assert.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
+		pg, err := mirror(ctx, env, ns, "train")
+		if err != nil {
+			return false, err.Error()
+		}
+		cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
+			fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
+	})
+	pg, err := mirror(ctx, env, ns, "train")
+	require.NoError(t, err)
+	assert.Equal(t, int32(7), pg.Spec.MinMember, "minMember from gang.minCount")
+	assert.Equal(t, schedulingv1alpha1.DefaultQueue, pg.Spec.Queue, "no queue label: the default queue")
+	assert.True(t, metav1.IsControlledBy(pg, up), "the mirror is controlled by the upstream PodGroup: %v", pg.OwnerReferences)
+	framework.Eventually(t, 30*time.Second, "PodGroupInitiallyScheduled=False on the upstream PodGroup", func() (bool, string) {
+		got, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(got.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprintf("%v", got.Status.Conditions)
+	})
+	for range 8 {
+		require.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	addNode(t, env, nodes, "up-gang-extra", 2)
+	framework.Eventually(t, time.Minute, "all 7 members to be bound", func() (bool, string) {
+		n := boundPods(t, env, ns)
+		return n == 7, fmt.Sprintf("%d bound", n)
+	})
+	framework.Eventually(t, 30*time.Second, "PodGroupInitiallyScheduled=True on the upstream PodGroup", func() (bool, string) {
+		got, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return apimeta.IsStatusConditionTrue(got.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled), fmt.Sprintf("%v", got.Status.Conditions)
+	})
+}
+
+// The queue comes from the label scheduling.tephra.dev/queue on the PodGroup, else on its Workload.
+// A label that cannot name a queue gets a Warning event and no mirror; the controllers carry on.
+func TestUpstreamQueueAndMalformed(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 2*time.Minute)
+	ns := env.Namespace(t)
+
+	_, err := env.Kube.SchedulingV1beta1().Workloads(ns).Create(ctx, &upstreamv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "wl", Namespace: ns, Labels: map[string]string{schedulingv1alpha1.QueueLabel: "team-w"}},
+		Spec: upstreamv1beta1.WorkloadSpec{PodGroupTemplates: []upstreamv1beta1.PodGroupTemplate{{
+			Name:             "workers",
+			SchedulingPolicy: upstreamv1beta1.PodGroupSchedulingPolicy{Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: 2}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	upstreamPodGroup(t, env, ns, "from-workload", 2, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Spec.WorkloadRef = &upstreamv1beta1.WorkloadReference{WorkloadName: "wl", TemplateName: "workers"}
+	})
+	upstreamPodGroup(t, env, ns, "own-label", 3, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Labels = map[string]string{schedulingv1alpha1.QueueLabel: "team-p"}
+		pg.Spec.WorkloadRef = &upstreamv1beta1.WorkloadReference{WorkloadName: "wl", TemplateName: "workers"}
+	})
+	upstreamPodGroup(t, env, ns, "basic", 0, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Spec.SchedulingPolicy = upstreamv1beta1.PodGroupSchedulingPolicy{Basic: &upstreamv1beta1.BasicSchedulingPolicy{}}
+	})
+	upstreamPodGroup(t, env, ns, "bad-queue", 2, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Labels = map[string]string{schedulingv1alpha1.QueueLabel: "Not_A_Queue"}
+	})
+	for name, want := range map[string]struct {
+		queue string
+		min   int32
+	}{"from-workload": {"team-w", 2}, "own-label": {"team-p", 3}, "basic": {schedulingv1alpha1.DefaultQueue, 1}} {
+		framework.Eventually(t, 30*time.Second, "the mirror of "+name, func() (bool, string) {
+			pg, err := mirror(ctx, env, ns, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return pg.Spec.Queue == want.queue && pg.Spec.MinMember == want.min, fmt.Sprintf("queue %q, minMember %d", pg.Spec.Queue, pg.Spec.MinMember)
+		})
+	}
+	framework.Eventually(t, 30*time.Second, "a Warning InvalidPodGroup event on bad-queue", func() (bool, string) {
+		events := env.Events(ns, "bad-queue")
+		return regexp.MustCompile(`Warning InvalidPodGroup: .*Not_A_Queue`).MatchString(events), events
+	})
+	_, err = mirror(ctx, env, ns, "bad-queue")
+	assert.True(t, apierrors.IsNotFound(err), "no mirror of a malformed PodGroup: %v", err)
+
+	// The queue label changed on the Workload follows to the mirror.
+	wl, err := env.Kube.SchedulingV1beta1().Workloads(ns).Get(ctx, "wl", metav1.GetOptions{})
+	require.NoError(t, err)
+	wl.Labels[schedulingv1alpha1.QueueLabel] = "team-x"
+	_, err = env.Kube.SchedulingV1beta1().Workloads(ns).Update(ctx, wl, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, 30*time.Second, "the mirror to follow the Workload's queue label", func() (bool, string) {
+		pg, err := mirror(ctx, env, ns, "from-workload")
+		if err != nil {
+			return false, err.Error()
+		}
+		return pg.Spec.Queue == "team-x", pg.Spec.Queue
+	})
+}
+
+// A pod linked to an upstream PodGroup that does not exist waits with PodGroupNotFound; deleting
+// an upstream PodGroup removes its mirror and releases the members it held, whose CPUs then run
+// another pod.
+func TestUpstreamMissingAndDeleted(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	nodes := pool(t, env, "up-del", 1, 2)
+
+	linkedPod(t, env, ns, "orphan", "nowhere", "1", nodes)
+	framework.Eventually(t, time.Minute, "a PodGroupNotFound event on the pod", func() (bool, string) {
+		events := env.Events(ns, "orphan")
+		return regexp.MustCompile(`PodGroupNotFound: pod group "nowhere" does not exist`).MatchString(events), events
+	})
+
+	upstreamPodGroup(t, env, ns, "big", 3, nil)
+	for i := range 3 {
+		linkedPod(t, env, ns, fmt.Sprintf("big-%d", i), "big", "1", nodes)
+	}
+	framework.Eventually(t, time.Minute, "the mirror of big to be Unschedulable", func() (bool, string) {
+		pg, err := mirror(ctx, env, ns, "big")
+		if err != nil {
+			return false, err.Error()
+		}
+		return apimeta.IsStatusConditionTrue(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable), fmt.Sprintf("%v", pg.Status.Conditions)
+	})
+	require.NoError(t, env.Kube.SchedulingV1beta1().PodGroups(ns).Delete(ctx, "big", metav1.DeleteOptions{}))
+	framework.Eventually(t, time.Minute, "the mirror to be deleted with its owner", func() (bool, string) {
+		_, err := mirror(ctx, env, ns, "big")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	framework.Eventually(t, time.Minute, "the members of the deleted group to wait for their group", func() (bool, string) {
+		events := env.Events(ns, "big-0")
+		return strings.Contains(events, `pod group "big" does not exist`), events
+	})
+	assert.Equal(t, 0, boundPods(t, env, ns), "no member of a deleted group is bound")
+	// The members hold nothing: a 2-CPU pod fills the node.
+	plain := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: nodes,
+			Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			}}},
+		},
+	}
+	_, err := env.Kube.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
+	require.NoError(t, err)
+	env.WaitPod(t, ns, "plain", time.Minute, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+}
