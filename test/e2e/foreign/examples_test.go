@@ -36,7 +36,7 @@ func TestIntegrationExamples(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
 			ns := env.Namespace(t)
-			nodes := pool(t, env, fmt.Sprintf("example-%d", i), 1, 8)
+			nodes := env.Pool(t, fmt.Sprintf("example-%d", i), 1, 8)
 			data, err := os.ReadFile(filepath.Join(root, "manifests", "examples", "integrations", file))
 			require.NoError(t, err)
 			var groups, pods []*unstructured.Unstructured

@@ -27,7 +27,7 @@ func TestSchedulerPluginsGang(t *testing.T) {
 	env := framework.Shared(t)
 	c := objects(t, env)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "sp-gang", 1, 4)
+	nodes := env.Pool(t, "sp-gang", 1, 4)
 	pg := &schedulerpluginsv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-job", Namespace: ns},
 		Spec: schedulerpluginsv1alpha1.PodGroupSpec{
@@ -68,7 +68,7 @@ func TestSchedulerPluginsZeroTimeout(t *testing.T) {
 	env := framework.Shared(t)
 	c := objects(t, env)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "sp-zero", 1, 4)
+	nodes := env.Pool(t, "sp-zero", 1, 4)
 	pg := &schedulerpluginsv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: ns},
 		Spec: schedulerpluginsv1alpha1.PodGroupSpec{
@@ -95,7 +95,7 @@ func TestVolcanoPodGroupLifecycle(t *testing.T) {
 	env := framework.Shared(t)
 	c := objects(t, env)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "vc-life", 1, 4)
+	nodes := env.Pool(t, "vc-life", 1, 4)
 	pg := &volcanov1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "pytorch-simple", Namespace: ns},
 		Spec:       volcanov1beta1.PodGroupSpec{MinMember: 2, Queue: "default"},
@@ -130,7 +130,7 @@ func TestVolcanoQueueSparkApplications(t *testing.T) {
 	env := framework.Shared(t)
 	c := objects(t, env)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "vc-spark", 1, 16)
+	nodes := env.Pool(t, "vc-spark", 1, 16)
 	queue := &volcanov1beta1.Queue{
 		ObjectMeta: metav1.ObjectMeta{Name: "spark-" + ns},
 		Spec: volcanov1beta1.QueueSpec{Weight: 1, Reclaimable: new(false),
@@ -212,7 +212,7 @@ func TestDeleteForeignPodGroup(t *testing.T) {
 	env := framework.Shared(t)
 	c := objects(t, env)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "fg-delete", 1, 2)
+	nodes := env.Pool(t, "fg-delete", 1, 2)
 	pg := &schedulerpluginsv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "gang", Namespace: ns},
 		Spec:       schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 3},

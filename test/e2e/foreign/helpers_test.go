@@ -52,22 +52,6 @@ func objects(t *testing.T, env *framework.Env) client.Client {
 
 const poolLabel = "e2e.tephra.dev/pool"
 
-// pool creates count simulated nodes of cpus CPUs for one test; its pods select them.
-func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
-	t.Helper()
-	selector := map[string]string{poolLabel: name}
-	_, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
-		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for i := range count {
-			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
-		}
-	})
-	return selector
-}
-
 // addNode adds one more node to a pool.
 func addNode(t *testing.T, env *framework.Env, selector map[string]string, name string, cpus int) {
 	t.Helper()

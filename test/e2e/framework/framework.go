@@ -205,3 +205,25 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 		t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
 	}
 }
+
+// PoolLabel keeps a test's pods on the test's own nodes (Pool).
+const PoolLabel = "e2e.tephra.dev/pool"
+
+// Pool creates count simulated nodes of cpus CPUs for one test, deleted when it ends, and returns
+// the node selector of its pods.
+func (e *Env) Pool(t testing.TB, name string, count, cpus int) map[string]string {
+	t.Helper()
+	selector := map[string]string{PoolLabel: name}
+	names, err := e.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
+		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
+	})
+	t.Cleanup(func() {
+		for _, node := range names {
+			_ = e.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+		}
+	})
+	if err != nil {
+		t.Fatalf("creating nodes of pool %s: %v", name, err)
+	}
+	return selector
+}

@@ -30,7 +30,7 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "none-until-all", 1, 7)
+	nodes := env.Pool(t, "none-until-all", 1, 7)
 
 	createPodGroup(t, env, ns, "train", 8, nil)
 	for i := range 8 {
@@ -148,7 +148,7 @@ func TestGangsNeverDeadlock(t *testing.T) {
 
 	setup := func(scheduler string) string {
 		ns := env.Namespace(t)
-		nodes := pool(t, env, "deadlock-"+scheduler[:6], 2, 6)
+		nodes := env.Pool(t, "deadlock-"+scheduler[:6], 2, 6)
 		gang := scheduler == schedulingv1alpha1.SchedulerName
 		for j := range jobs {
 			if gang {
@@ -260,7 +260,7 @@ func TestManyMixedGangsAllFinish(t *testing.T) {
 	}
 	cpus := (total + 2) / 3
 	nodeCount := (cpus + 7) / 8
-	nodes := pool(t, env, "mixed", nodeCount, 8)
+	nodes := env.Pool(t, "mixed", nodeCount, 8)
 	t.Logf("%d gangs, %d pods, %d CPUs on %d nodes", len(sizes), total, nodeCount*8, nodeCount)
 
 	for g, size := range sizes {
@@ -325,7 +325,7 @@ func TestSchedulerRestartLeavesNoPartialGang(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 5*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "restart", 1, 8)
+	nodes := env.Pool(t, "restart", 1, 8)
 
 	createPodGroup(t, env, ns, "held", 4, func(pg *schedulingv1alpha1.PodGroup) {
 		pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](60)
@@ -376,7 +376,7 @@ func TestMissingPodGroupAndForeignLinks(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "links", 1, 8)
+	nodes := env.Pool(t, "links", 1, 8)
 
 	a := newPod(ns, podSpec{name: "tephra-label", group: "later", cpu: "1", pool: nodes})
 	b := newPod(ns, podSpec{name: "coscheduling-label", cpu: "1", pool: nodes})

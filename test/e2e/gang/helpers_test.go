@@ -38,22 +38,6 @@ func TestMain(m *testing.M) {
 // poolLabel keeps a test's pods on the test's own nodes.
 const poolLabel = "e2e.tephra.dev/pool"
 
-// pool creates count simulated nodes of cpus CPUs for one test; its pods select them.
-func pool(t *testing.T, env *framework.Env, name string, count int, cpus int) map[string]string {
-	t.Helper()
-	selector := map[string]string{poolLabel: name}
-	_, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
-		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for i := range count {
-			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
-		}
-	})
-	return selector
-}
-
 // addNode adds one more node to a pool.
 func addNode(t *testing.T, env *framework.Env, pool map[string]string, name string, cpus int) {
 	t.Helper()

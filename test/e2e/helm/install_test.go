@@ -27,7 +27,7 @@ func TestVolcanoGangIsPlacedWholeAndCountsInItsQueue(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "volcano-whole", 2, 2)
+	nodes := env.Pool(t, "volcano-whole", 2, 2)
 	createQueue(t, env, "helm-volcano")
 
 	createPodGroup(t, env, ns, "train", 4, "helm-volcano")
@@ -61,7 +61,7 @@ func TestVolcanoGangTooBigForTheNodesPlacesNothing(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "volcano-too-big", 2, 2)
+	nodes := env.Pool(t, "volcano-too-big", 2, 2)
 
 	createPodGroup(t, env, ns, "big", 3, "")
 	for i := range 3 {
@@ -137,22 +137,6 @@ func TestSchedulerHoldsTheChartsLease(t *testing.T) {
 
 // poolLabel keeps a test's pods on the test's own nodes.
 const poolLabel = "e2e.tephra.dev/pool"
-
-// pool creates count simulated nodes of cpus CPUs for one test; its pods select them.
-func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
-	t.Helper()
-	selector := map[string]string{poolLabel: name}
-	_, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
-		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for i := range count {
-			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
-		}
-	})
-	return selector
-}
 
 // createQueue creates a leaf queue under root and deletes it when the test ends.
 func createQueue(t *testing.T, env *framework.Env, name string) {

@@ -75,7 +75,7 @@ func TestImages(t *testing.T) {
 
 		t.Run("GangIsPlaced", func(t *testing.T) {
 			ns := env.Namespace(t)
-			selector := pool(t, env, "image-fit", 2, 4)
+			selector := env.Pool(t, "image-fit", 2, 4)
 			createGang(t, env, ns, "fits", 3, "1", "", selector)
 			for i := range 3 {
 				env.WaitPod(t, ns, fmt.Sprintf("fits-%d", i), 2*time.Minute, "bound by the container scheduler", func(pod *corev1.Pod) bool {
@@ -95,7 +95,7 @@ func TestImages(t *testing.T) {
 		t.Run("GangThatCannotFitPlacesNone", func(t *testing.T) {
 			ns := env.Namespace(t)
 			// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
-			selector := pool(t, env, "image-unfit", 2, 4)
+			selector := env.Pool(t, "image-unfit", 2, 4)
 			createGang(t, env, ns, "unfit", 3, "3", "", selector)
 			for i := range 3 {
 				env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
@@ -120,7 +120,7 @@ func TestImages(t *testing.T) {
 
 		t.Run("GangIsPlaced", func(t *testing.T) {
 			ns := env.Namespace(t)
-			selector := pool(t, env, "image-deployment", 2, 4)
+			selector := env.Pool(t, "image-deployment", 2, 4)
 			createGang(t, env, ns, "second", 2, "1", schedulingv1alpha1.SchedulerName, selector)
 			for i := range 2 {
 				env.WaitPod(t, ns, fmt.Sprintf("second-%d", i), 2*time.Minute, "bound by the Deployment's scheduler container", func(pod *corev1.Pod) bool {
@@ -129,22 +129,6 @@ func TestImages(t *testing.T) {
 			}
 		})
 	})
-}
-
-// pool creates count simulated nodes of cpus CPUs for one test; its pods select them.
-func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
-	t.Helper()
-	selector := map[string]string{"e2e.tephra.dev/pool": name}
-	names, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
-		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
-	})
-	t.Cleanup(func() {
-		for _, node := range names {
-			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-		}
-	})
-	require.NoError(t, err)
-	return selector
 }
 
 // createGang creates a PodGroup of minMember and as many pods in it for the named scheduler; with

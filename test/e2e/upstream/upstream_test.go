@@ -42,21 +42,6 @@ func TestMain(m *testing.M) {
 
 const poolLabel = "e2e.tephra.dev/pool"
 
-func pool(t *testing.T, env *framework.Env, name string, count, cpus int) map[string]string {
-	t.Helper()
-	selector := map[string]string{poolLabel: name}
-	_, err := env.Cluster.CreateNodes(context.Background(), name, count, localcluster.NodeShape{
-		CPU: fmt.Sprint(cpus), Memory: "64Gi", Pods: 110, Labels: selector,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for i := range count {
-			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
-		}
-	})
-	return selector
-}
-
 func addNode(t *testing.T, env *framework.Env, pool map[string]string, name string, cpus int) {
 	t.Helper()
 	_, err := env.Kube.CoreV1().Nodes().Create(context.Background(), localcluster.SimulatedNode(name, localcluster.NodeShape{
@@ -130,7 +115,7 @@ func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "up-gang", 1, 6)
+	nodes := env.Pool(t, "up-gang", 1, 6)
 
 	up := upstreamPodGroup(t, env, ns, "train", 7, nil)
 	for i := range 7 {
@@ -247,7 +232,7 @@ func TestUpstreamMissingAndDeleted(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	nodes := pool(t, env, "up-del", 1, 2)
+	nodes := env.Pool(t, "up-del", 1, 2)
 
 	linkedPod(t, env, ns, "orphan", "nowhere", "1", nodes)
 	framework.Eventually(t, time.Minute, "a PodGroupNotFound event on the pod", func() (bool, string) {
