@@ -29,6 +29,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/upstream"
+	"github.com/tephra-dev/tephra/controllers/whenserved"
 )
 
 func main() {
@@ -158,19 +159,23 @@ func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
 
 // setupUpstreamAdapter runs the adapter for upstream scheduling.k8s.io/v1beta1 PodGroups only
 // when the apiserver serves them (GenericWorkload and --runtime-config): a watch on a kind that is
-// not served would stop the manager. It is checked once at start; enabling the API later needs a
-// restart of tephra-controllers.
+// not served would stop the manager. When they are not served at start, the leader checks again
+// every whenserved.RecheckInterval (an apiserver restarted with the API enabled).
 func setupUpstreamAdapter(mgr ctrl.Manager) error {
 	log := ctrl.Log.WithName("setup")
-	podGroups, workloads, err := upstream.Served(mgr.GetConfig())
-	if err != nil {
-		return err
-	}
-	if !podGroups {
-		log.Info("adapter off: the apiserver does not serve it (needs GenericWorkload and --runtime-config=scheduling.k8s.io/v1beta1=true)", "adapter", upstream.ControllerName, "api", "podgroups."+upstream.GroupVersion.String())
-		return nil
-	}
-	log.Info("adapter on", "adapter", upstream.ControllerName, "api", "podgroups."+upstream.GroupVersion.String(), "workloads", workloads)
-	r := &upstream.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.ControllerName), Workloads: workloads}
-	return r.SetupWithManager(mgr)
+	var workloads bool
+	return whenserved.Start(mgr, log, whenserved.Adapter{
+		Name: upstream.ControllerName,
+		GVK:  upstream.GroupVersion.WithKind("PodGroup"),
+		Served: func() (bool, error) {
+			podGroups, w, err := upstream.Served(mgr.GetConfig())
+			workloads = w
+			return podGroups, err
+		},
+		Setup: func() error {
+			log.Info("upstream adapter reads Workloads too", "workloads", workloads)
+			r := &upstream.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.ControllerName), Workloads: workloads}
+			return r.SetupWithManager(mgr)
+		},
+	})
 }
