@@ -86,13 +86,14 @@ verify: $(HELM) ## gofmt, go vet, generated files current, golangci-lint, helm l
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory generate
-	@if [ -n "$$(git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds)" ]; then git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds; git diff --stat -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds; echo "generated files are stale: run make generate and commit"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds)" ]; then git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds; git diff --stat -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds; echo "generated files are stale: run make generate and commit"; exit 1; fi
 	$(MAKE) --no-print-directory lint helm-lint
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint charts/tephra with its default values and as the default scheduler.
 	$(HELM) lint --strict charts/tephra
 	$(HELM) lint --strict charts/tephra --set mode=replaceDefault --set 'compatibleSchedulerNames={volcano,scheduler-plugins-scheduler}'
+	$(HELM) lint --strict charts/tephra --set foreignCRDs.install=true
 
 .PHONY: helm
 helm: $(HELM) ## Build helm at the pinned version into bin/.

@@ -25,6 +25,9 @@ done
 # The Helm chart installs the same CRDs from its crds/ (helm reads no files outside the chart).
 rm -f charts/tephra/crds/*.yaml
 cp manifests/crds/*_*.yaml charts/tephra/crds/
+# and the foreign CRDs from its foreign-crds/, rendered by a template when foreignCRDs.install is set.
+rm -f charts/tephra/foreign-crds/*.yaml
+cp manifests/components/foreign-crds/*_*.yaml charts/tephra/foreign-crds/
 
 # The generators come from k8s.io/code-generator at the version this module pins.
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)

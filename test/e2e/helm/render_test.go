@@ -295,3 +295,48 @@ func contains(list any, s string) bool {
 	}
 	return false
 }
+
+// foreignCRDs are the CRDs of manifests/components/foreign-crds.
+var foreignCRDs = []string{
+	"CustomResourceDefinition//podgroups.scheduling.x-k8s.io",
+	"CustomResourceDefinition//podgroups.scheduling.volcano.sh",
+	"CustomResourceDefinition//queues.scheduling.volcano.sh",
+}
+
+// The chart installs the foreign CRDs only with foreignCRDs.install, then the same ones as the
+// kustomize component manifests/components/foreign-crds (make generate copies them into the
+// chart), kept by helm on uninstall, and nothing else changes.
+func TestForeignCRDsValueInstallsTheComponentsCRDs(t *testing.T) {
+	ctx := testContext(t)
+	without := renderChart(t, ctx)
+	for _, key := range foreignCRDs {
+		_, ok := without[key]
+		assert.False(t, ok, "the default chart installs %s", key)
+	}
+	with := renderChart(t, ctx, "--set", "foreignCRDs.install=true")
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	out, err := localcluster.KustomizeManifests("test/e2e/foreign/testdata")(ctx, root)
+	require.NoError(t, err)
+	component := byKey(t, out)
+
+	var extra []string
+	for key := range with {
+		if _, ok := without[key]; !ok {
+			extra = append(extra, key)
+		}
+	}
+	sort.Strings(extra)
+	want := append([]string(nil), foreignCRDs...)
+	sort.Strings(want)
+	assert.Equal(t, want, extra, "objects foreignCRDs.install adds")
+	for _, key := range foreignCRDs {
+		got, ok := with[key]
+		if !assert.True(t, ok, "the chart installs %s", key) {
+			continue
+		}
+		assert.Equal(t, component[key].Object["spec"], got.Object["spec"], "spec of %s (make generate copies manifests/components/foreign-crds into the chart)", key)
+		assert.Equal(t, "keep", got.GetAnnotations()["helm.sh/resource-policy"], "helm keeps %s on uninstall", key)
+		assert.Equal(t, "tephra", got.GetLabels()["app.kubernetes.io/part-of"], "labels of %s", key)
+	}
+}
