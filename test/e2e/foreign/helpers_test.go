@@ -50,8 +50,6 @@ func objects(t *testing.T, env *framework.Env) client.Client {
 	return c
 }
 
-const poolLabel = "e2e.tephra.dev/pool"
-
 // addNode adds one more node to a pool.
 func addNode(t *testing.T, env *framework.Env, selector map[string]string, name string, cpus int) {
 	t.Helper()

@@ -135,9 +135,6 @@ func TestSchedulerHoldsTheChartsLease(t *testing.T) {
 	})
 }
 
-// poolLabel keeps a test's pods on the test's own nodes.
-const poolLabel = "e2e.tephra.dev/pool"
-
 // createQueue creates a leaf queue under root and deletes it when the test ends.
 func createQueue(t *testing.T, env *framework.Env, name string) {
 	t.Helper()

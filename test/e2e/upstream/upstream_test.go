@@ -40,8 +40,6 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-const poolLabel = "e2e.tephra.dev/pool"
-
 func addNode(t *testing.T, env *framework.Env, pool map[string]string, name string, cpus int) {
 	t.Helper()
 	_, err := env.Kube.CoreV1().Nodes().Create(context.Background(), localcluster.SimulatedNode(name, localcluster.NodeShape{
