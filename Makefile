@@ -151,7 +151,7 @@ clean: down ## Remove built binaries and local cluster state.
 ##@ Benchmark
 
 .PHONY: bench
-bench: ## Benchmark L, B0, B1 and C on local control planes, 20-30 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
+bench: ## Benchmark L, B0, B1, C and CU on local control planes, 25-35 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
 	$(GO) run ./cmd/tephra-bench
 
 .PHONY: bench-smoke

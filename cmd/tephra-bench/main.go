@@ -1,5 +1,6 @@
 // Command tephra-bench runs Tephra's scheduling benchmark (test/bench): for each configuration
-// (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra) and each scenario, a
+// (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra; CU, Tephra on upstream
+// gangs mirrored by tephra-controllers, gang scenarios only) and each scenario, a
 // fresh local control plane with simulated nodes, on which a fresh scheduler drains a backlog
 // while an informer records every bind. `make bench` and `make bench-smoke` call it.
 //

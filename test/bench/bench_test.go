@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -357,10 +358,16 @@ Dropped 412 nodes (cum <= 0.06s)
 }
 
 func TestEstimate(t *testing.T) {
-	full := Estimate(Settings{OutDir: "out"}, len(Configurations), Scenarios)
+	full := Estimate(Settings{OutDir: "out"}, Configurations, Scenarios)
 	assert.Greater(t, full, 10*time.Minute)
-	assert.Less(t, full, 30*time.Minute, "the default run fits the issue's budget")
-	smoke := Estimate(SmokeSettings("out"), len(Configurations), Scenarios)
+	// 30 minutes for L, B0, B1 and C; CU (issue #14) adds its three gang scenarios.
+	assert.Less(t, full, 35*time.Minute, "the default run fits the budget")
+	withoutCU := Estimate(Settings{OutDir: "out"}, slices.DeleteFunc(slices.Clone(Configurations), func(c *Configuration) bool { return c.Name == "CU" }), Scenarios)
+	assert.Less(t, withoutCU, 30*time.Minute)
+	gangs := Estimate(Settings{OutDir: "out"}, []*Configuration{configurationByName("CU")}, Scenarios)
+	all := Estimate(Settings{OutDir: "out"}, []*Configuration{configurationByName("C")}, Scenarios)
+	assert.Less(t, gangs, all, "CU runs only the gang scenarios")
+	smoke := Estimate(SmokeSettings("out"), Configurations, Scenarios)
 	assert.Less(t, smoke, 3*time.Minute)
 }
 
@@ -418,7 +425,29 @@ func TestSchedulerConfigs(t *testing.T) {
 		assert.Contains(t, text, "leaderElect: false", c.Name)
 		assert.Contains(t, text, "schedulerName: tephra-scheduler", c.Name)
 		assert.Contains(t, text, "qps: 1000", c.Name)
-		assert.Equal(t, c.Gangs == TephraGangs, strings.Contains(text, "TephraGang"), c.Name)
+		tephra := c.Gangs == TephraGangs || c.Controllers
+		assert.Equal(t, tephra, strings.Contains(text, "TephraGang"), c.Name)
+		if c.Gangs == UpstreamGangs && tephra {
+			// GenericWorkload would add upstream's GangScheduling to Tephra's profile.
+			assert.Contains(t, text, "name: GangScheduling", c.Name)
+		}
+	}
+	// CU runs C's scheduler on B1's upstream PodGroups, with tephra-controllers to mirror them.
+	b1, c, cu := configurationByName("B1"), configurationByName("C"), configurationByName("CU")
+	require.NotNil(t, cu)
+	assert.Equal(t, UpstreamGangs, cu.Gangs)
+	assert.True(t, cu.Controllers)
+	assert.Equal(t, b1.FeatureGates, cu.FeatureGates)
+	assert.Equal(t, b1.RuntimeConfig, cu.RuntimeConfig)
+	cPath, err := c.schedulerConfig(root, t.TempDir())
+	require.NoError(t, err)
+	cuPath, err := cu.schedulerConfig(root, t.TempDir())
+	require.NoError(t, err)
+	cText, _ := os.ReadFile(cPath)
+	cuText, _ := os.ReadFile(cuPath)
+	assert.Equal(t, string(cText), string(cuText), "CU's scheduler is configured as C's")
+	for _, other := range Configurations {
+		assert.Equal(t, other == cu, other.Controllers, "only CU runs tephra-controllers: %s", other.Name)
 	}
 }
 
@@ -433,16 +462,22 @@ func syntheticResults() *Results {
 		res.Configurations = append(res.Configurations, status)
 	}
 	res.Scenarios = Scenarios
-	speed := map[string]float64{"L": 400, "B0": 200, "C": 100}
+	speed := map[string]float64{"L": 400, "B0": 200, "C": 100, "CU": 90}
 	for rep := 1; rep <= 2; rep++ {
-		for _, c := range []string{"L", "B0", "C"} {
+		for _, c := range []string{"L", "B0", "C", "CU"} {
 			for _, sc := range []string{"P", "G8", "G64", "GI", "Q"} {
+				if !configurationByName(c).runs(scenarioByName(sc)) {
+					continue
+				}
 				r := RunResult{Configuration: c, Scenario: sc, Rep: rep, Nodes: 100, Pods: 300, Bound: 300, BoundAll: 300,
 					Throughput:     Throughput{Average: speed[c] * float64(rep), P50: speed[c], P99: 2 * speed[c]},
 					LatencySeconds: &Quantiles{P50: 1, P99: 2}, MutatingRequestsPerPod: 2}
 				if c != "L" {
 					r.SchedulerCPUSecondsPer1000Pods, r.SchedulerPeakRSSMiB = ptr.To(1.5), ptr.To(80.0)
 					r.SchedulingAttemptsPerPod = ptr.To(1.25)
+				}
+				if c == "CU" {
+					r.ControllersCPUSecondsPer1000Pods = ptr.To(0.4)
 				}
 				if sc == "G8" {
 					r.Gangs, r.GangsWhole, r.GangWholeSeconds = 37, 37, &Quantiles{P50: 0.5, P99: 0.9}
@@ -480,6 +515,15 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, "–", rows[0][14], "L has no scheduler")
 	assert.Equal(t, "–", rows[0][15], "L has no scheduler")
 	assert.Contains(t, rows[2][1], "unavailable")
+	for _, row := range rows {
+		assert.NotEqual(t, "CU", row[0], "CU does not run P, whose pods have no gangs")
+	}
+	_, rows = scenarioTable(res, scenarioByName("G8"), 100)
+	require.Len(t, rows, 5)
+	cu := rows[4]
+	assert.Equal(t, "CU", cu[0])
+	assert.Equal(t, "135 (90–180)", cu[1])
+	assert.Equal(t, "1.50 (+ 0.40 controllers)", cu[15], "tephra-controllers' CPU beside the scheduler's, not added")
 
 	byText := map[string]goal{}
 	for _, g := range goals(res) {

@@ -23,7 +23,7 @@ const (
 
 // Configuration is one way of scheduling the same workloads on the same cluster.
 type Configuration struct {
-	// Name is the short name used in tables: L, B0, B1, C.
+	// Name is the short name used in tables: L, B0, B1, C, CU.
 	Name string `json:"name"`
 	// Title says what it is.
 	Title string `json:"title"`
@@ -31,6 +31,13 @@ type Configuration struct {
 	Gangs GangAPI `json:"gangs"`
 	// Binder is set for L: no scheduler runs; the benchmark's binder binds the pods.
 	Binder bool `json:"binder,omitempty"`
+	// Controllers is set for CU: tephra-controllers runs beside the scheduler, and mirrors the
+	// upstream PodGroups into Tephra's before the scheduler starts (run.go). Its CPU is measured
+	// apart from the scheduler's.
+	Controllers bool `json:"controllers,omitempty"`
+	// GangsOnly is set for CU: it runs only the scenarios with gangs (G8, G64, GI). Elsewhere its
+	// pods, without gangs, are C's, and it would measure C again.
+	GangsOnly bool `json:"gangsOnly,omitempty"`
 	// FeatureGates and RuntimeConfig for the apiserver and the scheduler.
 	FeatureGates  string `json:"featureGates,omitempty"`
 	RuntimeConfig string `json:"runtimeConfig,omitempty"`
@@ -68,6 +75,22 @@ var Configurations = []*Configuration{
 		Gangs:           TephraGangs,
 		schedulerConfig: tephraSchedulerConfig,
 	},
+	{
+		Name: "CU",
+		Title: "Tephra with upstream gangs: C's scheduler configuration, gangs as scheduling.k8s.io/v1beta1 PodGroups " +
+			"(as B1's), mirrored into Tephra PodGroups by tephra-controllers",
+		Gangs:           UpstreamGangs,
+		Controllers:     true,
+		GangsOnly:       true,
+		FeatureGates:    "GenericWorkload=true",
+		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
+		schedulerConfig: tephraSchedulerConfig,
+	},
+}
+
+// runs says whether a configuration runs a scenario.
+func (c *Configuration) runs(sc *Scenario) bool {
+	return !c.GangsOnly || sc.GangSize > 0 || sc.Blockers
 }
 
 func configurationByName(name string) *Configuration {

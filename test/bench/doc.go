@@ -1,5 +1,5 @@
 // Package bench measures how fast pods are scheduled on a real local control plane
-// (test/localcluster), for four configurations of the same apiserver and nodes:
+// (test/localcluster), for five configurations of the same apiserver and nodes:
 //
 //   - L, the limit: no scheduler; a binder client binds the pending pods to nodes round-robin.
 //     Its throughput is the ceiling the apiserver allows on this machine. In scenario Q it is a
@@ -9,6 +9,10 @@
 //     scheduling.k8s.io/v1beta1 PodGroups.
 //   - C, Tephra: the shipped manifests/scheduler/config.yaml, gangs as Tephra PodGroups, Q's
 //     jobs in Tephra Queues.
+//   - CU, Tephra on upstream gangs: C's scheduler on B1's scheduling.k8s.io/v1beta1 PodGroups,
+//     which tephra-controllers (running in CU's control plane only) mirrors into Tephra
+//     PodGroups before the scheduler starts; its CPU is reported beside the scheduler's. CU runs
+//     the gang scenarios only (G8, G64, GI): elsewhere it would be C.
 //
 // Every run (one scenario on one configuration) gets fresh processes: etcd, kube-apiserver and
 // N simulated nodes created Ready (no kubelet, kwok or heartbeat keeps them so); a backlog of

@@ -33,9 +33,9 @@ var estimateDrainPer1000 = map[string]time.Duration{
 }
 
 // Estimate forecasts how long a run with these settings takes on a machine like the reference
-// (2 cores), with configs configurations and the given scenarios. It is rough (±30 %): drains
+// (2 cores), with the given configurations and scenarios. It is rough (±30 %): drains
 // depend on the scheduler being measured, which is the point of the benchmark.
-func Estimate(s Settings, configs int, scenarios []*Scenario) time.Duration {
+func Estimate(s Settings, configurations []*Configuration, scenarios []*Scenario) time.Duration {
 	s, err := s.withDefaults()
 	if err != nil {
 		return 0
@@ -73,12 +73,18 @@ func Estimate(s Settings, configs int, scenarios []*Scenario) time.Duration {
 			} else {
 				run += time.Duration(float64(estimateDrainPer1000[sc.Name]) * float64(w.measured()) / 1000 * scale)
 			}
+			configs := 0
+			for _, c := range configurations {
+				if c.runs(sc) {
+					configs++
+				}
+			}
 			total += time.Duration(configs*s.Reps) * run
 		}
 	}
 	if s.Smoke {
 		// The configurations run in parallel, on 2 cores.
-		total = estimateBuild + (total-estimateBuild)*2/time.Duration(max(configs, 2))
+		total = estimateBuild + (total-estimateBuild)*2/time.Duration(max(len(configurations), 2))
 	}
 	return total
 }

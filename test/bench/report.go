@@ -26,11 +26,13 @@ type summary struct {
 	schedStart                               float64
 	mutatingPerPod, attemptsPerPod           float64
 	apiCPUPer1000                            float64
+	// controllersCPUPer1000 is CU's tephra-controllers CPU, NaN for the others.
+	controllersCPUPer1000 float64
 }
 
 func summarize(res *Results, config, scenario string, nodes int) summary {
 	var s summary
-	var thr, p50, p99, lat50, lat99, gang50, gang99, spread99, partial, partialEnd, cpu, rss, mut, start, attempts, apiCPU []float64
+	var thr, p50, p99, lat50, lat99, gang50, gang99, spread99, partial, partialEnd, cpu, rss, mut, start, attempts, apiCPU, controllersCPU []float64
 	for _, r := range res.runs(config, scenario, nodes) {
 		if ok, why := r.complete(); !ok {
 			s.failed++
@@ -57,6 +59,9 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 		if r.SchedulerCPUSecondsPer1000Pods != nil {
 			cpu = append(cpu, *r.SchedulerCPUSecondsPer1000Pods)
 		}
+		if r.ControllersCPUSecondsPer1000Pods != nil {
+			controllersCPU = append(controllersCPU, *r.ControllersCPUSecondsPer1000Pods)
+		}
 		if r.SchedulerPeakRSSMiB != nil {
 			rss = append(rss, *r.SchedulerPeakRSSMiB)
 		}
@@ -78,6 +83,7 @@ func summarize(res *Results, config, scenario string, nodes int) summary {
 	s.peakPartial, s.cpuPer1000, s.peakRSS = median(partial), median(cpu), median(rss)
 	s.spreadP99, s.partialAtEnd = median(spread99), median(partialEnd)
 	s.mutatingPerPod, s.attemptsPerPod, s.apiCPUPer1000 = median(mut), median(attempts), median(apiCPU)
+	s.controllersCPUPer1000 = median(controllersCPU)
 	s.schedStart = median(start)
 	return s
 }
@@ -106,6 +112,16 @@ func num(format string, v float64) string {
 	return fmt.Sprintf(format, v)
 }
 
+// cpuCell is the scheduler's CPU per 1000 pods and, for CU, tephra-controllers' beside it (not
+// added: the scheduler's figure stays comparable with C's and B1's).
+func cpuCell(s summary) string {
+	cell := num("%.2f", s.cpuPer1000)
+	if !math.IsNaN(s.controllersCPUPer1000) {
+		cell += fmt.Sprintf(" (+ %.2f controllers)", s.controllersCPUPer1000)
+	}
+	return cell
+}
+
 // scenarioTable is one scenario's figures per configuration, as rows of cells.
 func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "pods/s", "1-s p50", "1-s p99", "vs B0", "vs L",
@@ -114,6 +130,9 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 	b0 := summarize(res, "B0", sc.Name, nodes)
 	l := summarize(res, "L", sc.Name, nodes)
 	for _, c := range res.Configurations {
+		if !c.runs(sc) {
+			continue
+		}
 		if c.Unavailable != "" {
 			rows = append(rows, append([]string{c.Name, "unavailable: " + c.Unavailable}, make([]string, len(header)-2)...))
 			continue
@@ -142,7 +161,7 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 			num("%.2f s", s.gangP50), num("%.2f s", s.gangP99),
 			spreadCell(s.spreadP99), num("%.0f", s.peakPartial), num("%.0f", s.partialAtEnd),
 			num("%.1f s", s.schedStart), num("%.2f", s.attemptsPerPod),
-			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod), num("%.2f", s.apiCPUPer1000),
+			cpuCell(s), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod), num("%.2f", s.apiCPUPer1000),
 		})
 	}
 	return header, rows
@@ -454,8 +473,15 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"(the GangScheduling plugin joins the default profile, and the queue handles pod groups). kube-controller-manager uses the gate only for " +
 		"the PodGroupProtection controller, a deletion finalizer that scheduling does not need; no other gate is required. " +
 		"Every control plane has Tephra's CRDs, the `root` and `default` queues that tephra-controllers would create, and Q's three queues " +
-		"(only C's scheduler reads them), and has served each Tephra CRD once before the scheduler starts, " +
+		"(only C's and CU's schedulers read them), and has served each Tephra CRD once before the scheduler starts, " +
 		"as a running cluster's apiserver has long done (it builds a CRD's storage on the first request).\n")
+	b.WriteString("CU alone also runs tephra-controllers (the manifests' Deployment, as its ServiceAccount, with leader election), " +
+		"whose upstream PodGroup adapter mirrors each scheduling.k8s.io/v1beta1 PodGroup into a Tephra PodGroup of the same name; " +
+		"the backlog counts as created once every mirror exists, and only then does CU's scheduler start. " +
+		"The controllers keep running while the backlog drains (they write the groups' status, Tephra's and upstream's), " +
+		"so CU's API writes/pod and API CPU include theirs. The shipped scheduler configuration disables upstream's GangScheduling " +
+		"plugin, which GenericWorkload would add: TephraGang alone gangs CU's pods. " +
+		"CU runs only the scenarios with gangs (G8, G64, GI): P's and Q's pods have none, and there CU would be C.\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
 		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast. " +
 		"A gang member that waits at Permit costs a third write in B1 and C: kube-scheduler 1.37 sets its nominatedNodeName first.\n")
@@ -474,7 +500,8 @@ func writeMethod(b *strings.Builder, res *Results) {
 	b.WriteString("- **peak pods in partial gangs**: the most pods bound at one time in gangs not yet whole (for B0 and L, the gangs they do not know of), " +
 		"including gangs whose members are being bound together; **at end**: those left bound in gangs that never became whole, which hold resources for nothing.\n")
 	b.WriteString("- **sched CPU s/1000 pods**: user+system time of the scheduler process over its life, per 1000 pods it bound; " +
-		"**sched peak RSS**: its VmHWM.\n")
+		"**sched peak RSS**: its VmHWM. For CU, tephra-controllers' user+system time while the backlog drained, per 1000 pods bound, " +
+		"follows in brackets (\"+ x controllers\"), not added to the scheduler's.\n")
 	b.WriteString("- **API writes/pod**: the apiserver's apiserver_request_total for POST, PUT, PATCH, DELETE (and APPLY, DELETECOLLECTION) " +
 		"while the backlog drained, per pod bound; **API CPU s/1000 pods**: kube-apiserver's user+system time while the backlog drained, per 1000 pods bound " +
 		"(it shares the two CPUs with the scheduler).\n\n")
@@ -496,6 +523,9 @@ func queueTable(res *Results, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "makespan", "lower bound", "makespan / bound", "GPU utilisation", "mean |deviation| from deserved",
 		"evicted", "create→bind p50", "p99", "sched CPU s/1000 pods", "sched peak RSS", "API writes/pod"}
 	for _, c := range res.Configurations {
+		if !c.runs(scenarioByName("Q")) {
+			continue
+		}
 		runs := res.runs(c.Name, "Q", nodes)
 		if row, ok := unavailableRow(c, runs, len(header)); !ok {
 			rows = append(rows, row)
@@ -507,7 +537,7 @@ func queueTable(res *Results, nodes int) (header []string, rows [][]string) {
 			configLabel(c.Name, s), num("%.1f s", q.makespan), num("%.1f s", q.lowerBound), ratioPlain(q.makespan, q.lowerBound),
 			percent(q.utilisation), percent(q.deviation), num("%.0f", q.evicted),
 			num("%.2f s", s.latencyP50), num("%.2f s", s.latencyP99),
-			num("%.2f", s.cpuPer1000), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
+			cpuCell(s), num("%.0f MiB", s.peakRSS), num("%.2f", s.mutatingPerPod),
 		})
 	}
 	return header, rows
@@ -517,6 +547,9 @@ func queueTable(res *Results, nodes int) (header []string, rows [][]string) {
 func queueShareTable(res *Results, nodes int) (header []string, rows [][]string) {
 	header = []string{"config", "queue (weight)", "jobs", "admission p50", "p99", "share", "deserved", "|deviation|"}
 	for _, c := range res.Configurations {
+		if !c.runs(scenarioByName("Q")) {
+			continue
+		}
 		runs := res.runs(c.Name, "Q", nodes)
 		if row, ok := unavailableRow(c, runs, len(header)); !ok {
 			rows = append(rows, row)

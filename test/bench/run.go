@@ -67,17 +67,20 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 		res.Kind, res.Nodes, res.Sweep = "sweep", 0, s.Sweep
 		nodeCounts = s.Sweep
 	}
-	for _, c := range Configurations {
-		if len(s.Configs) == 0 || slices.Contains(s.Configs, c.Name) {
-			res.Configurations = append(res.Configurations, ConfigurationStatus{Configuration: *c})
-		}
-	}
 	for _, sc := range Scenarios {
 		if res.Kind == "sweep" && sc.Name != "P" {
 			continue
 		}
 		if len(s.Scenarios) == 0 || slices.Contains(s.Scenarios, sc.Name) {
 			res.Scenarios = append(res.Scenarios, sc)
+		}
+	}
+	var configs []*Configuration
+	for _, c := range Configurations {
+		// A configuration that runs none of the scenarios (CU in a sweep) is left out.
+		if (len(s.Configs) == 0 || slices.Contains(s.Configs, c.Name)) && slices.ContainsFunc(res.Scenarios, c.runs) {
+			res.Configurations = append(res.Configurations, ConfigurationStatus{Configuration: *c})
+			configs = append(configs, c)
 		}
 	}
 	runDir := filepath.Join(s.OutDir, res.Kind+"-"+res.Started.Format("20060102-150405"))
@@ -88,7 +91,7 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 		return nil, err
 	}
 	res.Dir = runDir
-	res.EstimatedMinutes = Estimate(s, len(res.Configurations), res.Scenarios).Minutes()
+	res.EstimatedMinutes = Estimate(s, configs, res.Scenarios).Minutes()
 	fmt.Fprintf(s.Log, "benchmark: %s; estimated %.0f min on 2 cores; clusters' logs under %s\n", res.Command, res.EstimatedMinutes, runDir)
 
 	d := &driver{settings: s, root: root, bins: bins, runDir: runDir, res: res}
@@ -103,7 +106,7 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 					if ctx.Err() != nil {
 						return res, ctx.Err()
 					}
-					if res.Configurations[i].Unavailable == "" && sc.Skip == "" {
+					if res.Configurations[i].Unavailable == "" && sc.Skip == "" && res.Configurations[i].runs(sc) {
 						// Its own control plane: nothing to carry over if it fails.
 						_ = d.runOne(ctx, &res.Configurations[i], sc, rep, nodes, nil)
 					}
@@ -164,7 +167,7 @@ func (d *driver) smoke(ctx context.Context, nodes int) {
 				err = b.prepare(ctx, nodes, io.Discard)
 			}
 			for _, sc := range d.res.Scenarios {
-				if sc.Skip != "" || config.Unavailable != "" {
+				if sc.Skip != "" || config.Unavailable != "" || !config.runs(sc) {
 					continue
 				}
 				if err != nil {
@@ -326,6 +329,12 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	if err != nil {
 		return fmt.Errorf("the recorder saw %d of %d pods created: %w", rec.counts().seen, len(w.pods), err)
 	}
+	if b.config.Controllers {
+		// The mirrors must exist before the scheduler starts, as the rest of the backlog does.
+		if err := b.waitMirrors(ctx, w.namespace, len(w.gangs)); err != nil {
+			return err
+		}
+	}
 	run.Timings.CreateSeconds = time.Since(created).Seconds()
 	before, err := b.mutatingRequests(ctx)
 	if err != nil {
@@ -334,6 +343,12 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	apiBefore, err := readProcStats(b.Pid(localcluster.APIServer))
 	if err != nil {
 		return fmt.Errorf("reading the apiserver's CPU: %w", err)
+	}
+	var controllersBefore procStats
+	if b.config.Controllers {
+		if controllersBefore, err = readProcStats(b.Pid(localcluster.Controllers)); err != nil {
+			return fmt.Errorf("reading tephra-controllers' CPU: %w", err)
+		}
 	}
 
 	start := time.Now()
@@ -405,6 +420,13 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 			return err
 		}
 		run.SchedulingAttemptsPerPod = ptr.To(attempts / float64(max(o.bound, 1)))
+	}
+	if b.config.Controllers {
+		stats, err := readProcStats(b.Pid(localcluster.Controllers))
+		if err != nil {
+			return fmt.Errorf("reading tephra-controllers' CPU: %w", err)
+		}
+		run.ControllersCPUSecondsPer1000Pods = ptr.To((stats.CPUSeconds - controllersBefore.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
 	}
 	after, err := b.mutatingRequests(ctx)
 	if err != nil {
