@@ -29,9 +29,11 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
+// TestMain installs the shipped overlay for clusters where Tephra replaces scheduler-plugins and
+// Volcano: the base, the foreign CRDs and the compatible scheduler names.
 func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
-		Manifests: localcluster.KustomizeManifests(filepath.Join("test", "e2e", "foreign", "testdata")),
+		Manifests: localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "foreign-schedulers")),
 	}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))
