@@ -13,6 +13,7 @@ import (
 
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/mirror"
 )
 
 // VolcanoQueueReconciler mirrors Volcano Queues into Tephra Queues of the same name and writes
@@ -73,7 +74,7 @@ func (r *VolcanoQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	for _, list := range []corev1.ResourceList{vq.Spec.Capability, vq.Spec.Guarantee.Resource} {
 		if name := negativeQuantity(list); name != "" {
-			invalid(r.Recorder, &vq, "resource %s is negative", name)
+			mirror.Invalid(r.Recorder, &vq, "resource %s is negative", name)
 			return ctrl.Result{}, nil
 		}
 	}
@@ -83,23 +84,23 @@ func (r *VolcanoQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	switch {
 	case apierrors.IsNotFound(err):
 		q = schedulingv1alpha1.Queue{
-			ObjectMeta: metav1.ObjectMeta{Name: vq.Name, OwnerReferences: []metav1.OwnerReference{controllerRef(&vq, volcanoQueueGVK)}},
+			ObjectMeta: metav1.ObjectMeta{Name: vq.Name, OwnerReferences: []metav1.OwnerReference{mirror.ControllerRef(&vq, volcanoQueueGVK)}},
 			Spec:       spec,
 		}
 		if err := r.Create(ctx, &q); err != nil {
-			return ctrl.Result{}, refused(r.Recorder, &vq, "create", err)
+			return ctrl.Result{}, mirror.Refused(r.Recorder, &vq, "create", err)
 		}
-		r.Recorder.Eventf(&vq, &q, corev1.EventTypeNormal, ReasonMirrored, "Translate", "Tephra Queue %s created from this Volcano Queue", q.Name)
+		r.Recorder.Eventf(&vq, &q, corev1.EventTypeNormal, mirror.ReasonCreated, "Translate", "Tephra Queue %s created from this Volcano Queue", q.Name)
 	case err != nil:
 		return ctrl.Result{}, err
 	case !metav1.IsControlledBy(&q, &vq):
-		r.Recorder.Eventf(&vq, &q, corev1.EventTypeWarning, ReasonMirrorConflict, "Translate",
+		r.Recorder.Eventf(&vq, &q, corev1.EventTypeWarning, mirror.ReasonConflict, "Translate",
 			"Tephra Queue %s already exists and is not owned by this Volcano Queue: it is left as it is, and PodGroups naming %s run in it", q.Name, q.Name)
 		return ctrl.Result{}, nil
 	case !apiequality.Semantic.DeepEqual(q.Spec, spec):
 		q.Spec = spec
 		if err := r.Update(ctx, &q); err != nil {
-			return ctrl.Result{}, refused(r.Recorder, &vq, "update", err)
+			return ctrl.Result{}, mirror.Refused(r.Recorder, &vq, "update", err)
 		}
 	}
 	status := vq.Status

@@ -15,6 +15,7 @@ import (
 
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/mirror"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 )
 
@@ -53,11 +54,11 @@ func (r *SchedulerPluginsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, nil
 	}
 	if pg.Spec.MinMember < 0 {
-		invalid(r.Recorder, &pg, "spec.minMember is %d; it must be at least 0 (0 and 1 both mean one pod)", pg.Spec.MinMember)
+		mirror.Invalid(r.Recorder, &pg, "spec.minMember is %d; it must be at least 0 (0 and 1 both mean one pod)", pg.Spec.MinMember)
 		return ctrl.Result{}, nil
 	}
 	if name := negativeQuantity(pg.Spec.MinResources); name != "" {
-		invalid(r.Recorder, &pg, "spec.minResources[%s] is negative", name)
+		mirror.Invalid(r.Recorder, &pg, "spec.minResources[%s] is negative", name)
 		return ctrl.Result{}, nil
 	}
 	spec := schedulingv1alpha1.PodGroupSpec{MinMember: pg.Spec.MinMember, MinResources: pg.Spec.MinResources}
@@ -66,7 +67,7 @@ func (r *SchedulerPluginsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
 		spec.ScheduleTimeoutSeconds = new(min(*t, 86400))
 	}
-	group, err := syncPodGroup(ctx, r.Client, r.Recorder, &pg, schedulerPluginsGVK, spec)
+	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &pg, schedulerPluginsGVK, spec, nil)
 	if err != nil || group == nil {
 		return ctrl.Result{}, err
 	}

@@ -11,7 +11,7 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
-func mirror(phase schedulingv1alpha1.PodGroupPhase, minMember int32) *schedulingv1alpha1.PodGroup {
+func mirrorIn(phase schedulingv1alpha1.PodGroupPhase, minMember int32) *schedulingv1alpha1.PodGroup {
 	return &schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinMember: minMember}, Status: schedulingv1alpha1.PodGroupStatus{Phase: phase}}
 }
 
@@ -32,7 +32,7 @@ func TestVolcanoStatus(t *testing.T) {
 		{"failed", volcanov1beta1.PodGroupRunning, schedulingv1alpha1.PodGroupFailed, false, volcanov1beta1.PodGroupFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := volcanoStatus(volcanov1beta1.PodGroupStatus{Phase: tc.previous}, mirror(tc.mirror, 2), tc.admitted)
+			got := volcanoStatus(volcanov1beta1.PodGroupStatus{Phase: tc.previous}, mirrorIn(tc.mirror, 2), tc.admitted)
 			if got.Phase != tc.want {
 				t.Errorf("phase = %q, want %q", got.Phase, tc.want)
 			}
@@ -58,7 +58,7 @@ func TestSchedulerPluginsStatus(t *testing.T) {
 		{"failed", schedulingv1alpha1.PodGroupFailed, []corev1.Pod{bound, bound}, schedulerpluginsv1alpha1.PodGroupFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := mirror(tc.mirror, 2)
+			m := mirrorIn(tc.mirror, 2)
 			m.CreationTimestamp = metav1.Now()
 			got := schedulerPluginsStatus(schedulerpluginsv1alpha1.PodGroupStatus{}, m, tc.pods)
 			if got.Phase != tc.want {

@@ -14,6 +14,7 @@ import (
 
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/mirror"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 )
 
@@ -73,7 +74,7 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	if pg.Spec.MinMember < 0 {
-		invalid(r.Recorder, &pg, "spec.minMember is %d; it must be at least 0 (0 and 1 both mean one pod)", pg.Spec.MinMember)
+		mirror.Invalid(r.Recorder, &pg, "spec.minMember is %d; it must be at least 0 (0 and 1 both mean one pod)", pg.Spec.MinMember)
 		return ctrl.Result{}, nil
 	}
 	spec := schedulingv1alpha1.PodGroupSpec{
@@ -84,12 +85,12 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	if pg.Spec.MinResources != nil {
 		if name := negativeQuantity(*pg.Spec.MinResources); name != "" {
-			invalid(r.Recorder, &pg, "spec.minResources[%s] is negative", name)
+			mirror.Invalid(r.Recorder, &pg, "spec.minResources[%s] is negative", name)
 			return ctrl.Result{}, nil
 		}
 		spec.MinResources = *pg.Spec.MinResources
 	}
-	group, err := syncPodGroup(ctx, r.Client, r.Recorder, &pg, volcanoPodGroupGVK, spec)
+	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &pg, volcanoPodGroupGVK, spec, nil)
 	if err != nil || group == nil {
 		return ctrl.Result{}, err
 	}

@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,21 +36,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/mirror"
 )
 
 // ControllerName names the adapter, in logs and as the reporting controller of its events.
 const ControllerName = "tephra-upstream-podgroup"
-
-// Event reasons on the upstream PodGroup.
-const (
-	// ReasonInvalid: the upstream PodGroup cannot be mirrored as it is (e.g. a queue label that
-	// is not a queue name).
-	ReasonInvalid = "InvalidPodGroup"
-	// ReasonConflict: a Tephra PodGroup of the same name exists and is not the mirror of this one.
-	ReasonConflict = "PodGroupConflict"
-	// ReasonMirrored: the Tephra PodGroup was created.
-	ReasonMirrored = "Mirrored"
-)
 
 // GroupVersion is the upstream API the adapter reads.
 var GroupVersion = upstreamv1beta1.SchemeGroupVersion
@@ -135,65 +124,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if invalid != "" {
-		r.Recorder.Eventf(&up, nil, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot schedule this PodGroup: %s", invalid)
+		mirror.Invalid(r.Recorder, &up, "Tephra cannot schedule this PodGroup: %s", invalid)
 		return reconcile.Result{}, nil
 	}
-
-	var mirror schedulingv1alpha1.PodGroup
-	err = r.Get(ctx, req.NamespacedName, &mirror)
-	if apierrors.IsNotFound(err) {
-		mirror = schedulingv1alpha1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       up.Namespace,
-				Name:            up.Name,
-				Labels:          map[string]string{MirrorLabel: "true"},
-				OwnerReferences: []metav1.OwnerReference{ownerRef(&up)},
-			},
-			Spec: spec,
-		}
-		if err := r.Create(ctx, &mirror); err != nil {
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return reconcile.Result{}, nil // going away with its namespace
-			}
-			if apierrors.IsInvalid(err) {
-				r.Recorder.Eventf(&up, nil, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot schedule this PodGroup: %v", err)
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, err
-		}
-		r.Recorder.Eventf(&up, &mirror, corev1.EventTypeNormal, ReasonMirrored, "Mirror", "Scheduled by Tephra as PodGroup %s/%s (minMember %d, queue %q)", mirror.Namespace, mirror.Name, spec.MinMember, queueOrDefault(spec.Queue))
-		return reconcile.Result{}, nil
-	}
-	if err != nil {
+	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &up, GroupVersion.WithKind("PodGroup"), spec, map[string]string{MirrorLabel: "true"})
+	if err != nil || group == nil {
 		return reconcile.Result{}, err
 	}
-	if !metav1.IsControlledBy(&mirror, &up) {
-		r.Recorder.Eventf(&up, &mirror, corev1.EventTypeWarning, ReasonConflict, "Mirror", "Tephra PodGroup %s/%s already exists and is not owned by this PodGroup; Tephra schedules the pods by that one", mirror.Namespace, mirror.Name)
-		return reconcile.Result{}, nil
-	}
-	if mirror.Spec.MinMember != spec.MinMember || mirror.Spec.Queue != spec.Queue || mirror.Spec.PriorityClassName != spec.PriorityClassName {
-		mirror.Spec.MinMember, mirror.Spec.Queue, mirror.Spec.PriorityClassName = spec.MinMember, spec.Queue, spec.PriorityClassName
-		if err := r.Update(ctx, &mirror); err != nil {
-			if apierrors.IsInvalid(err) {
-				r.Recorder.Eventf(&up, &mirror, corev1.EventTypeWarning, ReasonInvalid, "Mirror", "Tephra cannot apply this change: %v", err)
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, err
-		}
-	}
-	return reconcile.Result{}, r.writeStatus(ctx, &up, &mirror)
+	return reconcile.Result{}, r.writeStatus(ctx, &up, group)
 }
 
 // deleteMirror deletes the mirror of an upstream PodGroup that is being deleted.
 func (r *Reconciler) deleteMirror(ctx context.Context, up *upstreamv1beta1.PodGroup) error {
-	var mirror schedulingv1alpha1.PodGroup
-	if err := r.Get(ctx, client.ObjectKeyFromObject(up), &mirror); err != nil {
+	var group schedulingv1alpha1.PodGroup
+	if err := r.Get(ctx, client.ObjectKeyFromObject(up), &group); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !metav1.IsControlledBy(&mirror, up) || mirror.DeletionTimestamp != nil {
+	if !metav1.IsControlledBy(&group, up) || group.DeletionTimestamp != nil {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Delete(ctx, &mirror, client.Preconditions{UID: &mirror.UID}))
+	return client.IgnoreNotFound(r.Delete(ctx, &group, client.Preconditions{UID: &group.UID}))
 }
 
 // MirrorLabel marks the Tephra PodGroups that mirror an upstream PodGroup.
@@ -226,36 +176,15 @@ func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGro
 	return spec, "", nil
 }
 
-func queueOrDefault(q string) string {
-	if q == "" {
-		return schedulingv1alpha1.DefaultQueue
-	}
-	return q
-}
-
-// ownerRef makes the upstream PodGroup the controller of its mirror. blockOwnerDeletion is left
-// unset: it would need update on podgroups/finalizers where OwnerReferencesPermissionEnforcement
-// is on, and nothing needs the mirror to outlive its owner's deletion.
-func ownerRef(up *upstreamv1beta1.PodGroup) metav1.OwnerReference {
-	controller := true
-	return metav1.OwnerReference{
-		APIVersion: GroupVersion.String(),
-		Kind:       "PodGroup",
-		Name:       up.Name,
-		UID:        up.UID,
-		Controller: &controller,
-	}
-}
-
 // writeStatus sets PodGroupInitiallyScheduled on the upstream PodGroup from the mirror's status.
-func (r *Reconciler) writeStatus(ctx context.Context, up *upstreamv1beta1.PodGroup, mirror *schedulingv1alpha1.PodGroup) error {
+func (r *Reconciler) writeStatus(ctx context.Context, up *upstreamv1beta1.PodGroup, group *schedulingv1alpha1.PodGroup) error {
 	if meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
 		return nil // terminal
 	}
 	want := metav1.Condition{Type: upstreamv1beta1.PodGroupInitiallyScheduled, ObservedGeneration: up.Generation}
-	if c := meta.FindStatusCondition(mirror.Status.Conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
 		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "Scheduled", "Tephra placed the gang's minimum"
-	} else if c := meta.FindStatusCondition(mirror.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
+	} else if c := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
 		want.Status, want.Reason, want.Message = metav1.ConditionFalse, upstreamv1beta1.PodGroupReasonUnschedulable, c.Message
 	} else {
 		return nil

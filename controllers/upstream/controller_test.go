@@ -84,12 +84,12 @@ func TestMirrorSpec(t *testing.T) {
 		gang("missing-workload", 2, nil, "nope"),
 	)
 	for name, want := range map[string]schedulingv1alpha1.PodGroupSpec{
-		"plain":            {MinMember: 7},
-		"basic":            {MinMember: 1},
-		"prio":             {MinMember: 2, PriorityClassName: "high"},
+		"plain":            {MinMember: 7, Queue: schedulingv1alpha1.DefaultQueue},
+		"basic":            {MinMember: 1, Queue: schedulingv1alpha1.DefaultQueue},
+		"prio":             {MinMember: 2, PriorityClassName: "high", Queue: schedulingv1alpha1.DefaultQueue},
 		"own-label":        {MinMember: 3, Queue: "team-p"},
 		"from-workload":    {MinMember: 2, Queue: "team-w"},
-		"missing-workload": {MinMember: 2},
+		"missing-workload": {MinMember: 2, Queue: schedulingv1alpha1.DefaultQueue},
 	} {
 		reconcileOnce(t, r, name)
 		m, err := getMirror(t, r, name)
@@ -100,7 +100,7 @@ func TestMirrorSpec(t *testing.T) {
 		assert.Equal(t, []any{"scheduling.k8s.io/v1beta1", "PodGroup", name, types.UID("uid-" + name), true},
 			[]any{ref.APIVersion, ref.Kind, ref.Name, ref.UID, *ref.Controller}, name)
 	}
-	assert.Contains(t, drain(rec), "Normal Mirrored")
+	assert.Contains(t, drain(rec), `Normal TephraObjectCreated Tephra PodGroup ns/plain created from this PodGroup: minMember 7, queue "default"`)
 
 	// minCount is mutable upstream (elastic gangs): the mirror follows.
 	var up upstreamv1beta1.PodGroup
@@ -123,13 +123,13 @@ func TestMalformedAndConflict(t *testing.T) {
 	reconcileOnce(t, r, "bad-queue")
 	_, err := getMirror(t, r, "bad-queue")
 	assert.True(t, apierrors.IsNotFound(err), "no mirror of a malformed PodGroup")
-	assert.Regexp(t, `Warning InvalidPodGroup .*Not_A_Queue`, drain(rec))
+	assert.Regexp(t, `Warning InvalidForTephra .*Not_A_Queue`, drain(rec))
 
 	reconcileOnce(t, r, "zero")
-	assert.Regexp(t, `Warning InvalidPodGroup .*minCount is 0`, drain(rec))
+	assert.Regexp(t, `Warning InvalidForTephra .*minCount is 0`, drain(rec))
 
 	reconcileOnce(t, r, "taken")
-	assert.Contains(t, drain(rec), "Warning PodGroupConflict")
+	assert.Contains(t, drain(rec), "Warning TephraObjectConflict")
 	m, err := getMirror(t, r, "taken")
 	require.NoError(t, err)
 	assert.Equal(t, int32(9), m.Spec.MinMember, "a Tephra PodGroup the adapter does not own is left alone")

@@ -201,9 +201,9 @@ func TestUpstreamQueueAndMalformed(t *testing.T) {
 			return pg.Spec.Queue == want.queue && pg.Spec.MinMember == want.min, fmt.Sprintf("queue %q, minMember %d", pg.Spec.Queue, pg.Spec.MinMember)
 		})
 	}
-	framework.Eventually(t, 30*time.Second, "a Warning InvalidPodGroup event on bad-queue", func() (bool, string) {
+	framework.Eventually(t, 30*time.Second, "a Warning InvalidForTephra event on bad-queue", func() (bool, string) {
 		events := env.Events(ns, "bad-queue")
-		return regexp.MustCompile(`Warning InvalidPodGroup: .*Not_A_Queue`).MatchString(events), events
+		return regexp.MustCompile(`Warning InvalidForTephra: .*Not_A_Queue`).MatchString(events), events
 	})
 	_, err = mirror(ctx, env, ns, "bad-queue")
 	assert.True(t, apierrors.IsNotFound(err), "no mirror of a malformed PodGroup: %v", err)
