@@ -30,6 +30,8 @@ rm -f charts/tephra/foreign-crds/*.yaml
 cp manifests/components/foreign-crds/*_*.yaml charts/tephra/foreign-crds/
 
 # The generators come from k8s.io/code-generator at the version this module pins.
+# (go list -m prints no directory until the module is downloaded, as on a fresh machine.)
+go mod download k8s.io/code-generator
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
 GOBIN="$PWD/bin/codegen-$(go list -m -f '{{.Version}}' k8s.io/code-generator)"
 export GOBIN

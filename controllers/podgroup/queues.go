@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // queueHold is why a group's queue does not admit its minimum now; empty when it does.

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // jobShares orders jobs of equal priority by their dominant resource share (DRF): the job that

@@ -10,7 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
 // memberCount is what a group's members are doing now.

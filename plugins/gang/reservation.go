@@ -14,7 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
 // ReasonReserved is the event reason when nodes are reserved for a group past its SLA.

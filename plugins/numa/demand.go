@@ -12,7 +12,7 @@ import (
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
 // PolicyAnnotation on a pod replaces its nodes' Topology Manager policy in the plugin's decisions:

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
 // maxZones bounds the NUMA zones of a node the plugin considers, so that a set of zones fits a

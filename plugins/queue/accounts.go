@@ -12,7 +12,7 @@ import (
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // accounts is what the TephraQueue plugins of every profile of one scheduler share: one ledger,

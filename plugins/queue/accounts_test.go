@@ -18,7 +18,7 @@ import (
 	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.

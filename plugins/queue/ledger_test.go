@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 const gpu corev1.ResourceName = "nvidia.com/gpu"

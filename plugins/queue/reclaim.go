@@ -22,9 +22,9 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
-	"github.com/tephra-dev/tephra/plugins/queue/quota"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // Victim kinds, for events and metrics.

@@ -6,18 +6,21 @@ import (
 )
 
 // Event is something that happens to a Job's pods or tasks, matched by a LifecyclePolicy.
-// +kubebuilder:validation:Enum=PodFailed;PodEvicted;PodPending;TaskCompleted;TaskFailed;Unknown;"*"
+// +kubebuilder:validation:Enum=PodFailed;PodEvicted;PodPending;PodGroupUnready;TaskCompleted;TaskFailed;Unknown;"*"
 type Event string
 
 // Events a policy can match.
 const (
-	AnyEvent           Event = "*"
-	PodFailedEvent     Event = "PodFailed"
-	PodEvictedEvent    Event = "PodEvicted"
-	PodPendingEvent    Event = "PodPending"
-	TaskCompletedEvent Event = "TaskCompleted"
-	TaskFailedEvent    Event = "TaskFailed"
-	UnknownEvent       Event = "Unknown"
+	AnyEvent        Event = "*"
+	PodFailedEvent  Event = "PodFailed"
+	PodEvictedEvent Event = "PodEvicted"
+	PodPendingEvent Event = "PodPending"
+	// PodGroupUnreadyEvent: the Job's minimum was not bound and Running within its ready timeout
+	// (spec.readyTimeoutSeconds), and tephra-controllers evicted its bound pods.
+	PodGroupUnreadyEvent Event = "PodGroupUnready"
+	TaskCompletedEvent   Event = "TaskCompleted"
+	TaskFailedEvent      Event = "TaskFailed"
+	UnknownEvent         Event = "Unknown"
 )
 
 // Action is what the Job controller does when a policy matches.
@@ -157,6 +160,14 @@ type JobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinSuccess *int32 `json:"minSuccess,omitempty"`
+	// ReadyTimeoutSeconds is the ready timeout of the Job's PodGroup: how long its minimum has,
+	// from its first pod bound, to be all bound and Running before its bound pods are evicted
+	// (the PodGroupUnready event) and placed again. Defaults to tephra-controllers'
+	// --default-ready-timeout.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ReadyTimeoutSeconds *int32 `json:"readyTimeoutSeconds,omitempty"`
 	// MaxRetry is how many times the Job may be restarted before it fails.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0

@@ -35,6 +35,10 @@ const (
 	// scheduling.tephra.dev/sla-waiting-time) has waited past it for its minimum: tephra-scheduler
 	// then reserves nodes for it.
 	PodGroupSLAExceeded = "SLAExceeded"
+	// PodGroupPodsReady is true once the group's minimum is bound and Running. It turns false
+	// with reason Unready when the minimum missed its ready timeout and its bound members were
+	// evicted.
+	PodGroupPodsReady = "PodsReady"
 )
 
 // PodGroupSpec says how many pods of a group must be placed together.
@@ -79,6 +83,16 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
+
+	// ReadyTimeoutSeconds bounds how long the group's minimum has, from its first member bound,
+	// to be all bound and Running. Past it, tephra-controllers evicts the group's bound members
+	// (their controllers create them again), the PodsReady condition says why, and the scheduler
+	// holds the group back for a backoff before placing it again. Defaults to tephra-controllers'
+	// --default-ready-timeout (off unless set: bound members then wait as long as it takes).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ReadyTimeoutSeconds *int32 `json:"readyTimeoutSeconds,omitempty"`
 }
 
 // PodGroupStatus is what happened to the group. The PodGroup controller is its only writer.
@@ -95,6 +109,14 @@ type PodGroupStatus struct {
 	// Failed counts the group's pods that ended in failure.
 	// +optional
 	Failed int32 `json:"failed,omitempty"`
+	// UnreadyEvictions counts the times the group's bound members were evicted because its
+	// minimum was not bound and Running within its ready timeout; the scheduler's backoff before
+	// the next attempt doubles with each. Reset when the minimum runs.
+	// +optional
+	UnreadyEvictions int32 `json:"unreadyEvictions,omitempty"`
+	// LastUnreadyEvictionTime is when the group's bound members were last evicted for it.
+	// +optional
+	LastUnreadyEvictionTime *metav1.Time `json:"lastUnreadyEvictionTime,omitempty"`
 	// Conditions such as Unschedulable with the reason.
 	// +listType=map
 	// +listMapKey=type

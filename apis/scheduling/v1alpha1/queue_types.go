@@ -57,6 +57,13 @@ type QueueSpec struct {
 	// +kubebuilder:default=Open
 	// +optional
 	State QueueState `json:"state,omitempty"`
+
+	// NamespaceSelector says which namespaces may submit to the queue: a pod, PodGroup or Job
+	// from another namespace is refused (an event names the queue and the selector) and uses
+	// none of the queue's share. Absent: every namespace may, as for the default queue. An empty
+	// selector ({}) also matches every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // QueueStatus is what the queue uses and deserves now. The Queue controller is its only writer.

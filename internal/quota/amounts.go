@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/tephra-dev/tephra/plugins/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
 // Amounts are resource quantities as integers: CPU in millicores, everything else in units
