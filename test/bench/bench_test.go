@@ -439,6 +439,9 @@ func TestSchedulerConfigs(t *testing.T) {
 	assert.True(t, cu.Controllers)
 	assert.Equal(t, b1.FeatureGates, cu.FeatureGates)
 	assert.Equal(t, b1.RuntimeConfig, cu.RuntimeConfig)
+	// B1's scheduler needs the gate; CU's runs as shipped, without it (docs/gang.md).
+	assert.False(t, b1.SchedulerWithoutFeatureGates)
+	assert.True(t, cu.SchedulerWithoutFeatureGates)
 	cPath, err := c.schedulerConfig(root, t.TempDir())
 	require.NoError(t, err)
 	cuPath, err := cu.schedulerConfig(root, t.TempDir())

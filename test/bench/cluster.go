@@ -93,7 +93,9 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 		WithoutControllerManager: true,
 		FeatureGates:             config.FeatureGates,
 		RuntimeConfig:            config.RuntimeConfig,
-		APIServerArgs:            apiServerArgs,
+
+		TephraSchedulerWithoutFeatureGates: config.SchedulerWithoutFeatureGates,
+		APIServerArgs:                      apiServerArgs,
 	}
 	if config.schedulerConfig != nil {
 		if opts.SchedulerConfig, err = config.schedulerConfig(root, dir); err != nil {

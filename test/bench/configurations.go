@@ -41,6 +41,10 @@ type Configuration struct {
 	// FeatureGates and RuntimeConfig for the apiserver and the scheduler.
 	FeatureGates  string `json:"featureGates,omitempty"`
 	RuntimeConfig string `json:"runtimeConfig,omitempty"`
+	// SchedulerWithoutFeatureGates runs the scheduler without FeatureGates, as Tephra ships it
+	// (docs/gang.md): with GenericWorkload on, kube-scheduler would schedule upstream PodGroups'
+	// pods in pod-group cycles of its own, beside TephraGang.
+	SchedulerWithoutFeatureGates bool `json:"schedulerWithoutFeatureGates,omitempty"`
 
 	// schedulerConfig writes the scheduler's KubeSchedulerConfiguration under dir and returns
 	// its path; nil for L.
@@ -79,12 +83,14 @@ var Configurations = []*Configuration{
 		Name: "CU",
 		Title: "Tephra with upstream gangs: C's scheduler configuration, gangs as scheduling.k8s.io/v1beta1 PodGroups " +
 			"(as B1's), mirrored into Tephra PodGroups by tephra-controllers",
-		Gangs:           UpstreamGangs,
-		Controllers:     true,
-		GangsOnly:       true,
-		FeatureGates:    "GenericWorkload=true",
-		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
-		schedulerConfig: tephraSchedulerConfig,
+		Gangs:         UpstreamGangs,
+		Controllers:   true,
+		GangsOnly:     true,
+		FeatureGates:  "GenericWorkload=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// As shipped: only the apiserver needs the gate (docs/gang.md).
+		SchedulerWithoutFeatureGates: true,
+		schedulerConfig:              tephraSchedulerConfig,
 	},
 }
 

@@ -464,7 +464,10 @@ func writeMethod(b *strings.Builder, res *Results) {
 	b.WriteString("Configurations:\n\n")
 	for _, c := range res.Configurations {
 		fmt.Fprintf(b, "- **%s**, %s.", c.Name, c.Title)
-		if c.FeatureGates != "" || c.RuntimeConfig != "" {
+		switch {
+		case (c.FeatureGates != "" || c.RuntimeConfig != "") && c.SchedulerWithoutFeatureGates:
+			fmt.Fprintf(b, " kube-apiserver runs with `--feature-gates=%s` and `--runtime-config=%s`, the scheduler without feature gates, as shipped.", c.FeatureGates, c.RuntimeConfig)
+		case c.FeatureGates != "" || c.RuntimeConfig != "":
 			fmt.Fprintf(b, " kube-apiserver and the scheduler run with `--feature-gates=%s`, the apiserver with `--runtime-config=%s`.", c.FeatureGates, c.RuntimeConfig)
 		}
 		b.WriteString("\n")
@@ -479,8 +482,9 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"whose upstream PodGroup adapter mirrors each scheduling.k8s.io/v1beta1 PodGroup into a Tephra PodGroup of the same name; " +
 		"the backlog counts as created once every mirror exists, and only then does CU's scheduler start. " +
 		"The controllers keep running while the backlog drains (they write the groups' status, Tephra's and upstream's), " +
-		"so CU's API writes/pod and API CPU include theirs. The shipped scheduler configuration disables upstream's GangScheduling " +
-		"plugin, which GenericWorkload would add: TephraGang alone gangs CU's pods. " +
+		"so CU's API writes/pod and API CPU include theirs. CU's scheduler runs without GenericWorkload, as Tephra ships it " +
+		"(docs/gang.md): with the gate, kube-scheduler would add its GangScheduling plugin (the shipped configuration disables it) " +
+		"and schedule the upstream groups' pods in pod-group cycles of its own; without it, TephraGang alone gangs CU's pods. " +
 		"CU runs only the scenarios with gangs (G8, G64, GI): P's and Q's pods have none, and there CU would be C.\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
 		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast. " +
