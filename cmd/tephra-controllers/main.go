@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -36,6 +37,7 @@ func main() {
 	var (
 		metricsAddr, probeAddr, leaderElectionNamespace, schedulerNames string
 		leaderElect, metricsSecure, showVersion                         bool
+		defaultReadyTimeout                                             time.Duration
 		qps                                                             float64
 		burst                                                           int
 	)
@@ -47,6 +49,7 @@ func main() {
 	flag.Float64Var(&qps, "kube-api-qps", 200, "queries per second to the apiserver")
 	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
 	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
+	flag.DurationVar(&defaultReadyTimeout, "default-ready-timeout", 0, "ready timeout of PodGroups that set no spec.readyTimeoutSeconds: a group whose minimum is not bound and Running this long after its first pod was bound has its bound pods evicted and is placed again after a backoff (0: none)")
 	flag.BoolVar(&showVersion, "version", false, "print the version and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -94,7 +97,7 @@ func main() {
 		log.Error(err, "invalid --scheduler-names")
 		os.Exit(1)
 	}
-	if err := setupControllers(mgr, names); err != nil {
+	if err := setupControllers(mgr, names, defaultReadyTimeout); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
 	}
@@ -129,8 +132,8 @@ func parseSchedulerNames(flagValue string) ([]string, error) {
 }
 
 // setupControllers registers every Tephra controller with the manager. The Queue controller counts
-// the pods of schedulerNames in the queues.
-func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
+// the pods of schedulerNames in the queues; defaultReadyTimeout is the PodGroups' default ready timeout.
+func setupControllers(mgr ctrl.Manager, schedulerNames []string, defaultReadyTimeout time.Duration) error {
 	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
 		return err
 	}
@@ -138,7 +141,7 @@ func setupControllers(mgr ctrl.Manager, schedulerNames []string) error {
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("queue controller: %w", err)
 	}
-	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName)}
+	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName), DefaultReadyTimeout: defaultReadyTimeout}
 	if err := podGroups.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("pod group controller: %w", err)
 	}

@@ -678,6 +678,8 @@ func (e jobEvent) describe() string {
 		return fmt.Sprintf("pod %s failed (exit code %d)", e.pod.Name, e.exitCode)
 	case e.pod != nil && e.event == batchv1alpha1.PodEvictedEvent:
 		return fmt.Sprintf("pod %s was evicted", e.pod.Name)
+	case e.pod != nil && e.event == batchv1alpha1.PodGroupUnreadyEvent:
+		return fmt.Sprintf("pod %s was evicted: its pod group's minimum was not bound and Running within its ready timeout", e.pod.Name)
 	case e.pod != nil && e.event == batchv1alpha1.PodPendingEvent:
 		return fmt.Sprintf("pod %s has been pending since %s", e.pod.Name, e.since.UTC().Format(time.RFC3339))
 	case e.pod != nil && e.event == batchv1alpha1.UnknownEvent:
@@ -701,6 +703,9 @@ func (m *machine) podEvents() []jobEvent {
 		}
 		ev := jobEvent{task: pod.task, pod: pod}
 		switch {
+		case unreadyEviction(pod.Pod) != nil && pod.live():
+			// tephra-controllers evicts the bound pods of a group that missed its ready timeout.
+			ev.event, ev.since = batchv1alpha1.PodGroupUnreadyEvent, unreadyEviction(pod.Pod).LastTransitionTime.Time
 		case pod.terminating() && pod.live():
 			// The controller deletes only stale pods and those it restarts while the job runs:
 			// someone else is taking this one away.
@@ -743,6 +748,15 @@ func disrupted(pod *corev1.Pod) *corev1.PodCondition {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			return c
 		}
+	}
+	return nil
+}
+
+// unreadyEviction returns the pod's DisruptionTarget condition if tephra-controllers set it to
+// evict the pod because its group missed its ready timeout.
+func unreadyEviction(pod *corev1.Pod) *corev1.PodCondition {
+	if c := disrupted(pod); c != nil && c.Reason == schedulingv1alpha1.ReasonPodGroupUnready {
+		return c
 	}
 	return nil
 }
@@ -793,7 +807,7 @@ func finishTime(pod *corev1.Pod) time.Time {
 // restart a job for finishing a task or for a pod that has just been created.
 func isFailure(e batchv1alpha1.Event) bool {
 	switch e {
-	case batchv1alpha1.PodFailedEvent, batchv1alpha1.PodEvictedEvent, batchv1alpha1.TaskFailedEvent, batchv1alpha1.UnknownEvent:
+	case batchv1alpha1.PodFailedEvent, batchv1alpha1.PodEvictedEvent, batchv1alpha1.PodGroupUnreadyEvent, batchv1alpha1.TaskFailedEvent, batchv1alpha1.UnknownEvent:
 		return true
 	}
 	return false

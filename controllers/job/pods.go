@@ -132,8 +132,9 @@ func podRequests(task *batchv1alpha1.TaskSpec) corev1.ResourceList {
 // current minimum should then be left alone (minMember must be at least 1).
 func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, jobNeed int32) (schedulingv1alpha1.PodGroupSpec, bool) {
 	out := schedulingv1alpha1.PodGroupSpec{
-		Queue:             job.Spec.Queue,
-		PriorityClassName: job.Spec.PriorityClassName,
+		Queue:               job.Spec.Queue,
+		PriorityClassName:   job.Spec.PriorityClassName,
+		ReadyTimeoutSeconds: job.Spec.ReadyTimeoutSeconds,
 	}
 	if out.Queue == "" {
 		out.Queue = schedulingv1alpha1.DefaultQueue

@@ -8,6 +8,7 @@ package podgroup
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -37,6 +38,9 @@ type Reconciler struct {
 	client.Client
 	// Recorder records events on PodGroups: phase changes, and new reasons they cannot be placed.
 	Recorder events.EventRecorder
+	// DefaultReadyTimeout is the ready timeout of groups that set no spec.readyTimeoutSeconds
+	// (0: none): see decideReady.
+	DefaultReadyTimeout time.Duration
 }
 
 // SetupWithManager indexes pods by group, registers the tephra_podgroups metric, and runs the
@@ -100,26 +104,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range queues.Items {
 		queuePtrs[i] = &queues.Items[i]
 	}
+	at := now()
 	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs))
-	recheck := ctrl.Result{RequeueAfter: slaRecheck(group, now())}
-	if equality.Semantic.DeepEqual(group.Status, status) {
-		return recheck, nil
-	}
-	previous := group.Status
-	group.Status = status
-	if err := r.Status().Update(ctx, group); err != nil {
-		// A conflict means the group changed since the cache showed it, and that change is on
-		// its way to the queue as an event: the next reconcile starts from it. Reporting the
-		// error would only add a log line and a rate-limited retry.
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{}, nil
+	ready := decideReady(group, pods.Items, r.DefaultReadyTimeout, at)
+	recheck := ctrl.Result{RequeueAfter: earliest(slaRecheck(group, at), applyReady(group, &status, ready, at))}
+	if !equality.Semantic.DeepEqual(group.Status, status) {
+		previous := group.Status
+		group.Status = status
+		if err := r.Status().Update(ctx, group); err != nil {
+			// A conflict means the group changed since the cache showed it, and that change is
+			// on its way to the queue as an event: the next reconcile starts from it. Reporting
+			// the error would only add a log line and a rate-limited retry.
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		// Events come after the write succeeds, so a transition is announced once, not once per
+		// attempt.
+		r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
+		if len(ready.evict) > 0 && status.UnreadyEvictions != previous.UnreadyEvictions && r.Recorder != nil {
+			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, schedulingv1alpha1.ReasonPodGroupUnready, "Evict", "%s",
+				meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupPodsReady).Message)
+		}
 	}
-	// Events come after the write succeeds, so a transition is announced once, not once per
-	// attempt.
-	r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
+	// Evicted only once the status says so: the scheduler's backoff reads it.
+	if len(ready.evict) > 0 {
+		if err := r.evictUnready(ctx, group, ready.evict); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return recheck, nil
+}
+
+// earliest is the shorter of two requeue delays, where 0 means none.
+func earliest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // recordEvents announces a phase change (a Warning when the group failed, as it can no longer

@@ -72,7 +72,16 @@ const (
 	ReasonWaitingForMembers = "WaitingForMembers"
 	// ReasonTimeout: the group's placed members waited scheduleTimeoutSeconds for the rest.
 	ReasonTimeout = "ScheduleTimeout"
+	// ReasonBackingOff: the group waits out its backoff after its bound members were evicted
+	// for missing its ready timeout.
+	ReasonBackingOff = "BackingOff"
 )
+
+// ReasonPodGroupUnready is the reason of the DisruptionTarget condition of a pod that
+// tephra-controllers evicts because its group's minimum was not bound and Running within the
+// group's ready timeout (spec.readyTimeoutSeconds), and of the Warning event on the group. The Job
+// controller reads such an eviction as the PodGroupUnready policy event.
+const ReasonPodGroupUnready = "PodGroupUnready"
 
 // CountsInQueues says whether a pod's requests count against Tephra's queues: pods of a scheduler
 // that serves queues (schedulerNames: the profiles of tephra-scheduler that enable TephraQueue,

@@ -1,0 +1,189 @@
+package podgroup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// boundAtTime binds a member to a node at t (the PodScheduled condition the apiserver sets).
+func boundAtTime(t time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.NodeName = "node-1"
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t)})
+	}
+}
+
+func readyGroup(minMember int32, timeoutSeconds int32) *schedulingv1alpha1.PodGroup {
+	g := group(minMember, nil)
+	g.Spec.ReadyTimeoutSeconds = ptr.To(timeoutSeconds)
+	return g
+}
+
+func TestDecideReady(t *testing.T) {
+	start := t0.Time
+	tests := []struct {
+		name       string
+		group      *schedulingv1alpha1.PodGroup
+		pods       []corev1.Pod
+		defaultTO  time.Duration
+		at         time.Time
+		ready      bool
+		evict      []string
+		conditionR string
+		recheck    time.Duration
+		evictions  int32
+	}{{
+		name:  "no timeout: nothing, and no condition",
+		group: group(3, nil),
+		pods:  []corev1.Pod{member("a", corev1.PodPending, boundAtTime(start))},
+		at:    start.Add(time.Hour),
+	}, {
+		name:       "nothing bound: nothing to evict",
+		group:      readyGroup(3, 10),
+		pods:       pods(corev1.PodPending, corev1.PodPending, corev1.PodPending),
+		at:         start.Add(time.Hour),
+		conditionR: ReasonWaitingForPodsReady,
+	}, {
+		name:  "partly bound within the timeout: wait for the rest",
+		group: readyGroup(3, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, boundAtTime(start)),
+			member("b", corev1.PodPending, boundAtTime(start.Add(2*time.Second))),
+			member("c", corev1.PodPending),
+		},
+		at:         start.Add(4 * time.Second),
+		conditionR: ReasonWaitingForPodsReady,
+		recheck:    6 * time.Second,
+	}, {
+		name:  "partly bound past the timeout: evict the bound members, not the unbound",
+		group: readyGroup(3, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, boundAtTime(start)),
+			member("b", corev1.PodPending, boundAtTime(start.Add(2*time.Second))),
+			member("c", corev1.PodPending),
+		},
+		at:         start.Add(10 * time.Second),
+		evict:      []string{"a", "b"},
+		conditionR: ReasonUnready,
+		evictions:  1,
+	}, {
+		name:      "the controller's default applies without spec.readyTimeoutSeconds",
+		group:     group(2, nil),
+		pods:      []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodPending)},
+		defaultTO: 5 * time.Second,
+		at:        start.Add(6 * time.Second), evict: []string{"a"}, conditionR: ReasonUnready, evictions: 1,
+	}, {
+		name:  "the minimum Running and succeeded: ready",
+		group: readyGroup(3, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, boundAtTime(start)),
+			member("b", corev1.PodRunning, boundAtTime(start)),
+			member("c", corev1.PodSucceeded, boundAtTime(start)),
+		},
+		at: start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
+	}, {
+		name: "a task short of its minTaskMember is not ready",
+		group: func() *schedulingv1alpha1.PodGroup {
+			g := readyGroup(2, 10)
+			g.Spec.MinTaskMember = map[string]int32{"master": 1}
+			return g
+		}(),
+		pods: []corev1.Pod{
+			member("w1", corev1.PodRunning, inTask("worker"), boundAtTime(start)),
+			member("w2", corev1.PodRunning, inTask("worker"), boundAtTime(start)),
+			member("m", corev1.PodPending, inTask("master"), boundAtTime(start)),
+		},
+		at: start.Add(11 * time.Second), evict: []string{"w1", "w2", "m"}, conditionR: ReasonUnready, evictions: 1,
+	}, {
+		name: "a group that was ready is not evicted when it loses members",
+		group: func() *schedulingv1alpha1.PodGroup {
+			g := readyGroup(2, 10)
+			g.Status.Conditions = []metav1.Condition{{Type: schedulingv1alpha1.PodGroupPodsReady, Status: metav1.ConditionTrue, Reason: ReasonMinimumReady}}
+			return g
+		}(),
+		pods: []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodPending)},
+		at:   start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
+	}, {
+		name: "a group that ran before the timeout was configured counts as started",
+		group: func() *schedulingv1alpha1.PodGroup {
+			g := readyGroup(2, 10)
+			g.Status.Conditions = []metav1.Condition{{Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue, Reason: ReasonMinMemberRunning}}
+			return g
+		}(),
+		pods: []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodPending)},
+		at:   start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
+	}, {
+		name:  "deleted and failed members are not evicted again",
+		group: readyGroup(3, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, boundAtTime(start), deleting),
+			member("b", corev1.PodFailed, boundAtTime(start)),
+			member("c", corev1.PodPending, boundAtTime(start.Add(time.Second))),
+		},
+		at: start.Add(12 * time.Second), evict: []string{"c"}, conditionR: ReasonUnready, evictions: 1,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := decideReady(tt.group, tt.pods, tt.defaultTO, tt.at)
+			assert.Equal(t, tt.ready, v.ready, "ready")
+			var evicted []string
+			for _, pod := range v.evict {
+				evicted = append(evicted, pod.Name)
+			}
+			assert.ElementsMatch(t, tt.evict, evicted, "evicted")
+
+			status := *tt.group.Status.DeepCopy()
+			recheck := applyReady(tt.group, &status, v, tt.at)
+			assert.Equal(t, tt.recheck, recheck, "recheck")
+			cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupPodsReady)
+			if tt.conditionR == "" {
+				assert.Nil(t, cond)
+				return
+			}
+			require.NotNil(t, cond)
+			assert.Equal(t, tt.conditionR, cond.Reason, cond.Message)
+			assert.Equal(t, tt.evictions, status.UnreadyEvictions)
+		})
+	}
+}
+
+// The eviction is counted once however often it is retried before its pods are gone, and again
+// when the group's next placement misses its timeout too.
+func TestUnreadyEvictionsCountedOncePerPlacement(t *testing.T) {
+	start := t0.Time
+	g := readyGroup(2, 10)
+	first := []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodPending)}
+
+	at := start.Add(10 * time.Second)
+	applyReady(g, &g.Status, decideReady(g, first, 0, at), at)
+	require.Equal(t, int32(1), g.Status.UnreadyEvictions)
+	require.Equal(t, at, g.Status.LastUnreadyEvictionTime.Time)
+
+	retry := at.Add(time.Second)
+	applyReady(g, &g.Status, decideReady(g, first, 0, retry), retry)
+	assert.Equal(t, int32(1), g.Status.UnreadyEvictions, "the same eviction retried")
+
+	// Placed again after the backoff, and short again.
+	again := at.Add(30 * time.Second)
+	second := []corev1.Pod{member("a2", corev1.PodRunning, boundAtTime(again)), member("b2", corev1.PodPending)}
+	late := again.Add(10 * time.Second)
+	applyReady(g, &g.Status, decideReady(g, second, 0, late), late)
+	assert.Equal(t, int32(2), g.Status.UnreadyEvictions)
+
+	// Ready at last: the count starts over.
+	third := []corev1.Pod{member("a3", corev1.PodRunning, boundAtTime(late)), member("b3", corev1.PodRunning, boundAtTime(late))}
+	applyReady(g, &g.Status, decideReady(g, third, 0, late.Add(time.Second)), late.Add(time.Second))
+	assert.Equal(t, int32(0), g.Status.UnreadyEvictions)
+	assert.Nil(t, g.Status.LastUnreadyEvictionTime)
+	assert.True(t, meta.IsStatusConditionTrue(g.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady))
+}
