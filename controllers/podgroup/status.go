@@ -36,6 +36,7 @@ var tephraReasons = []string{
 	schedulingv1alpha1.ReasonInvalidPodGroup,
 	schedulingv1alpha1.ReasonWaitingForMembers,
 	schedulingv1alpha1.ReasonTimeout,
+	schedulingv1alpha1.ReasonBackingOff,
 	schedulingv1alpha1.ReasonQueueUnavailable,
 	schedulingv1alpha1.ReasonQueueCapability,
 	schedulingv1alpha1.ReasonQueueOverShare,

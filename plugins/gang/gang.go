@@ -240,10 +240,15 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
 	}
+	now := g.now()
+	if wait := g.unreadyBackoff(pg, now); wait > 0 {
+		g.activateAfterUnreadyBackoff(klog.FromContext(ctx), key, now.Add(wait))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
+			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
+	}
 	var backoff time.Duration
 	var waiting int
 	var unfit string
-	now := g.now()
 	g.groups.with(key, func(s *groupState) {
 		backoff = s.backoffUntil.Sub(now)
 		waiting = len(s.waiting)
@@ -655,6 +660,33 @@ func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg
 	backoff := time.Duration(0)
 	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
 	time.AfterFunc(backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+}
+
+// unreadyBackoff is how long a group whose bound pods tephra-controllers evicted for missing its
+// ready timeout (status.unreadyEvictions in a row, the last at lastUnreadyEvictionTime) still
+// waits before it is placed again: the group backoff doubled per eviction, capped as failed
+// attempts are. 0: it need not wait.
+func (g *Gang) unreadyBackoff(pg *v1alpha1.PodGroup, now time.Time) time.Duration {
+	n := pg.Status.UnreadyEvictions
+	if n <= 0 || pg.Status.LastUnreadyEvictionTime == nil {
+		return 0
+	}
+	backoff := time.Duration(*g.args.GroupBackoffSeconds) * time.Second << min(n-1, 10)
+	backoff = min(backoff, time.Duration(*g.args.MaxGroupBackoffSeconds)*time.Second)
+	return pg.Status.LastUnreadyEvictionTime.Add(backoff).Sub(now)
+}
+
+// activateAfterUnreadyBackoff brings the group's pending members back when its unready backoff
+// ends, once per backoff: no event may come to retry them.
+func (g *Gang) activateAfterUnreadyBackoff(logger klog.Logger, key groupKey, until time.Time) {
+	armed := false
+	g.groups.with(key, func(s *groupState) {
+		armed = !s.unreadyUntil.Before(until)
+		s.unreadyUntil = until
+	})
+	if !armed {
+		time.AfterFunc(until.Sub(g.now())+50*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+	}
 }
 
 func (g *Gang) timeout(pg *v1alpha1.PodGroup) time.Duration {

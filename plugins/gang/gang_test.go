@@ -684,3 +684,35 @@ func TestLessOrdersJobsByDominantShare(t *testing.T) {
 	requeued := queued(t, bigNext.(*framework.QueuedPodInfo).Pod, f.now.Add(time.Second))
 	assert.True(t, f.gang.Less(requeued, smallNext), "re-entering, it is read again: both at 0, the older job first")
 }
+
+// A group whose bound pods tephra-controllers evicted for missing its ready timeout waits out a
+// backoff that doubles with each eviction in a row, then its members are brought back.
+func TestPreFilterHoldsAGroupBackAfterAnUnreadyEviction(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "slow", 2, nil, f.now)
+	first := f.member(t, "s0", "slow", "")
+	f.member(t, "s1", "slow", "")
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
+
+	evicted := pg.DeepCopy()
+	evicted.Status.UnreadyEvictions = 3
+	evicted.Status.LastUnreadyEvictionTime = &metav1.Time{Time: f.now.Add(-time.Second)}
+	require.NoError(t, f.groups.Update(evicted))
+	_, status := f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{node})
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	// groupBackoffSeconds 1, doubled twice: 4 s from the eviction, 3 s left.
+	assert.Equal(t, "BackingOff: pod group ns/slow is backing off for 3s: its bound pods were evicted 3 times in a row for missing its ready timeout", status.Message())
+
+	f.now = f.now.Add(3 * time.Second)
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{node})
+	assert.True(t, status.IsSuccess(), "%v", status)
+
+	// Capped as failed attempts are: maxGroupBackoffSeconds 10.
+	evicted.Status.UnreadyEvictions = 20
+	evicted.Status.LastUnreadyEvictionTime = &metav1.Time{Time: f.now}
+	require.NoError(t, f.groups.Update(evicted))
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{node})
+	assert.Contains(t, status.Message(), "backing off for 10s")
+}

@@ -28,6 +28,9 @@ type groupState struct {
 	failures int
 	// backoffUntil holds the group back after a failed attempt.
 	backoffUntil time.Time
+	// unreadyUntil is the end of the backoff after its bound pods were evicted for missing its
+	// ready timeout, for which a timer will bring the group back.
+	unreadyUntil time.Time
 	// fullObserved is set once the group's minimum has been bound and measured.
 	fullObserved bool
 	// wantsMinimum: a member of the group's minimum has reached PreFilter and the minimum is not
