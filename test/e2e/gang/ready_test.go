@@ -1,0 +1,136 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+)
+
+// A gang forced partly bound (half its pods bound by hand, past the scheduler) is repaired by its
+// ready timeout: tephra-controllers evicts the bound half, the PodGroup says why, the ReplicaSet
+// creates the pods again, and once there is room the whole gang runs.
+func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 5*time.Minute)
+	ns := env.Namespace(t)
+	pool := env.Pool(t, "unready", 1, 3) // 3 CPUs: a gang of 4 one-CPU pods does not fit
+
+	createPodGroup(t, env, ns, "unready", 4, func(pg *schedulingv1alpha1.PodGroup) {
+		pg.Spec.ReadyTimeoutSeconds = ptr.To[int32](10)
+	})
+	template := newPod(ns, podSpec{name: "", group: "unready", cpu: "1", pool: pool})
+	template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "unready", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](4),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{schedulingv1alpha1.PodGroupLabel: "unready"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: template.Labels}, Spec: template.Spec},
+		},
+	}
+	_, err := env.Kube.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	var pods []corev1.Pod
+	framework.Eventually(t, time.Minute, "the ReplicaSet's 4 pods, none bound", func() (bool, string) {
+		list, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods = list.Items
+		return len(pods) == 4, fmt.Sprintf("%d pods", len(pods))
+	})
+	time.Sleep(2 * time.Second) // let the scheduler try and refuse the gang
+	require.Equal(t, 0, boundPods(t, env, ns), "the gang does not fit: the scheduler binds none")
+
+	node := nodeOfPool(t, env, pool)
+	handBound := []string{pods[0].Name, pods[1].Name}
+	for _, name := range handBound {
+		err := env.Kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err, "binding %s by hand", name)
+	}
+	bound := time.Now()
+
+	framework.Eventually(t, time.Minute, "the hand-bound pods evicted after the ready timeout", func() (bool, string) {
+		var state []string
+		for _, name := range handBound {
+			pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return false, err.Error()
+			case pod.DeletionTimestamp != nil:
+				continue
+			}
+			state = append(state, fmt.Sprintf("%s on %q (%s)", name, pod.Spec.NodeName, pod.Status.Phase))
+		}
+		return len(state) == 0, strings.Join(state, ", ")
+	})
+	require.GreaterOrEqual(t, time.Since(bound), 9*time.Second, "evicted before its ready timeout of 10s")
+
+	pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "unready", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, pg.Status.UnreadyEvictions, int32(1))
+	require.NotNil(t, pg.Status.LastUnreadyEvictionTime)
+	cond := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady)
+	require.NotNil(t, cond, "PodsReady condition")
+	require.Equal(t, metav1.ConditionFalse, cond.Status)
+	require.Equal(t, "Unready", cond.Reason, cond.Message)
+	require.Contains(t, cond.Message, "evicted the 2 bound pods")
+	framework.Eventually(t, 30*time.Second, "a PodGroupUnready event on the PodGroup", func() (bool, string) {
+		events := env.Events(ns, "unready")
+		return strings.Contains(events, "Warning PodGroupUnready"), events
+	})
+
+	// Room for the whole gang: the ReplicaSet's pods, created again, all bind and run.
+	addNode(t, env, pool, ns+"-more", 2)
+	framework.Eventually(t, 2*time.Minute, "the whole gang Running and PodsReady", func() (bool, string) {
+		list, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, pod := range list.Items {
+			if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "unready", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := meta.IsStatusConditionTrue(pg.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady)
+		return running == 4 && ready && pg.Status.UnreadyEvictions == 0,
+			fmt.Sprintf("%d running, PodsReady %v, unreadyEvictions %d", running, ready, pg.Status.UnreadyEvictions)
+	})
+}
+
+// nodeOfPool returns the name of a node of the pool.
+func nodeOfPool(t *testing.T, env *framework.Env, pool map[string]string) string {
+	t.Helper()
+	var selector []string
+	for k, v := range pool {
+		selector = append(selector, k+"="+v)
+	}
+	nodes, err := env.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: strings.Join(selector, ",")})
+	require.NoError(t, err)
+	require.NotEmpty(t, nodes.Items)
+	return nodes.Items[0].Name
+}
