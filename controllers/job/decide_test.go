@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // TestDecide checks one decision of the state machine for each situation: the phase it leads
@@ -259,6 +260,22 @@ func TestDecide(t *testing.T) {
 		phase: batchv1alpha1.JobRestarting, reason: "PodEvicted", retry: 1,
 		deleted: liveBut("train-ps-0"),
 		actions: []string{"RestartJob"},
+	}, {
+		name: "PodGroupUnready: the pods tephra-controllers evicts for a missed ready timeout match their own event",
+		job:  newJob(withPolicies(onEvent(batchv1alpha1.PodGroupUnreadyEvent, batchv1alpha1.AbortJobAction))),
+		pods: func(j *batchv1alpha1.Job) []corev1.Pod {
+			return podsOf(j, running(), map[string]podState{"ps-0": {phase: corev1.PodRunning, terminating: true, disruption: schedulingv1alpha1.ReasonPodGroupUnready}})
+		},
+		phase: batchv1alpha1.JobAborting, reason: "PodGroupUnready",
+		deleted: liveBut("train-ps-0"),
+		actions: []string{"AbortJob"},
+	}, {
+		name: "PodGroupUnready is not PodEvicted: a PodEvicted policy leaves it to the default rules",
+		job:  newJob(withPolicies(onEvent(batchv1alpha1.PodEvictedEvent, batchv1alpha1.AbortJobAction))),
+		pods: func(j *batchv1alpha1.Job) []corev1.Pod {
+			return podsOf(j, running(), map[string]podState{"ps-0": {phase: corev1.PodRunning, terminating: true, disruption: schedulingv1alpha1.ReasonPodGroupUnready}})
+		},
+		phase: batchv1alpha1.JobRunning, reason: ReasonRunning,
 	}, {
 		name: "TaskCompleted → CompleteJob on the master completes the job, deleting the workers",
 		job:  newJob(withTaskPolicies(0, onEvent(batchv1alpha1.TaskCompletedEvent, batchv1alpha1.CompleteJobAction))),

@@ -98,8 +98,10 @@ type podState struct {
 	phase       corev1.PodPhase
 	exitCode    int32
 	terminating bool
-	retry       int32
-	generation  int32
+	// disruption, when set, is the reason of a DisruptionTarget condition (as evictions set it).
+	disruption string
+	retry      int32
+	generation int32
 	// finished is when its container ended (t0 if zero).
 	finished time.Time
 }
@@ -128,6 +130,10 @@ func newTestPod(job *batchv1alpha1.Job, task string, index int32, s podState) co
 	pod.Status.Phase = s.phase
 	if s.terminating {
 		pod.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(-time.Second)))
+	}
+	if s.disruption != "" {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget,
+			Status: corev1.ConditionTrue, Reason: s.disruption, LastTransitionTime: metav1.NewTime(t0.Add(-time.Second))})
 	}
 	finished := s.finished
 	if finished.IsZero() {
