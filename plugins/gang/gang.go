@@ -31,6 +31,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -78,6 +80,7 @@ var (
 	_ fwk.ReservePlugin     = &Gang{}
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.PostBindPlugin    = &Gang{}
+	_ fwk.PreBindPlugin     = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.SignPlugin        = &Gang{}
 )
@@ -106,8 +109,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				ns, name, _ := cache.SplitMetaNamespaceKey(key)
-				g.releaseReservation(klog.Background(), groupKey{ns, name})
-				g.groups.forget(groupKey{ns, name})
+				g.forgetGroup(klog.Background(), groupKey{ns, name})
 			}
 		},
 	})
@@ -382,14 +384,17 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
-	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter")
+	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter", 0)
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
 // Reserve records the member as assumed for its group's attempt.
 func (g *Gang) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	if key, ok := groupOf(pod); ok {
-		g.groups.with(key, func(s *groupState) { s.assumed[pod.UID] = v1alpha1.TaskOf(pod) })
+		g.groups.with(key, func(s *groupState) {
+			s.assumed[pod.UID] = v1alpha1.TaskOf(pod)
+			s.attemptOf[pod.UID] = s.attempt
+		})
 	}
 	return nil
 }
@@ -402,18 +407,37 @@ func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if !ok {
 		return
 	}
-	wasWaiting := false
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	wasWaiting, stale := false, false
+	var failing uint64
+	var count memberCount
 	g.groups.with(key, func(s *groupState) {
 		_, wasWaiting = s.waiting[pod.UID]
+		attempt, reserved := s.attemptOf[pod.UID]
+		allowedIn, wasAllowed := s.allowed[pod.UID]
+		switch {
+		case wasAllowed:
+			// Permit let it through and its bind or PreBind failed: the attempt that allowed
+			// it fails, though a later one may have begun.
+			failing, stale = allowedIn, s.hasFailed(allowedIn)
+		case reserved && attempt == s.attempt:
+			failing = attempt
+		default:
+			// A member of an attempt that has ended already must not end the next one.
+			stale = true
+		}
 		delete(s.assumed, pod.UID)
 		delete(s.waiting, pod.UID)
+		delete(s.attemptOf, pod.UID)
+		delete(s.allowed, pod.UID)
+		if err == nil && !stale {
+			count = g.countMembersLocked(s, key, pg, nil)
+		}
 	})
 	waitingPods.Set(float64(g.groups.waitingCount()))
-	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
-	if err != nil {
+	if err != nil || stale {
 		return
 	}
-	count := g.countMembers(key, pg, nil)
 	if count.bound >= int(pg.Spec.MinMember) {
 		return // the gang runs; this member retries on its own
 	}
@@ -423,7 +447,7 @@ func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 		reason = "timeout"
 		msg = fmt.Sprintf("%s: %d of %d pods of pod group %s were placed within %v; releasing them", v1alpha1.ReasonTimeout, count.placed+1, pg.Spec.MinMember, key, g.timeout(pg))
 	}
-	g.fail(klog.FromContext(ctx), key, pg, msg, reason)
+	g.fail(klog.FromContext(ctx), key, pg, msg, reason, failing)
 }
 
 // Permit lets a member bind once its group's minimum, and every task's minimum, is placed; until
@@ -437,17 +461,39 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 	if err != nil {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err)), 0
 	}
-	count := g.countMembers(key, pg, nil)
-	if count.placedMeets(pg) {
-		var allowed []types.UID
-		g.groups.with(key, func(s *groupState) {
+	// Counting the placed members and allowing the waiting ones happen under the group's lock, in
+	// the member's own attempt: an Unreserve that ends the attempt meanwhile (a sibling timed
+	// out) either comes first, and this member is refused, or after, and finds them allowed.
+	var allowed []types.UID
+	var count memberCount
+	meets, stale, first := false, false, false
+	g.groups.with(key, func(s *groupState) {
+		if attempt, ok := s.attemptOf[pod.UID]; ok && attempt != s.attempt {
+			stale = true
+			return
+		}
+		count = g.countMembersLocked(s, key, pg, nil)
+		if meets = count.placedMeets(pg); meets {
 			for uid := range s.waiting {
 				allowed = append(allowed, uid)
+				s.allowed[uid] = s.attempt
 			}
+			s.allowed[pod.UID] = s.attempt
+			// The attempt has done its part; members placed from now on (elastic ones, or
+			// replacements) belong to the next.
+			s.attempt++
 			clear(s.waiting)
 			s.failures = 0
 			s.backoffUntil = time.Time{}
-		})
+			return
+		}
+		first = len(s.waiting) == 0
+		s.waiting[pod.UID] = struct{}{}
+	})
+	if stale {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt of pod group %s that placed this pod has failed", v1alpha1.ReasonNotEnoughResources, key)), 0
+	}
+	if meets {
 		for _, uid := range allowed {
 			if waiting := g.handle.GetWaitingPod(uid); waiting != nil {
 				waiting.Allow(Name)
@@ -460,11 +506,6 @@ func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 		g.releaseElastic(klog.FromContext(ctx))
 		return nil, 0
 	}
-	first := false
-	g.groups.with(key, func(s *groupState) {
-		first = len(s.waiting) == 0
-		s.waiting[pod.UID] = struct{}{}
-	})
 	waitingPods.Set(float64(g.groups.waitingCount()))
 	if first {
 		// The rest of the group may sit in backoff or among the unschedulable pods: bring them
@@ -483,11 +524,19 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 	pg, _ := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	var first time.Time
-	observe := false
+	observe, rollback := false, false
 	g.shares.forget(pod.UID)
 	g.groups.with(key, func(s *groupState) {
+		attempt, allowed := s.allowed[pod.UID]
 		delete(s.assumed, pod.UID)
-		s.bound[pod.UID] = struct{}{}
+		delete(s.attemptOf, pod.UID)
+		delete(s.allowed, pod.UID)
+		s.bound[pod.UID] = attempt
+		// Bound after its attempt failed (it was past PreBind when a sibling's bind failed): it
+		// is rolled back unless the group's minimum is bound anyway.
+		if allowed && s.hasFailed(attempt) && pg != nil && g.countMembersLocked(s, key, pg, nil).bound < int(pg.Spec.MinMember) {
+			rollback = true
+		}
 		if pg == nil || s.fullObserved {
 			return
 		}
@@ -508,6 +557,35 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 	if observe {
 		timeToFull.Observe(g.now().Sub(first).Seconds())
 	}
+	if rollback {
+		g.rollBack(klog.FromContext(ctx), key, pg, []*corev1.Pod{pod}, fmt.Sprintf("pod %s was bound after its group's attempt failed", pod.Name))
+	}
+}
+
+// PreBind refuses a member whose attempt has failed since Permit let it through: a sibling's bind
+// or PreBind failed, so the group's minimum will not be bound in this attempt.
+func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil
+	}
+	failed := false
+	g.groups.with(key, func(s *groupState) {
+		attempt, allowed := s.allowed[pod.UID]
+		failed = allowed && s.hasFailed(attempt)
+	})
+	if failed {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt of pod group %s failed before this pod was bound", v1alpha1.ReasonNotEnoughResources, key))
+	}
+	return nil
+}
+
+// PreBindPreFlight skips PreBind for pods without a group.
+func (g *Gang) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if _, ok := groupOf(pod); !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }
 
 // EventsToRegister says which cluster events may let a pod this plugin rejected go on.
@@ -622,18 +700,32 @@ func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj 
 	return fwk.QueueSkip, nil
 }
 
-// fail ends a group's attempt: its waiting members are released, it backs off, and it moves
+// fail ends a group's attempt (0: the current one): its waiting members are released, what it
+// bound is rolled back while the group's minimum is not bound, the group backs off, and it moves
 // behind the groups that have not failed since.
-func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg, reason string) {
+func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg, reason string, attempt uint64) {
 	now := g.now()
 	var waiting []types.UID
+	var rollback []*corev1.Pod
 	alreadyFailed := false
 	g.groups.with(key, func(s *groupState) {
 		alreadyFailed = !s.lastFailure.IsZero() && s.backoffUntil.After(now)
-		for uid := range s.waiting {
-			waiting = append(waiting, uid)
+		if attempt == 0 {
+			attempt = s.attempt
 		}
-		clear(s.waiting)
+		// The attempt ends: its members still reserved or allowed can no longer be let through
+		// (Permit, PreBind), and those it bound are rolled back while the minimum is not bound.
+		s.markFailed(attempt)
+		if attempt == s.attempt {
+			for uid := range s.waiting {
+				waiting = append(waiting, uid)
+			}
+			clear(s.waiting)
+			s.attempt++
+		}
+		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
+			rollback = g.boundInAttempt(s, key, attempt)
+		}
 		if alreadyFailed {
 			return
 		}
@@ -649,6 +741,9 @@ func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg
 		}
 	}
 	waitingPods.Set(float64(g.groups.waitingCount()))
+	if len(rollback) > 0 {
+		g.rollBack(logger, key, pg, rollback, msg)
+	}
 	if alreadyFailed {
 		return
 	}
@@ -659,7 +754,73 @@ func (g *Gang) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg
 	// Bring the group back once its backoff is over, whatever events happened meanwhile.
 	backoff := time.Duration(0)
 	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
-	time.AfterFunc(backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+	g.groups.after(key, backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+}
+
+// boundInAttempt lists the members this scheduler bound in the given attempt that are still
+// bound and alive, under the group's lock.
+func (g *Gang) boundInAttempt(s *groupState, key groupKey, attempt uint64) []*corev1.Pod {
+	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		if a, ok := s.bound[pod.UID]; ok && a == attempt && pod.DeletionTimestamp == nil &&
+			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// ReasonRollback is the reason of the event on a PodGroup whose failed attempt had bound members,
+// and of the DisruptionTarget condition of those members, which are deleted.
+const ReasonRollback = "GangAttemptRolledBack"
+
+// rollBack deletes members bound in a group's failed attempt, so that no partial gang stays
+// bound: a bind or PreBind of a sibling failed after Permit let them all through. Each gets a
+// DisruptionTarget condition first, as preemption victims do; their controllers create them
+// again, and the group is tried whole after its backoff. The API calls run in the background:
+// binding cycles do not wait on them.
+func (g *Gang) rollBack(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, pods []*corev1.Pod, why string) {
+	names := make([]string, len(pods))
+	for i, pod := range pods {
+		names[i] = pod.Name
+	}
+	sort.Strings(names)
+	msg := fmt.Sprintf("%s: %s; deleting the %d members it had bound (%s) so that no partial gang stays bound", ReasonRollback, why, len(pods), strings.Join(names, ", "))
+	logger.V(2).Info("Rolling back a failed gang attempt", "podGroup", key.String(), "pods", names)
+	g.groupEvent(pg, corev1.EventTypeWarning, ReasonRollback, msg)
+	groupsRolledBack.Inc()
+	client := g.handle.ClientSet()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, pod := range pods {
+			condition := &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: ReasonRollback,
+				Message: fmt.Sprintf("%s: pod group %s did not bind its minimum in this attempt", pod.Spec.SchedulerName, key)}
+			status := pod.Status.DeepCopy()
+			if apipod.UpdatePodCondition(status, condition) {
+				if err := schedutil.PatchPodStatus(ctx, client, pod.Name, pod.Namespace, &pod.Status, status); err != nil && !apierrors.IsNotFound(err) {
+					logger.Error(err, "Marking a pod of a failed gang attempt", "pod", klog.KObj(pod))
+				}
+			}
+			if err := schedutil.DeletePod(ctx, client, pod); err != nil && !apierrors.IsNotFound(err) {
+				logger.Error(err, "Deleting a pod of a failed gang attempt", "pod", klog.KObj(pod))
+			}
+		}
+	}()
+}
+
+// forgetGroup drops a deleted PodGroup: its members waiting at Permit are rejected at once, its
+// reservation is given back, and its state and timers go.
+func (g *Gang) forgetGroup(logger klog.Logger, key groupKey) {
+	g.releaseReservation(logger, key)
+	for _, uid := range g.groups.forget(key) {
+		if w := g.handle.GetWaitingPod(uid); w != nil {
+			w.Reject(Name, fmt.Sprintf("%s: pod group %s was deleted", v1alpha1.ReasonPodGroupNotFound, key))
+		}
+	}
+	waitingPods.Set(float64(g.groups.waitingCount()))
 }
 
 // unreadyBackoff is how long a group whose bound pods tephra-controllers evicted for missing its
@@ -685,7 +846,7 @@ func (g *Gang) activateAfterUnreadyBackoff(logger klog.Logger, key groupKey, unt
 		s.unreadyUntil = until
 	})
 	if !armed {
-		time.AfterFunc(until.Sub(g.now())+50*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+		g.groups.after(key, until.Sub(g.now())+50*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -47,7 +49,10 @@ type fakeHandle struct {
 	waiting   map[types.UID]*fakeWaitingPod
 	activated []string
 	recorder  *events.FakeRecorder
+	clientset *kubefake.Clientset
 }
+
+func (h *fakeHandle) ClientSet() kubernetes.Interface { return h.clientset }
 
 func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 	if w, ok := h.waiting[uid]; ok {
@@ -77,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
 	f := &fixture{
-		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100)},
+		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100), clientset: kubefake.NewClientset()},
 		groups: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: setup.IndexByGroup}),
 		now:    time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),

@@ -33,14 +33,22 @@ type memberCount struct {
 // informer (which holds no ended pods) and the plugin's assumed set. extra is counted too if the
 // informer does not show it yet. Members are counted by task only when pg has task minimums.
 func (g *Gang) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
+	var c memberCount
+	// Counted under the group's lock: binding cycles change its assumed set meanwhile.
+	g.groups.with(key, func(s *groupState) { c = g.countMembersLocked(s, key, pg, extra) })
+	return c
+}
+
+// countMembersLocked is countMembers for a caller that holds the group's lock (inside
+// tracker.with), so that it can act on the count before anything changes it.
+func (g *Gang) countMembersLocked(s *groupState, key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
 	byTask := len(pg.Spec.MinTaskMember) > 0
 	c := memberCount{}
 	if byTask {
 		c.existingByTask, c.placedByTask = map[string]int{}, map[string]int{}
 	}
-	// Counted under the group's lock: binding cycles change its assumed set meanwhile.
-	g.groups.with(key, func(s *groupState) {
+	{
 		add := func(pod *corev1.Pod) {
 			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 				return
@@ -75,7 +83,7 @@ func (g *Gang) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.P
 		if !seenExtra {
 			add(extra)
 		}
-	})
+	}
 	return c
 }
 

@@ -24,6 +24,13 @@ var (
 		Help:           "Pod group attempts that failed and released their placed members, by reason (post-filter, timeout, unreserve).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	groupsRolledBack = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "rolled_back_total",
+		Help:           "Failed pod group attempts whose bound members were deleted because a sibling's bind failed after Permit.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	waitingPods = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "tephra",
 		Subsystem:      "gang",
@@ -43,6 +50,6 @@ var (
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToFull, groupsRejected, waitingPods, reservations)
+		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations)
 	})
 }

@@ -160,5 +160,5 @@ func (g *Gang) armSLA(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup) {
 		return
 	}
 	wait := max(sla-g.now().Sub(pg.CreationTimestamp.Time), 0)
-	time.AfterFunc(wait+100*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+	g.groups.after(key, wait+100*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
 }

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +21,22 @@ type groupState struct {
 	assumed map[types.UID]string
 	// waiting holds the members waiting at Permit.
 	waiting map[types.UID]struct{}
-	// bound holds the members this scheduler has bound, which the pod informer may not show yet.
-	bound map[types.UID]struct{}
+	// bound holds the members this scheduler has bound, which the pod informer may not show yet,
+	// with the attempt that bound them.
+	bound map[types.UID]uint64
+	// attempt is the generation of the group's current attempt: fail ends it and starts the
+	// next. attemptOf records the attempt each reserved member belongs to, and allowed the
+	// members Permit let through to bind, by attempt. A member of an attempt that has ended is
+	// never allowed by a later one (Permit), never ends a later one (Unreserve), and never binds
+	// (PreBind); one that bound anyway is rolled back.
+	attempt   uint64
+	attemptOf map[types.UID]uint64
+	allowed   map[types.UID]uint64
+	// failed are the group's last failed attempts (a few: members of older ones are long done).
+	failed []uint64
+	// timers bring the group's members back after a backoff or at its SLA; stopped when the
+	// group is forgotten, so that none outlives it.
+	timers []*groupTimer
 	// created is the PodGroup's creation time; lastFailure when its last attempt failed.
 	created, lastFailure time.Time
 	// failures counts consecutive failed attempts, for the group's backoff.
@@ -136,7 +151,8 @@ func (t *tracker) with(key groupKey, f func(*groupState)) {
 	defer t.mu.Unlock()
 	g := t.groups[key]
 	if g == nil {
-		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}, bound: map[types.UID]struct{}{}}
+		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}, bound: map[types.UID]uint64{},
+			attempt: 1, attemptOf: map[types.UID]uint64{}, allowed: map[types.UID]uint64{}}
 		t.groups[key] = g
 	}
 	before := len(g.waiting)
@@ -172,6 +188,25 @@ const minimumQuiet = 30 * time.Second
 
 // unfitFor bounds how long a group's failed capacity check is trusted without an event.
 const unfitFor = 5 * time.Second
+
+// maxFailedAttempts bounds how many failed attempts a group remembers.
+const maxFailedAttempts = 4
+
+// markFailed records an attempt as failed.
+func (s *groupState) markFailed(attempt uint64) {
+	if s.hasFailed(attempt) {
+		return
+	}
+	if len(s.failed) == maxFailedAttempts {
+		s.failed = s.failed[1:]
+	}
+	s.failed = append(s.failed, attempt)
+}
+
+// hasFailed says whether an attempt failed.
+func (s *groupState) hasFailed(attempt uint64) bool {
+	return slices.Contains(s.failed, attempt)
+}
 
 // keptUnfit is the group's failed capacity check while it is still trusted ("" if none).
 func (s *groupState) keptUnfit(now time.Time) string {
@@ -217,13 +252,61 @@ func (t *tracker) takeElasticWaiting() []groupKey {
 	return out
 }
 
-// forget drops a deleted group.
-func (t *tracker) forget(key groupKey) {
+// forget drops a deleted group, stopping its timers, and returns the members that were waiting
+// at Permit, for the caller to reject.
+func (t *tracker) forget(key groupKey) []types.UID {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if g := t.groups[key]; g != nil {
-		t.waiting -= len(g.waiting)
-		t.unreserveLocked(key)
+	g := t.groups[key]
+	if g == nil {
+		return nil
+	}
+	waiting := make([]types.UID, 0, len(g.waiting))
+	for uid := range g.waiting {
+		waiting = append(waiting, uid)
+	}
+	t.waiting -= len(g.waiting)
+	t.unreserveLocked(key)
+	for _, timer := range g.timers {
+		timer.Stop()
 	}
 	delete(t.groups, key)
+	return waiting
+}
+
+// after runs f after d, unless the group is forgotten first. A group that does not exist (it
+// was forgotten) gets no timer.
+func (t *tracker) after(key groupKey, d time.Duration, f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[key]
+	if g == nil {
+		return
+	}
+	// Drop the timers that have fired, so that a long-lived group's list stays short.
+	live := g.timers[:0]
+	for _, timer := range g.timers {
+		if !timer.fired.Load() {
+			live = append(live, timer)
+		}
+	}
+	timer := &groupTimer{}
+	timer.Timer = time.AfterFunc(d, func() {
+		timer.fired.Store(true)
+		f()
+	})
+	g.timers = append(live, timer)
+}
+
+// groupTimer is a timer of a group that knows whether it has fired.
+type groupTimer struct {
+	*time.Timer
+	fired atomic.Bool
+}
+
+// groupCount is the number of groups the tracker holds, for tests.
+func (t *tracker) groupCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.groups)
 }

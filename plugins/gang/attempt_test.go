@@ -1,0 +1,150 @@
+package gang
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// A member that completes its gang's minimum at Permit while a sibling's Unreserve (a timeout)
+// ends the attempt: whichever comes first under the group's lock, the gang never binds a member
+// alone. Run many times with -race.
+func TestAMemberOfAFailedAttemptNeverBinds(t *testing.T) {
+	for range 200 {
+		f := newFixture(t)
+		ctx := context.Background()
+		f.group(t, "pair", 2, nil, f.now)
+		a := f.member(t, "a", "pair", "")
+		b := f.member(t, "b", "pair", "")
+		require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+		require.True(t, f.gang.Reserve(ctx, nil, b, "node").IsSuccess())
+
+		var wg sync.WaitGroup
+		var permitB *fwk.Status
+		wg.Add(2)
+		go func() { defer wg.Done(); f.gang.Unreserve(ctx, nil, a, "node") }() // a timed out
+		go func() { defer wg.Done(); permitB, _ = f.gang.Permit(ctx, nil, b, "node") }()
+		wg.Wait()
+
+		bound := permitB.IsSuccess() && f.gang.PreBind(ctx, nil, b, "node").IsSuccess()
+		require.False(t, bound, "b must not bind without a: Permit %v", permitB)
+	}
+}
+
+// A member of an attempt that has ended must not end the next one: its late Unreserve leaves the
+// new attempt's waiting members alone.
+func TestALateUnreserveDoesNotFailTheNextAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "trio", 3, nil, f.now)
+	a := f.member(t, "a", "trio", "")
+	b := f.member(t, "b", "trio", "")
+	f.member(t, "c", "trio", "")
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.True(t, f.gang.Reserve(ctx, nil, b, "node").IsSuccess()) // reserved in attempt 1
+	// The attempt fails (PostFilter of another member), releasing a.
+	f.gang.fail(klog.Background(), groupKey{"ns", "trio"}, f.podGroup(t, "trio"), "NotEnoughResources: test", "post-filter", 0)
+	require.NotEmpty(t, f.handle.waiting[a.UID].rejected)
+	f.gang.Unreserve(ctx, nil, a, "node")
+
+	// b's Permit comes after its attempt failed: refused, not counted into the next one.
+	status, _ := f.gang.Permit(ctx, nil, b, "node")
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "has failed")
+
+	// The next attempt: a placed again and waiting; b's late Unreserve does not release it.
+	f.now = f.now.Add(time.Minute) // past the backoff
+	delete(f.handle.waiting, a.UID)
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	f.gang.Unreserve(ctx, nil, b, "node")
+	assert.Empty(t, f.handle.waiting[a.UID].rejected, "a late Unreserve of a failed attempt's member released the next attempt")
+}
+
+// Permit let the whole minimum through and one member's bind failed: the members not bound yet
+// are refused at PreBind, and one already bound is rolled back (marked and deleted).
+func TestABindFailureRollsTheAttemptBack(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "trio", 3, nil, f.now)
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		pod := f.member(t, name, "trio", "")
+		_, err := f.handle.clientset.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pods = append(pods, pod)
+	}
+	a, b, c := pods[0], pods[1], pods[2]
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+	require.True(t, f.permit(t, c).IsSuccess())
+	require.True(t, f.handle.waiting[a.UID].allowed && f.handle.waiting[b.UID].allowed)
+
+	// a binds; then b's bind fails.
+	require.True(t, f.gang.PreBind(ctx, nil, a, "node").IsSuccess())
+	f.bind(t, a, "node")
+	f.gang.PostBind(ctx, nil, a, "node")
+	f.gang.Unreserve(ctx, nil, b, "node")
+
+	status := f.gang.PreBind(ctx, nil, c, "node")
+	assert.Equal(t, fwk.Unschedulable, status.Code(), "c must not bind once the attempt failed")
+	f.gang.Unreserve(ctx, nil, c, "node")
+
+	require.Eventually(t, func() bool {
+		_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 10*time.Second, 10*time.Millisecond, "a, bound in the failed attempt, is deleted")
+	_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "c", metav1.GetOptions{})
+	assert.NoError(t, err, "c was never bound: it stays")
+	assert.Contains(t, drainEvents(f), "GangAttemptRolledBack")
+}
+
+// Deleting a PodGroup rejects its members waiting at Permit at once, and drops its state and
+// timers.
+func TestPodGroupDeletionRejectsWaitingMembersAndForgetsTheGroup(t *testing.T) {
+	f := newFixture(t)
+	f.group(t, "trio", 3, nil, f.now)
+	a := f.member(t, "a", "trio", "")
+	b := f.member(t, "b", "trio", "")
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+	f.gang.groups.after(groupKey{"ns", "trio"}, time.Hour, func() { t.Error("a timer of a deleted group fired") })
+
+	f.gang.forgetGroup(klog.Background(), groupKey{"ns", "trio"})
+	assert.Contains(t, f.handle.waiting[a.UID].rejected, "was deleted")
+	assert.Contains(t, f.handle.waiting[b.UID].rejected, "was deleted")
+	assert.Equal(t, 0, f.gang.groups.groupCount())
+	assert.Equal(t, 0, f.gang.groups.waitingCount())
+}
+
+func (f *fixture) podGroup(t *testing.T, name string) *v1alpha1.PodGroup {
+	t.Helper()
+	obj, ok, err := f.groups.GetByKey("ns/" + name)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return obj.(*v1alpha1.PodGroup)
+}
+
+// drainEvents returns the events recorded so far, one per line.
+func drainEvents(f *fixture) string {
+	var out []string
+	for {
+		select {
+		case e := <-f.handle.recorder.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
