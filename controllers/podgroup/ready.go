@@ -123,15 +123,17 @@ func applyReady(group *schedulingv1alpha1.PodGroup, status *schedulingv1alpha1.P
 		cond.Message = fmt.Sprintf("%d of %d pods of the minimum were bound and Running", min(v.placed, minMember), minMember)
 		status.UnreadyEvictions, status.LastUnreadyEvictionTime = 0, nil
 	case len(v.evict) > 0:
+		// A retry of the same eviction (its pods not gone yet, or the controller restarted after
+		// the status write) counts once, and keeps the first verdict's message: it was recorded
+		// after these pods were bound.
+		if last := status.LastUnreadyEvictionTime; last != nil && !last.Time.Before(v.since) && had {
+			return 0
+		}
+		status.UnreadyEvictions++
+		status.LastUnreadyEvictionTime = &metav1.Time{Time: now}
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonUnready
 		cond.Message = fmt.Sprintf("%d of %d pods of the minimum were bound and Running %v after the first was bound (readyTimeoutSeconds %d); evicted the %d bound pods, and the group is placed again after a backoff",
 			v.placed, minMember, v.timeout, int64(v.timeout/time.Second), len(v.evict))
-		// A retry of the same eviction (its pods not gone yet, or the controller restarted after
-		// the status write) counts once: it was recorded after these pods were bound.
-		if last := status.LastUnreadyEvictionTime; last == nil || last.Time.Before(v.since) {
-			status.UnreadyEvictions++
-			status.LastUnreadyEvictionTime = &metav1.Time{Time: now}
-		}
 	case !v.since.IsZero():
 		left := v.since.Add(v.timeout).Sub(now)
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonWaitingForPodsReady

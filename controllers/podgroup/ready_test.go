@@ -187,3 +187,19 @@ func TestUnreadyEvictionsCountedOncePerPlacement(t *testing.T) {
 	assert.Nil(t, g.Status.LastUnreadyEvictionTime)
 	assert.True(t, meta.IsStatusConditionTrue(g.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady))
 }
+
+// A retried eviction keeps the first verdict's message (how many pods it evicted).
+func TestRetriedUnreadyEvictionKeepsItsMessage(t *testing.T) {
+	start := t0.Time
+	g := readyGroup(4, 10)
+	at := start.Add(10 * time.Second)
+	both := []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodRunning, boundAtTime(start))}
+	applyReady(g, &g.Status, decideReady(g, both, 0, at), at)
+	first := meta.FindStatusCondition(g.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady).Message
+	require.Contains(t, first, "evicted the 2 bound pods")
+
+	oneLeft := both[1:]
+	applyReady(g, &g.Status, decideReady(g, oneLeft, 0, at.Add(time.Second)), at.Add(time.Second))
+	assert.Equal(t, first, meta.FindStatusCondition(g.Status.Conditions, schedulingv1alpha1.PodGroupPodsReady).Message)
+	assert.Equal(t, int32(1), g.Status.UnreadyEvictions)
+}

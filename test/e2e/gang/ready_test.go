@@ -59,10 +59,7 @@ func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
 	node := nodeOfPool(t, env, pool)
 	handBound := []string{pods[0].Name, pods[1].Name}
 	for _, name := range handBound {
-		err := env.Kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}, metav1.CreateOptions{})
+		err := env.Kube.CoreV1().Pods(ns).Bind(ctx, bindingOf(ns, name, node), metav1.CreateOptions{})
 		require.NoError(t, err, "binding %s by hand", name)
 	}
 	bound := time.Now()
