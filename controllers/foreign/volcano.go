@@ -104,7 +104,11 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		for i := range queues.Items {
 			list[i] = &queues.Items[i]
 		}
-		reason, _ := podgroup.QueueHold(group, list)
+		nsLabels, err := podgroup.NamespaceLabels(ctx, r, group.Namespace)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		reason, _ := podgroup.QueueHold(group, list, nsLabels)
 		admitted = reason == ""
 	}
 	status := volcanoStatus(pg.Status, group, admitted)

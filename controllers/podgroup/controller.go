@@ -59,6 +59,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// leaves is reconciled too.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForGroupOf)).
 		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.requestsForQueue)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsForNamespace)).
 		Complete(r)
 }
 
@@ -105,7 +106,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		queuePtrs[i] = &queues.Items[i]
 	}
 	at := now()
-	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs))
+	nsLabels, err := NamespaceLabels(ctx, r, group.Namespace)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read namespace %s: %w", group.Namespace, err)
+	}
+	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs, nsLabels))
 	ready := decideReady(group, pods.Items, r.DefaultReadyTimeout, at)
 	recheck := ctrl.Result{RequeueAfter: earliest(slaRecheck(group, at), applyReady(group, &status, ready, at))}
 	if !equality.Semantic.DeepEqual(group.Status, status) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -19,7 +20,10 @@ type queueHold struct{ reason, message string }
 // the queue must be a usable leaf, and minResources must fit under the capability of the queue
 // and its ancestors beside what they have allocated. The scheduler applies the same rules when
 // it places the pods; this is what users see on the group meanwhile.
-func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue) queueHold {
+//
+// nsLabels are the labels of the group's namespace, which the namespaceSelector of its queue and
+// their ancestors must match.
+func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) queueHold {
 	name := group.Spec.Queue
 	if name == "" {
 		name = schedulingv1alpha1.DefaultQueue
@@ -28,6 +32,9 @@ func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha
 	leaf, why := tree.WorkloadQueue(name)
 	if why != "" {
 		return queueHold{schedulingv1alpha1.ReasonQueueUnavailable, fmt.Sprintf("%s: %s; the group waits", schedulingv1alpha1.ReasonQueueUnavailable, why)}
+	}
+	if why := leaf.AdmitsNamespace(group.Namespace, nsLabels); why != "" {
+		return queueHold{schedulingv1alpha1.ReasonQueueForbidden, fmt.Sprintf("%s: %s; the group waits", schedulingv1alpha1.ReasonQueueForbidden, why)}
 	}
 	need := quota.FromList(group.Spec.MinResources)
 	allocated := map[string]quota.Amounts{}
@@ -67,11 +74,36 @@ func (r *Reconciler) requestsForQueue(ctx context.Context, _ client.Object) []re
 	return out
 }
 
+// requestsForNamespace maps a Namespace to its groups that are not running yet: relabelled, it
+// may match a queue's namespaceSelector now, or no longer.
+func (r *Reconciler) requestsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var groups schedulingv1alpha1.PodGroupList
+	if err := r.List(ctx, &groups, client.InNamespace(ns.GetName())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, g := range groups.Items {
+		if g.Status.Phase == "" || g.Status.Phase == schedulingv1alpha1.PodGroupPending || g.Status.Phase == schedulingv1alpha1.PodGroupInqueue {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+		}
+	}
+	return out
+}
+
+// NamespaceLabels returns the labels of a namespace from the cache (nil if it is gone).
+func NamespaceLabels(ctx context.Context, c client.Reader, name string) (map[string]string, error) {
+	var ns corev1.Namespace
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return ns.Labels, nil
+}
+
 // QueueHold says why the queue of group does not admit its minimum (minResources) now, as the
 // PodGroup controller decides it for a group whose members exist: reason and message are empty
 // when it does. The Volcano adapter (controllers/foreign) uses it to move a Volcano PodGroup
 // without pods to Inqueue, as Volcano's enqueue action does.
-func QueueHold(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue) (reason, message string) {
-	hold := queueHoldOf(group, queues)
+func QueueHold(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) (reason, message string) {
+	hold := queueHoldOf(group, queues, nsLabels)
 	return hold.reason, hold.message
 }

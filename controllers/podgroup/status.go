@@ -38,6 +38,7 @@ var tephraReasons = []string{
 	schedulingv1alpha1.ReasonTimeout,
 	schedulingv1alpha1.ReasonBackingOff,
 	schedulingv1alpha1.ReasonQueueUnavailable,
+	schedulingv1alpha1.ReasonQueueForbidden,
 	schedulingv1alpha1.ReasonQueueCapability,
 	schedulingv1alpha1.ReasonQueueOverShare,
 	schedulingv1alpha1.ReasonNeverFits,

@@ -307,7 +307,7 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	}}
 	team.Status.Allocated = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 
-	hold := queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})
+	hold := queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
 	status := desiredStatus(pg, members, hold)
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
 	cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
@@ -316,15 +316,28 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	assert.Contains(t, cond.Message, `capability of queue "team" (cpu 5 > 4)`)
 
 	team.Status.Allocated = nil
-	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})).Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)).Phase)
 
 	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("5")
-	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}).reason)
+	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil).reason)
 
 	team.Spec.State = schedulingv1alpha1.QueueClosed
-	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team})
+	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
 	assert.Equal(t, schedulingv1alpha1.ReasonQueueUnavailable, hold.reason)
 	assert.Contains(t, hold.message, `queue "team" is closed`)
 	pg.Spec.Queue = "nope"
-	assert.Contains(t, queueHoldOf(pg, nil).message, `queue "nope" does not exist`)
+	assert.Contains(t, queueHoldOf(pg, nil, nil).message, `queue "nope" does not exist`)
+
+	// Tenancy: a namespace the queue's namespaceSelector does not match waits, Pending, and says
+	// which queue and selector refuse it.
+	pg.Spec.Queue = "team"
+	team.Spec.State = schedulingv1alpha1.QueueOpen
+	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("1")
+	team.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "b"})
+	assert.Equal(t, schedulingv1alpha1.ReasonQueueForbidden, hold.reason)
+	assert.Contains(t, hold.message, `namespace "team-a" does not match the namespaceSelector of queue "team" (team=a)`)
+	status = desiredStatus(pg, members, hold)
+	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
+	assert.Empty(t, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "a"}).reason)
 }

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -21,6 +24,37 @@ type Node struct {
 	// Guarantee and Capability are the queue's floor and hard limit; nil when unset.
 	Guarantee, Capability Amounts
 	Open, Reclaimable     bool
+	// namespaces selects the namespaces that may submit to the queue (nil: all); selectorText
+	// is spec.namespaceSelector as users wrote it, for messages, and selectorProblem why it
+	// could not be read (then the queue admits no namespace).
+	namespaces      labels.Selector
+	selectorText    string
+	selectorProblem string
+}
+
+// AdmitsNamespace says why a workload of namespace (whose labels are nsLabels) may not use the
+// queue: the namespaceSelector of the queue or of one of its ancestors does not match it. ""
+// when it may.
+func (n *Node) AdmitsNamespace(namespace string, nsLabels map[string]string) string {
+	for _, q := range n.Ancestry() {
+		switch {
+		case q.selectorProblem != "":
+			return fmt.Sprintf("the namespaceSelector of queue %q is not valid (%s): it admits no namespace", q.Name, q.selectorProblem)
+		case q.namespaces != nil && !q.namespaces.Matches(labels.Set(nsLabels)):
+			return fmt.Sprintf("namespace %q does not match the namespaceSelector of queue %q (%s)", namespace, q.Name, q.selectorText)
+		}
+	}
+	return ""
+}
+
+// RestrictsNamespaces says whether the queue or an ancestor has a namespaceSelector.
+func (n *Node) RestrictsNamespaces() bool {
+	for _, q := range n.Ancestry() {
+		if q.namespaces != nil || q.selectorProblem != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Leaf says whether the queue may hold workloads.
@@ -121,6 +155,14 @@ func newNode(q *v1alpha1.Queue, name string) *Node {
 	}
 	n.Open = q.Spec.State != v1alpha1.QueueClosed
 	n.Reclaimable = q.Spec.Reclaimable == nil || *q.Spec.Reclaimable
+	if sel := q.Spec.NamespaceSelector; sel != nil {
+		selector, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			n.selectorProblem = err.Error()
+		} else if !selector.Empty() {
+			n.namespaces, n.selectorText = selector, selector.String()
+		}
+	}
 	return n
 }
 

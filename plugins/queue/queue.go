@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -45,10 +46,12 @@ type Queue struct {
 	handle    fwk.Handle
 	queues    schedulinglisters.QueueLister
 	podGroups schedulinglisters.PodGroupLister
-	ledger    *ledger
-	accounts  *accounts
-	evaluator *preemption.Evaluator
-	reclaimer *reclaimer
+	// namespaces gives the labels that queues' namespaceSelectors match.
+	namespaces corelisters.NamespaceLister
+	ledger     *ledger
+	accounts   *accounts
+	evaluator  *preemption.Evaluator
+	reclaimer  *reclaimer
 	// systemPreemption is upstream's DefaultPreemption, for system pods (v1alpha1.IsSystemPod).
 	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
@@ -77,12 +80,14 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		return nil, err
 	}
 	q := &Queue{
-		handle:    handle,
-		queues:    factory.Scheduling().V1alpha1().Queues().Lister(),
-		podGroups: a.podGroups,
-		ledger:    a.ledger,
-		accounts:  a,
-		synced:    a.synced,
+		handle: handle,
+		queues: factory.Scheduling().V1alpha1().Queues().Lister(),
+		// The scheduler's own factory: started with the scheduler's informers.
+		namespaces: handle.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		podGroups:  a.podGroups,
+		ledger:     a.ledger,
+		accounts:   a,
+		synced:     a.synced,
 	}
 	if err := setup.StartAndSync(ctx, Name, factory, a.queueReg, a.groupReg); err != nil {
 		return nil, err
@@ -209,6 +214,10 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		q.podEvent(pod, v1alpha1.ReasonQueueUnavailable, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
+	if msg := q.tenancyVerdict(pod, leaf); msg != "" {
+		q.podEvent(pod, v1alpha1.ReasonQueueForbidden, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	need := podRequests(pod)
 	if w.pg != nil && len(w.pg.Spec.MinResources) > 0 {
 		need = maxOf(need, quota.FromList(w.pg.Spec.MinResources))
@@ -246,6 +255,10 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	leaf, why := s.tree.WorkloadQueue(w.queue)
 	if why != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonQueueUnavailable, why))
+	}
+	// Checked again here: the queue's selector may have been set since the pod's PreEnqueue.
+	if msg := q.tenancyVerdict(pod, leaf); msg != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	need := q.needOf(pod, w)
 	s = s.withDemandFor(leaf.Name, need)
@@ -417,6 +430,8 @@ func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
 		// A PodGroup's queue is read when it is created.
 		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}},
+		// A namespace relabelled may match a queue's namespaceSelector now.
+		{Event: fwk.ClusterEvent{Resource: namespaceEvent, ActionType: fwk.Update}, QueueingHintFn: isSchedulableAfterNamespaceChange},
 	}, nil
 }
 

@@ -72,6 +72,9 @@ const (
 	ReasonWaitingForMembers = "WaitingForMembers"
 	// ReasonTimeout: the group's placed members waited scheduleTimeoutSeconds for the rest.
 	ReasonTimeout = "ScheduleTimeout"
+	// ReasonQueueForbidden: the pod's namespace may not use its queue (the namespaceSelector of
+	// the queue or of an ancestor does not match it).
+	ReasonQueueForbidden = "QueueForbidden"
 	// ReasonBackingOff: the group waits out its backoff after its bound members were evicted
 	// for missing its ready timeout.
 	ReasonBackingOff = "BackingOff"
