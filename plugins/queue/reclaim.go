@@ -562,8 +562,12 @@ func (r *reclaimer) reclaimable(queue string) bool {
 }
 
 // allowed says whether the unit may be evicted on top of what is freed already: a preempted pod
-// always may; a reclaimed one only while its queue stays at or above its deserved share and its
-// guarantee in every resource the preemptor needs that the queue uses beyond its share.
+// always may. A reclaimed one only from a queue above its deserved share in a resource the
+// preemptor needs, never below the queue's guarantee, and only when the move (everything freed so
+// far and this unit, for the preemptor's pod) strictly lowers the queues' total distance from
+// their deserved shares (quota.MoveConverges). Shares are fractional and pods whole: "the victim's
+// queue stays at or above its share" would let no queue at 2 pods with a share of 1.5 give one to
+// a queue at 0 with a share of 1, and the distance rule does, while the move back never passes it.
 func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	if u.kind == kindPreempt {
 		return true
@@ -576,20 +580,41 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	alloc.Sub(r.state.view.terminating[u.queue])
 	deserved := r.state.deserved[u.queue]
 	overInNeeded := false
-	for name, v := range r.need {
-		if v <= 0 || u.freed[name] <= 0 {
+	var resources []corev1.ResourceName
+	for _, name := range r.need.Names() {
+		if r.need[name] <= 0 {
 			continue
 		}
-		if alloc[name] <= deserved[name] {
-			continue // not over its share in this resource
+		resources = append(resources, name)
+		if u.freed[name] <= 0 || alloc[name] <= deserved[name] {
+			continue // the unit frees none of it, or the queue is not over its share in it
 		}
 		overInNeeded = true
-		left := alloc[name] - freed[u.queue][name] - u.freed[name]
-		if left < deserved[name] || left < n.Guarantee[name] {
+		if left := alloc[name] - freed[u.queue][name] - u.freed[name]; left < n.Guarantee[name] {
 			return false
 		}
 	}
-	return overInNeeded
+	if !overInNeeded {
+		return false
+	}
+	allocated := map[string]quota.Amounts{}
+	taken := map[string]quota.Amounts{}
+	for q, amounts := range freed {
+		taken[q] = amounts.Clone()
+	}
+	if taken[u.queue] == nil {
+		taken[u.queue] = quota.Amounts{}
+	}
+	taken[u.queue].Add(u.freed)
+	for q := range taken {
+		allocated[q] = r.state.view.allocated[q].Clone()
+		allocated[q].Sub(r.state.view.terminating[q])
+	}
+	allocated[r.leaf.Name] = r.state.view.allocated[r.leaf.Name].Clone()
+	allocated[r.leaf.Name].Sub(r.state.view.terminating[r.leaf.Name])
+	// Room already on its way to the queue (pods nominated for their victims) counts as its own.
+	allocated[r.leaf.Name].Add(r.state.view.nominated[r.leaf.Name])
+	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.total, resources, taken, r.leaf.Name, r.need)
 }
 
 // evicted records a victim the evaluator has evicted: an event naming the queue that took its
