@@ -382,8 +382,11 @@ type unit struct {
 	pods  []*corev1.Pod
 	queue string
 	group string
-	// spare is, for an elastic pod, how many pods its group runs above its minimum.
-	spare    int
+	// spare is, for an elastic pod, how many pods its group runs above its minimum; taskSpare how
+	// many its task runs above the task's minTaskMember (-1: the task has none).
+	spare     int
+	task      string
+	taskSpare int
 	kind     string
 	priority int32
 	elastic  bool
@@ -434,9 +437,10 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		return r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess()
 	}
 	var chosen []*unit
-	elasticTaken := map[string]int{}
+	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	for _, u := range units {
-		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) {
+		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
+			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
 			continue
 		}
 		if s := remove(u, -1); s != nil {
@@ -444,6 +448,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		}
 		if u.elastic {
 			elasticTaken[u.group]++
+			taskTaken[u.group+"/"+u.task]++
 		}
 		chosen = append(chosen, u)
 		if fits() {
@@ -491,9 +496,20 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 			if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) {
 				continue
 			}
-			elastic, spare, members := false, 0, []*corev1.Pod(nil)
+			elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
+			task := v1alpha1.TaskOf(pod)
 			if e.group != "" {
-				elastic, spare, members = r.gangUnit(e.group)
+				var spareByTask map[string]int
+				elastic, spare, members, spareByTask = r.gangUnit(e.group)
+				if n, ok := spareByTask[task]; ok {
+					taskSpare = n
+				}
+				if elastic && taskSpare == 0 {
+					// Its group runs above minMember, but its task runs no more than its
+					// minTaskMember: the pod is part of the minimum (a job's only master), never
+					// elastic.
+					continue
+				}
 			}
 			kind := ""
 			switch {
@@ -506,7 +522,8 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 			default:
 				continue
 			}
-			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: e.requests.Clone(), elastic: elastic, spare: spare}
+			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: e.requests.Clone(),
+				elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
 			if e.group != "" && !elastic {
 				// A member of a running minimum goes only with its whole gang.
 				if seenGroups[e.group] {
@@ -538,21 +555,28 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 }
 
 // gangUnit says whether the members of a group are elastic (the group runs more than its
-// minimum) and how many of them may go before the minimum breaks; otherwise it returns all its
-// bound members, which go together.
-func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod) {
+// minimum), how many of them may go before the minimum breaks, and per task with a
+// minTaskMember, how many of the task's may go before the task's minimum breaks; otherwise it
+// returns all its bound members, which go together.
+func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
 	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
 	var bound []*corev1.Pod
+	byTask := map[string]int{}
 	for _, obj := range objs {
 		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil {
 			bound = append(bound, pod)
+			byTask[v1alpha1.TaskOf(pod)]++
 		}
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(group)
 	if pg, err := r.q.podGroups.PodGroups(ns).Get(name); err == nil && len(bound) > int(pg.Spec.MinMember) {
-		return true, len(bound) - int(pg.Spec.MinMember), nil
+		spareByTask = map[string]int{}
+		for task, want := range pg.Spec.MinTaskMember {
+			spareByTask[task] = max(byTask[task]-int(want), 0)
+		}
+		return true, len(bound) - int(pg.Spec.MinMember), nil, spareByTask
 	}
-	return false, 0, bound
+	return false, 0, bound, nil
 }
 
 // reclaimable says whether the queue lets others take back what it borrowed.
