@@ -387,11 +387,11 @@ type unit struct {
 	spare     int
 	task      string
 	taskSpare int
-	kind     string
-	priority int32
-	elastic  bool
-	started  int64
-	freed    quota.Amounts
+	kind      string
+	priority  int32
+	elastic   bool
+	started   int64
+	freed     quota.Amounts
 }
 
 // SelectVictimsOnNode chooses the fewest victims on the node that make room for the preemptor,
