@@ -13,6 +13,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // accounts is what the TephraQueue plugins of every profile of one scheduler share: one ledger,
@@ -116,10 +117,30 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
+	if err := setup.IndexPodsByGroup(podInformer); err != nil {
+		return nil, err
+	}
 	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
 				a.ledger.groupAdded(pg.Namespace+"/"+pg.Name, a.groupQueue)
+			}
+		},
+		// A group moved to another queue takes its pods' usage along.
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*v1alpha1.PodGroup)
+			pg, ok2 := newObj.(*v1alpha1.PodGroup)
+			if ok1 && ok2 && old.Spec.Queue != pg.Spec.Queue {
+				a.reobserveGroup(pg.Namespace, pg.Name)
+			}
+		},
+		// A group deleted leaves its pods counted nowhere until it exists again (groupAdded).
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+				a.reobserveGroup(pg.Namespace, pg.Name)
 			}
 		},
 	})
@@ -166,6 +187,14 @@ func (a *accounts) serve(schedulerName string) {
 		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.SchedulerName == schedulerName {
 			a.observePod(pod)
 		}
+	}
+}
+
+// reobserveGroup records a group's pods again, with the group's queue as it is now.
+func (a *accounts) reobserveGroup(namespace, name string) {
+	objs, _ := a.pods.ByIndex(setup.PodGroupIndex, namespace+"/"+name)
+	for _, obj := range objs {
+		a.observePod(obj)
 	}
 }
 

@@ -128,3 +128,35 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 func TestSystemCriticalPriorityIsUpstreams(t *testing.T) {
 	assert.Equal(t, scheduling.SystemCriticalPriority, v1alpha1.SystemCriticalPriority)
 }
+
+// A PodGroup moved to another queue takes its pods' usage along; deleted, its pods count nowhere
+// until it exists again.
+func TestGroupUsageFollowsTheGroup(t *testing.T) {
+	s := newScheduler(t)
+	_, a := s.profile(t, v1alpha1.SchedulerName)
+	groups := s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer()
+	pods := s.informers.Core().V1().Pods().Informer().GetIndexer()
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{Queue: "team-a"}}
+	require.NoError(t, groups.Add(pg))
+	for _, uid := range []string{"w0", "w1"} {
+		pod := ledgerPod(uid, map[string]string{v1alpha1.PodGroupLabel: "train"}, "node", 1)
+		require.NoError(t, pods.Add(pod))
+		a.observePod(pod)
+	}
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.view().allocated["team-a"])
+
+	moved := pg.DeepCopy()
+	moved.Spec.Queue = "team-b"
+	require.NoError(t, groups.Update(moved))
+	a.reobserveGroup("ns", "train")
+	v := a.ledger.view()
+	assert.Empty(t, v.allocated["team-a"], "the old queue is charged no more")
+	assert.Equal(t, quota.Amounts{gpu: 2}, v.allocated["team-b"])
+
+	require.NoError(t, groups.Delete(moved))
+	a.reobserveGroup("ns", "train")
+	assert.Empty(t, a.ledger.view().allocated["team-b"], "a deleted group's pods count nowhere")
+	require.NoError(t, groups.Add(pg))
+	a.ledger.groupAdded("ns/train", a.groupQueue)
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.view().allocated["team-a"], "recreated, it is resolved again")
+}
