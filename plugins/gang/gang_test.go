@@ -721,3 +721,44 @@ func TestPreFilterHoldsAGroupBackAfterAnUnreadyEviction(t *testing.T) {
 	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{node})
 	assert.Contains(t, status.Message(), "backing off for 10s")
 }
+
+// Two groups past their SLA never reserve the same node; a group whose pending pods are gone
+// (its Job suspended) gives its nodes back.
+func TestSLAReservationsAreDisjointAndReleased(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var first []*corev1.Pod
+	for _, name := range []string{"g1", "g2"} {
+		pg := f.group(t, name, 2, nil, f.now)
+		pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+		require.NoError(t, f.groups.Update(pg))
+		first = append(first, f.member(t, name+"-0", name, ""))
+		f.member(t, name+"-1", name, "")
+	}
+	nodes := []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1), cpuNode("n4", 1)}
+	f.now = f.now.Add(31 * time.Second)
+	r1, status := f.gang.PreFilter(ctx, nil, first[0], nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	r2, status := f.gang.PreFilter(ctx, nil, first[1], nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	require.NotNil(t, r1)
+	require.NotNil(t, r2)
+	assert.Equal(t, 2, r1.NodeNames.Len())
+	assert.Equal(t, 2, r2.NodeNames.Len())
+	assert.Empty(t, r1.NodeNames.Intersection(r2.NodeNames).UnsortedList(), "reservations overlap")
+
+	// g1's pods are deleted (its Job suspended): a pod of another workload may use its nodes.
+	for _, name := range []string{"g1-0", "g1-1"} {
+		obj, _, _ := f.pods.GetByKey("ns/" + name)
+		require.NoError(t, f.pods.Delete(obj))
+	}
+	other := f.member(t, "other", "", "")
+	for _, n := range nodes {
+		if r1.NodeNames.Has(n.Node().Name) {
+			assert.Nil(t, f.gang.Filter(ctx, nil, other, n), "g1's node %s is given back", n.Node().Name)
+		}
+		if r2.NodeNames.Has(n.Node().Name) {
+			assert.NotNil(t, f.gang.Filter(ctx, nil, other, n), "g2's node %s stays reserved", n.Node().Name)
+		}
+	}
+}

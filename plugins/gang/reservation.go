@@ -60,6 +60,10 @@ func (g *Gang) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.Po
 		if ok, _ := affinity.Match(node.Node()); !ok {
 			continue
 		}
+		// Never a node another group holds: two reservations never overlap.
+		if owner, _, held := g.groups.reservedFor(node.Node().Name); held && owner != key {
+			continue
+		}
 		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.FromContext(ctx), node.Node().Spec.Taints, member.Spec.Tolerations, func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}, false); untolerated {
@@ -119,6 +123,11 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 func (g *Gang) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	owner, r, ok := g.groups.reservedFor(nodeInfo.Node().Name)
 	if !ok || v1alpha1.IsSystemPod(pod) {
+		return nil
+	}
+	if len(g.pendingMembers(owner, "")) == 0 {
+		// The group waits no more (its Job suspended, its pods deleted): its nodes are free.
+		g.releaseReservation(klog.FromContext(ctx), owner)
 		return nil
 	}
 	if key, grouped := groupOf(pod); grouped && key == owner {
