@@ -114,6 +114,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	})
 	exerciseForeignAdapters(t, env, ns)
 	upstreamGangRuns(t, env, ns, pool)
+	unreadyGangIsEvicted(t, env, ns, pool)
 	leader := waitLeader(t, env, localcluster.Controllers)
 	_, err = env.Cluster.ControllersMetrics(ctx, leader)
 	require.NoError(t, err)
@@ -214,6 +215,45 @@ func simulatePod(t *testing.T, env *framework.Env, ns, pod, duration string, exi
 	require.NoError(t, err)
 	_, err = env.Kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
+}
+
+// unreadyGangIsEvicted binds by hand one pod of a gang of two whose ready timeout is one second,
+// so that the PodGroup controller evicts it: it marks the pod with a DisruptionTarget condition
+// (pods/status patch) before deleting it.
+func unreadyGangIsEvicted(t *testing.T, env *framework.Env, ns string, pool map[string]string) {
+	t.Helper()
+	ctx := framework.Context(t, 2*time.Minute)
+	_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "unready", Namespace: ns},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 2, ReadyTimeoutSeconds: ptr.To[int32](1)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "unready-0", Namespace: ns, Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "unready"}},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: pool,
+			Containers: []corev1.Container{{Name: "work", Image: "busybox"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: poolLabel + "=" + pool[poolLabel]})
+	require.NoError(t, err)
+	require.NotEmpty(t, nodes.Items)
+	err = env.Kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: "unready-0", Namespace: ns},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodes.Items[0].Name},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err, "binding the gang's only pod by hand")
+	framework.Eventually(t, time.Minute, "the hand-bound pod of the short gang evicted", func() (bool, string) {
+		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "unready-0", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return pod.DeletionTimestamp != nil, fmt.Sprintf("on %q, %s", pod.Spec.NodeName, pod.Status.Phase)
+	})
 }
 
 // upstreamGangRuns runs a gang of upstream's API (scheduling.k8s.io/v1beta1 Workload and PodGroup,
