@@ -189,6 +189,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		a.Total.Add(alloc)
 	}
 	groupQueue := map[string]string{}
+	groupMin := map[string]int{}
 	for i := range groups {
 		g := &groups[i]
 		queue := g.Spec.Queue
@@ -196,6 +197,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 			queue = schedulingv1alpha1.DefaultQueue
 		}
 		groupQueue[g.Namespace+"/"+g.Name] = queue
+		groupMin[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
 		counts := a.counts(queue)
 		switch g.Status.Phase {
 		case schedulingv1alpha1.PodGroupPending, "":
@@ -207,15 +209,22 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		}
 	}
 	leafAllocated := map[string]quota.Amounts{}
+	// What waits and can run now is demand, as the scheduler counts it (plugins/queue): not
+	// gated pods, not the pods of a group short of its minimum, not the pods of a queue that
+	// does not admit them.
+	demandPending := map[string]quota.Amounts{}
+	groupMembers := map[string]int{}
+	groupPending := map[string]map[string]quota.Amounts{}
 	for i := range pods {
 		pod := &pods[i]
 		if !schedulingv1alpha1.CountsInQueues(pod, schedulerNames) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		queue := ""
+		queue, group := "", ""
 		name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
 		if grouped {
-			q, ok := groupQueue[pod.Namespace+"/"+name]
+			group = pod.Namespace + "/" + name
+			q, ok := groupQueue[group]
 			if !ok {
 				continue // the scheduler counts such pods nowhere either
 			}
@@ -224,6 +233,10 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 			queue = schedulingv1alpha1.QueueOfPod(pod, "")
 		}
 		requests := podRequests(pod)
+		gated := pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0
+		if grouped && pod.DeletionTimestamp == nil && !gated {
+			groupMembers[group]++
+		}
 		switch {
 		case pod.Spec.NodeName != "":
 			add(leafAllocated, queue, requests)
@@ -235,13 +248,31 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 			if !grouped {
 				a.counts(queue).Pending++
 			}
+			switch {
+			case gated || !a.Tree.Admits(queue):
+			case grouped:
+				if groupPending[group] == nil {
+					groupPending[group] = map[string]quota.Amounts{}
+				}
+				add(groupPending[group], queue, requests)
+			default:
+				add(demandPending, queue, requests)
+			}
+		}
+	}
+	for group, byQueue := range groupPending {
+		if groupMembers[group] < groupMin[group] {
+			continue
+		}
+		for queue, v := range byQueue {
+			add(demandPending, queue, v)
 		}
 	}
 	demand := map[string]quota.Amounts{}
 	for queue, v := range leafAllocated {
 		add(demand, queue, v)
 	}
-	for queue, v := range a.Pending {
+	for queue, v := range demandPending {
 		add(demand, queue, v)
 	}
 	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)

@@ -142,3 +142,36 @@ func TestAccountAsTheDefaultScheduler(t *testing.T) {
 	assert.Equal(t, int64(1), beside.Allocated["default"][gpu], "beside the default scheduler, its plain pods count nowhere")
 	assert.Equal(t, int64(2), beside.Allocated["team"][gpu], "a pod that names a queue counts whatever its scheduler")
 }
+
+// Deserved shares are computed at what can run now, as the scheduler does: a closed queue's
+// backlog, gated pods and a group short of its minimum take no share from the others.
+func TestDemandIsWhatCanRunNow(t *testing.T) {
+	closed := testQueue("closed", "root", 1)
+	closed.Spec.State = schedulingv1alpha1.QueueClosed
+	queues := []*schedulingv1alpha1.Queue{testQueue("root", "", 1), testQueue("open", "root", 1), closed, testQueue("other", "root", 1)}
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpu: resource.MustParse("12")}}}
+	short := schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "short", Namespace: "ns"},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 3, Queue: "other"},
+	}
+	gated := testPod("gated", map[string]string{schedulingv1alpha1.QueueLabel: "other"}, "", corev1.PodPending, 4)
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+	pods := []corev1.Pod{
+		testPod("o0", map[string]string{schedulingv1alpha1.QueueLabel: "open"}, "", corev1.PodPending, 12),
+		testPod("c0", map[string]string{schedulingv1alpha1.QueueLabel: "closed"}, "", corev1.PodPending, 12),
+		testPod("s0", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4),
+		testPod("s1", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4),
+		gated,
+	}
+	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly)
+	assert.Equal(t, int64(12), a.Deserved["open"][gpu], "the only queue whose pods can run deserves the whole cluster")
+	assert.Zero(t, a.Deserved["closed"][gpu])
+	assert.Zero(t, a.Deserved["other"][gpu])
+	assert.Equal(t, int64(12), a.Pending["closed"][gpu], "what waits is still shown")
+
+	// The group's third member arrives: it can run, and the queues share.
+	pods = append(pods, testPod("s2", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4))
+	a = Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly)
+	assert.Equal(t, int64(6), a.Deserved["open"][gpu])
+	assert.Equal(t, int64(6), a.Deserved["other"][gpu])
+}

@@ -200,6 +200,14 @@ func (t *Tree) WorkloadQueue(name string) (*Node, string) {
 	return n, ""
 }
 
+// Admits says whether the queue takes workloads now: it exists, is a leaf and is open. Pods
+// waiting for a queue that does not are no demand: counted, they would hold a share of the
+// cluster that nobody can use.
+func (t *Tree) Admits(name string) bool {
+	n := t.nodes[name]
+	return n != nil && n.Leaf() && n.Open
+}
+
 // OverGuaranteed lists the queues whose children's guarantees do not fit in the queue's own
 // guarantee (or, for root, in the cluster total), by resource.
 func (t *Tree) OverGuaranteed(total Amounts) map[string]string {

@@ -117,6 +117,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
+	a.ledger.minMember = a.groupMinimum
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
@@ -132,6 +133,9 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 			pg, ok2 := newObj.(*v1alpha1.PodGroup)
 			if ok1 && ok2 && old.Spec.Queue != pg.Spec.Queue {
 				a.reobserveGroup(pg.Namespace, pg.Name)
+			}
+			if ok1 && ok2 && old.Spec.MinMember != pg.Spec.MinMember {
+				a.ledger.touch() // whether its pending pods are demand may have changed
 			}
 		},
 		// A group deleted leaves its pods counted nowhere until it exists again (groupAdded).
@@ -217,6 +221,16 @@ func (a *accounts) observeNode(obj any, deleted bool) {
 		return
 	}
 	a.ledger.setNode(node.Name, node.Status.Allocatable)
+}
+
+// groupMinimum returns a group's minMember, 0 when it does not exist.
+func (a *accounts) groupMinimum(group string) int {
+	namespace, name, _ := cache.SplitMetaNamespaceKey(group)
+	pg, err := a.podGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return 0
+	}
+	return int(pg.Spec.MinMember)
 }
 
 // groupQueue returns the queue of a PodGroup, "" when it does not exist.

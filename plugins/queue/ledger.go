@@ -25,6 +25,8 @@ type podEntry struct {
 	bound, assumed bool
 	terminating    bool
 	nominated      bool
+	// gated: the pod has scheduling gates; it cannot be scheduled, so it is no demand.
+	gated bool
 	// nominatedAt is when PostFilter nominated the pod; until the informer catches up (or a
 	// while has passed), the nomination counts even if the pod object does not show it yet.
 	nominatedAt   time.Time
@@ -50,6 +52,14 @@ type ledger struct {
 	// groupPlaced sums the placed requests of each PodGroup, and groupCount counts them.
 	groupPlaced map[string]quota.Amounts
 	groupCount  map[string]int
+	// groupPending sums the pending requests of each group by queue (they are in pending too),
+	// and groupMembers counts each group's pods that can run (not terminating, not gated): a
+	// group with fewer members than its minimum cannot run yet, and its pending pods are no
+	// demand (view).
+	groupPending map[string]map[string]quota.Amounts
+	groupMembers map[string]int
+	// minMember returns a group's minimum (0 when unknown); nil counts every group's pending.
+	minMember func(group string) int
 	// unresolved holds pods whose PodGroup was not known yet, by group.
 	unresolved map[string]map[types.UID]*corev1.Pod
 	nodes      map[string]quota.Amounts
@@ -63,16 +73,18 @@ type ledger struct {
 
 func newLedger(schedulerNames ...string) *ledger {
 	l := &ledger{
-		pods:        map[types.UID]*podEntry{},
-		allocated:   map[string]quota.Amounts{},
-		terminating: map[string]quota.Amounts{},
-		pending:     map[string]quota.Amounts{},
-		nominated:   map[string]quota.Amounts{},
-		groupPlaced: map[string]quota.Amounts{},
-		groupCount:  map[string]int{},
-		unresolved:  map[string]map[types.UID]*corev1.Pod{},
-		nodes:       map[string]quota.Amounts{},
-		total:       quota.Amounts{},
+		pods:         map[types.UID]*podEntry{},
+		allocated:    map[string]quota.Amounts{},
+		terminating:  map[string]quota.Amounts{},
+		pending:      map[string]quota.Amounts{},
+		nominated:    map[string]quota.Amounts{},
+		groupPlaced:  map[string]quota.Amounts{},
+		groupCount:   map[string]int{},
+		groupPending: map[string]map[string]quota.Amounts{},
+		groupMembers: map[string]int{},
+		unresolved:   map[string]map[types.UID]*corev1.Pod{},
+		nodes:        map[string]quota.Amounts{},
+		total:        quota.Amounts{},
 	}
 	l.names.Store(&schedulerNames)
 	return l
@@ -114,6 +126,7 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 		bound:       pod.Spec.NodeName != "",
 		terminating: pod.DeletionTimestamp != nil,
 		nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
+		gated:       pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0,
 	}
 	groupQueue := ""
 	if name, ok := v1alpha1.PodGroupNameOf(pod); ok {
@@ -229,6 +242,13 @@ func (l *ledger) unassume(uid types.UID) {
 	l.account(e, 1)
 }
 
+// touch marks the ledger changed, for what view derives from other objects (a group's minimum).
+func (l *ledger) touch() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+}
+
 // account adds (sign 1) or removes (sign -1) an entry's contribution to the sums.
 func (l *ledger) account(e *podEntry, sign int64) {
 	l.version++
@@ -240,6 +260,12 @@ func (l *ledger) account(e *podEntry, sign int64) {
 			delete(l.groupPlaced, e.group)
 		}
 	}
+	if e.group != "" && !e.terminating && !e.gated {
+		l.groupMembers[e.group] += int(sign)
+		if l.groupMembers[e.group] == 0 {
+			delete(l.groupMembers, e.group)
+		}
+	}
 	if e.queue == "" {
 		return
 	}
@@ -249,8 +275,19 @@ func (l *ledger) account(e *podEntry, sign int64) {
 		if e.terminating {
 			addSigned(l.terminating, e.queue, e.requests, sign)
 		}
-	case !e.terminating:
+	case !e.terminating && !e.gated:
 		addSigned(l.pending, e.queue, e.requests, sign)
+		if e.group != "" {
+			byQueue := l.groupPending[e.group]
+			if byQueue == nil {
+				byQueue = map[string]quota.Amounts{}
+				l.groupPending[e.group] = byQueue
+			}
+			addSigned(byQueue, e.queue, e.requests, sign)
+			if len(byQueue) == 0 {
+				delete(l.groupPending, e.group)
+			}
+		}
 		if e.nominated {
 			addSigned(l.nominated, e.queue, e.requests, sign)
 		}
@@ -300,10 +337,14 @@ type view struct {
 	allocated, terminating, pending, nominated map[string]quota.Amounts
 }
 
+// view copies the ledger's sums. Its pending leaves out the pods of groups short of their
+// minimum: they cannot run until the rest of their members exist, and counted as demand they
+// would hold shares, and so capacity, idle (the pending of closed queues is left out by the
+// queue plugin's snapshot, which knows the tree).
 func (l *ledger) view() view {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return view{
+	v := view{
 		version:     l.version,
 		total:       l.total.Clone(),
 		allocated:   cloneSums(l.allocated),
@@ -311,6 +352,18 @@ func (l *ledger) view() view {
 		pending:     cloneSums(l.pending),
 		nominated:   cloneSums(l.nominated),
 	}
+	if l.minMember == nil {
+		return v
+	}
+	for group, byQueue := range l.groupPending {
+		if l.groupMembers[group] >= l.minMember(group) {
+			continue
+		}
+		for queue, amounts := range byQueue {
+			addSigned(v.pending, queue, amounts, -1)
+		}
+	}
+	return v
 }
 
 func cloneSums(sums map[string]quota.Amounts) map[string]quota.Amounts {

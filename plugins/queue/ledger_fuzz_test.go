@@ -20,7 +20,11 @@ type ledgerWorld struct {
 	pods    map[types.UID]*corev1.Pod
 	assumed map[types.UID]bool
 	groups  map[string]string
+	// minimum is each PodGroup's minMember.
+	minimum map[string]int
 }
+
+func (w *ledgerWorld) minMember(group string) int { return w.minimum[group] }
 
 func (w *ledgerWorld) resolve(namespace, name string) string { return w.groups[namespace+"/"+name] }
 
@@ -28,6 +32,7 @@ func (w *ledgerWorld) resolve(namespace, name string) string { return w.groups[n
 // see it.
 func (w *ledgerWorld) recount() *ledger {
 	l := newLedger(v1alpha1.SchedulerName)
+	l.minMember = w.minMember
 	for _, pod := range w.pods {
 		l.observe(pod, w.resolve)
 	}
@@ -39,7 +44,7 @@ func (w *ledgerWorld) recount() *ledger {
 	return l
 }
 
-// FuzzLedger drives the ledger through random pod, PodGroup and scheduler events, as the queue
+// FuzzLedger drives the ledger through random pod (gated, terminating, ended), PodGroup (minimum included) and scheduler events, as the queue
 // plugin's informer handlers and Reserve/Unreserve do, and checks after each that its sums equal
 // a recount from scratch of the same world.
 func FuzzLedger(f *testing.F) {
@@ -47,8 +52,9 @@ func FuzzLedger(f *testing.F) {
 	f.Add([]byte{7, 7, 0, 21, 3, 40, 9, 9, 1, 66, 2, 130, 4, 200, 5, 17, 6, 33, 8, 90})
 	f.Add([]byte{3, 0, 3, 1, 3, 2, 0, 64, 0, 65, 8, 1, 4, 64, 9, 0, 2, 64, 6, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		w := &ledgerWorld{pods: map[types.UID]*corev1.Pod{}, assumed: map[types.UID]bool{}, groups: map[string]string{}}
+		w := &ledgerWorld{pods: map[types.UID]*corev1.Pod{}, assumed: map[types.UID]bool{}, groups: map[string]string{}, minimum: map[string]int{}}
 		l := newLedger(v1alpha1.SchedulerName)
+		l.minMember = w.minMember
 		queues := []string{"default", "team-a", "team-b"}
 		groupNames := []string{"g0", "g1"}
 		reobserveGroup := func(group string) {
@@ -96,6 +102,7 @@ func FuzzLedger(f *testing.F) {
 				queue := queues[int(arg/2)%len(queues)]
 				_, existed := w.groups[group]
 				w.groups[group] = queue
+				w.minimum[group] = int(arg % 4)
 				if existed {
 					reobserveGroup(group)
 				} else {
@@ -105,6 +112,7 @@ func FuzzLedger(f *testing.F) {
 				group := "ns/" + groupNames[int(arg)%len(groupNames)]
 				if _, ok := w.groups[group]; ok {
 					delete(w.groups, group)
+					delete(w.minimum, group)
 					reobserveGroup(group)
 				}
 			default: // a node's allocatable changed; the pods' sums must not care
@@ -133,6 +141,8 @@ func fuzzPod(uid types.UID, arg byte, queues, groups []string) *corev1.Pod {
 		pod.DeletionTimestamp = &metav1.Time{}
 	case 2:
 		pod.Status.Phase = corev1.PodSucceeded
+	case 3:
+		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
 	}
 	return pod
 }
@@ -142,12 +152,14 @@ func requireSameSums(t *testing.T, want, got *ledger, step int) {
 	t.Helper()
 	wv, gv := want.view(), got.view()
 	for name, pair := range map[string][2]any{
-		"allocated":   {wv.allocated, gv.allocated},
-		"terminating": {wv.terminating, gv.terminating},
-		"pending":     {wv.pending, gv.pending},
-		"nominated":   {wv.nominated, gv.nominated},
-		"groupPlaced": {want.groupPlaced, got.groupPlaced},
-		"groupCount":  {want.groupCount, got.groupCount},
+		"allocated":    {wv.allocated, gv.allocated},
+		"terminating":  {wv.terminating, gv.terminating},
+		"pending":      {wv.pending, gv.pending},
+		"nominated":    {wv.nominated, gv.nominated},
+		"groupPlaced":  {want.groupPlaced, got.groupPlaced},
+		"groupCount":   {want.groupCount, got.groupCount},
+		"groupMembers": {want.groupMembers, got.groupMembers},
+		"groupPending": {want.groupPending, got.groupPending},
 	} {
 		require.Equal(t, pair[0], pair[1], "step %d: %s differs from a recount", step, name)
 	}

@@ -110,3 +110,34 @@ func TestTotalLeavesOutPods(t *testing.T) {
 	l.setNode("n2", nil)
 	assert.Equal(t, quota.Amounts{gpu: 2}, l.view().total)
 }
+
+// Only pods that can run now are demand: not gated pods, not the pods of a group with fewer
+// members than its minimum (until the rest arrive).
+func TestPendingIsWhatCanRunNow(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	minimum := map[string]int{"ns/job": 3}
+	l.minMember = func(group string) int { return minimum[group] }
+	resolve := func(string, string) string { return "team" }
+	inJob := map[string]string{v1alpha1.PodGroupLabel: "job"}
+
+	gated := ledgerPod("gated", map[string]string{v1alpha1.QueueLabel: "team"}, "", 1)
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+	l.observe(gated, resolve)
+	assert.Empty(t, l.view().pending["team"], "a gated pod cannot be scheduled")
+	ungated := gated.DeepCopy()
+	ungated.Spec.SchedulingGates = nil
+	l.observe(ungated, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().pending["team"], "ungated, it is demand")
+
+	l.observe(ledgerPod("m0", inJob, "", 2), resolve)
+	l.observe(ledgerPod("m1", inJob, "", 2), resolve)
+	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().pending["team"], "2 of the group's 3 members exist: it cannot run yet")
+	third := ledgerPod("m2", inJob, "", 2)
+	l.observe(third, resolve)
+	assert.Equal(t, quota.Amounts{gpu: 7}, l.view().pending["team"], "with its third member the group is demand")
+	l.assume(third, "team", "ns/job")
+	assert.Equal(t, quota.Amounts{gpu: 5}, l.view().pending["team"], "a reserved member still counts as a member")
+
+	minimum["ns/job"] = 4
+	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().pending["team"], "a raised minimum leaves the group short again")
+}

@@ -121,6 +121,13 @@ type state struct {
 func (q *Queue) snapshot() state {
 	tree := q.currentTree()
 	v := q.ledger.view()
+	// A closed queue's pending pods cannot be admitted: as demand, or as queues that wait,
+	// they would hold a share of the cluster that nobody uses.
+	for queue := range v.pending {
+		if !tree.Admits(queue) {
+			delete(v.pending, queue)
+		}
+	}
 	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v)}
 }
 
