@@ -2,12 +2,9 @@ package queue
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // podRequests are the requests a pod counts for in its queue, as the scheduler counts them.
-func podRequests(pod *corev1.Pod) quota.Amounts {
-	return quota.FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-}
+func podRequests(pod *corev1.Pod) quota.Amounts { return quota.PodRequests(pod) }

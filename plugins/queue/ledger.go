@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -110,7 +109,7 @@ func (l *ledger) counts(pod *corev1.Pod) bool {
 
 // podRequests are the requests a pod counts for in its queue.
 func podRequests(pod *corev1.Pod) quota.Amounts {
-	return quota.FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	return quota.PodRequests(pod)
 }
 
 // observe records a pod as the informer shows it. resolve returns the queue of a PodGroup
