@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,6 +105,7 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 	q := &Queue{
 		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
 		ledger: a.ledger, accounts: a, synced: func() bool { return true },
+		reclaimer: &reclaimer{executor: preemption.NewExecutor(h, feature.Features{EnableAsyncPreemption: true})},
 	}
 	ctx := context.Background()
 	for _, pod := range []*corev1.Pod{

@@ -210,6 +210,10 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if !q.ledger.counts(pod) {
 		return nil // a system pod: no queue holds it
 	}
+	if q.reclaimer.executor.IsPodRunningPreemption(pod.UID) {
+		// Its victims are being evicted after its cycle: it comes back when the last one goes.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: waiting for the victims of the pod's preemption to be evicted")
+	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil // TephraGang decides about pods whose group is missing

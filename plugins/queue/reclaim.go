@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -40,6 +46,12 @@ const (
 type reclaimer struct {
 	q       *Queue
 	members cache.Indexer
+	// executor evicts the chosen victims asynchronously (the upstream evaluator's async mode):
+	// the scheduling cycle never waits on the API. PreEnqueue holds the preemptor back until its
+	// last victim is being deleted.
+	executor  *preemption.Executor
+	podLister corelisters.PodLister
+	pdbs      policylisters.PodDisruptionBudgetLister
 	// The preemptor being decided for: set by PostFilter, which runs one at a time, and read by
 	// the evaluator's parallel dry runs.
 	pod         *corev1.Pod
@@ -53,6 +65,16 @@ type reclaimer struct {
 	// elastic: the preemptor is above its group's minimum (it evicts nobody). elasticInQueue:
 	// its queue runs pods above their groups' minimums, which a minimum may preempt.
 	elastic, elasticInQueue bool
+	// budgetsNow are the PodDisruptionBudgets as this preemption sees them.
+	budgetsNow []budget
+	// victimsMu guards dryRun, the victims SelectVictimsOnNode chose on each node in this
+	// PostFilter, and inFlight, the victims of recent preemptions, which are evicted after the
+	// cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
+	// sees it: its queues and budgets count them as gone, and none is chosen again.
+	victimsMu sync.Mutex
+	dryRun    map[string][]*corev1.Pod
+	inFlight  map[types.UID]time.Time
+	going     map[types.UID]bool
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -64,27 +86,47 @@ func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaime
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, nil, err
 	}
-	r := &reclaimer{q: q, members: podInformer.GetIndexer()}
-	executor := preemption.NewExecutor(handle, feature.Features{})
-	executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, _ preemption.ExecutorPreemptor, victim *corev1.Pod, plugin string) (bool, error) {
-		return r.evict(ctx, victim, plugin)
+	factory := handle.SharedInformerFactory()
+	r := &reclaimer{
+		q: q, members: podInformer.GetIndexer(), podLister: factory.Core().V1().Pods().Lister(),
+		pdbs: factory.Policy().V1().PodDisruptionBudgets().Lister(), inFlight: map[types.UID]time.Time{},
 	}
-	return preemption.NewEvaluator(Name, handle, r, executor), r, nil
+	r.executor = preemption.NewExecutor(handle, feature.Features{EnableAsyncPreemption: true})
+	r.executor.PreemptPod = func(ctx context.Context, c preemption.Candidate, preemptor preemption.ExecutorPreemptor, victim *corev1.Pod, plugin string) (bool, error) {
+		// A pod preemptor is its one pod (its Obj is a wrapper of it).
+		var pod *corev1.Pod
+		if pods := preemptor.Pods(); len(pods) == 1 {
+			for _, p := range pods {
+				pod = p
+			}
+		}
+		if pod == nil {
+			return false, fmt.Errorf("preemption for %s %s: only pods preempt in TephraQueue", preemptor.Type(), preemptor.UID())
+		}
+		return r.evict(ctx, pod, victim, plugin, c.Victims().NumPDBViolations)
+	}
+	return preemption.NewEvaluator(Name, handle, r, r.executor), r, nil
 }
 
-// evict removes a victim as kube-scheduler's own preemption does (a waiting pod is rejected in
-// memory; a bound one gets a DisruptionTarget condition and is deleted), with one event that
-// names the queue it made room for.
-func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string) (bool, error) {
+// evict removes a victim for a preemptor as kube-scheduler's own preemption does (a pod waiting
+// at Permit or in PreBind is rejected in memory; a bound one gets a DisruptionTarget condition
+// and is deleted), with one event that names the queue it made room for. It runs after the
+// scheduling cycle (async), so it reads nothing the next cycle's PostFilter sets.
+func (r *reclaimer) evict(ctx context.Context, pod, victim *corev1.Pod, plugin string, violating int64) (bool, error) {
+	queue := r.q.queueNameOf(pod)
 	if waiting := r.q.handle.GetWaitingPod(victim.UID); waiting != nil && waiting.Preempt(plugin, "preempted") {
-		r.evicted(victim)
+		r.evicted(pod, queue, victim, "")
+		return true, nil
+	}
+	if binding := r.q.handle.GetPodInPreBind(victim.UID); binding != nil && binding.CancelPod("preempted by "+plugin) {
+		r.evicted(pod, queue, victim, "")
 		return true, nil
 	}
 	condition := &corev1.PodCondition{
 		Type:    corev1.DisruptionTarget,
 		Status:  corev1.ConditionTrue,
 		Reason:  corev1.PodReasonPreemptionByScheduler,
-		Message: fmt.Sprintf("%s: making room in queue %q", r.pod.Spec.SchedulerName, r.leaf.Name),
+		Message: fmt.Sprintf("%s: making room in queue %q", pod.Spec.SchedulerName, queue),
 	}
 	status := victim.Status.DeepCopy()
 	if apipod.UpdatePodCondition(status, condition) {
@@ -101,8 +143,47 @@ func (r *reclaimer) evict(ctx context.Context, victim *corev1.Pod, plugin string
 		}
 		return false, err
 	}
-	r.evicted(victim)
+	r.evicted(pod, queue, victim, r.budgetNote(victim, violating))
 	return false, nil
+}
+
+// victimsGoing returns the victims of recent preemptions, forgetting those whose eviction has
+// long had time to show.
+func (r *reclaimer) victimsGoing() map[types.UID]bool {
+	r.victimsMu.Lock()
+	defer r.victimsMu.Unlock()
+	going := make(map[types.UID]bool, len(r.inFlight))
+	for uid, at := range r.inFlight {
+		if time.Since(at) > victimsGrace {
+			delete(r.inFlight, uid)
+			continue
+		}
+		going[uid] = true
+	}
+	return going
+}
+
+// withGoing counts the victims going that the ledger still shows placed and not terminating as
+// terminating in their queues.
+func (r *reclaimer) withGoing(st state) state {
+	if len(r.going) == 0 {
+		return st
+	}
+	st.view.terminating = cloneSums(st.view.terminating)
+	for uid := range r.going {
+		if e, ok := r.q.ledger.entry(uid); ok && e.placed() && !e.terminating && e.queue != "" {
+			addSigned(st.view.terminating, e.queue, e.requests, 1)
+		}
+	}
+	return st
+}
+
+// queueNameOf returns the queue a pod counts in, as it resolves now.
+func (q *Queue) queueNameOf(pod *corev1.Pod) string {
+	if w, status := q.workloadOf(pod); status == nil {
+		return w.queue
+	}
+	return v1alpha1.QueueOfPod(pod, "")
 }
 
 // PostFilter reclaims or preempts for a pod that fits no node. A system pod, which counts in no
@@ -140,6 +221,10 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	r.need = podRequests(pod)
 	minimum := q.needOf(pod, w)
 	st = st.withDemandFor(leaf.Name, minimum)
+	// Victims of the last preemptions may not show as terminating yet (they are evicted after
+	// their cycle): they are going, and count so.
+	r.going = r.victimsGoing()
+	st = r.withGoing(st)
 	r.state = st
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
@@ -169,8 +254,21 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: evicting what may be evicted would not make room for the minimum of pod group %s (%s short); nothing is evicted", w.group, short))
 		}
 	}
+	pdbs, err := r.pdbs.List(labels.Everything())
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	r.budgetsNow = r.budgets(pdbs, r.going)
+	r.victimsMu.Lock()
+	r.dryRun = map[string][]*corev1.Pod{}
+	r.victimsMu.Unlock()
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
+		r.victimsMu.Lock()
+		for _, victim := range r.dryRun[result.NominatedNodeName] {
+			r.inFlight[victim.UID] = time.Now()
+		}
+		r.victimsMu.Unlock()
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
 		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
@@ -363,9 +461,11 @@ func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
 	return fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.nominatedAt).Round(time.Millisecond))
 }
 
-// OrderedScoreFuncs prefers the node with the fewest victims, then with the least important.
+// OrderedScoreFuncs prefers the node whose victims break the fewest PodDisruptionBudgets, then
+// with the fewest victims, then with the least important.
 func (r *reclaimer) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
 	return []func(string) int64{
+		func(node string) int64 { return -victims[node].NumPDBViolations },
 		func(node string) int64 { return -int64(len(victims[node].Pods)) },
 		func(node string) int64 {
 			highest := int64(-1 << 31)
@@ -395,12 +495,12 @@ type unit struct {
 }
 
 // SelectVictimsOnNode chooses the fewest victims on the node that make room for the preemptor,
-// least important first: lowest priority, then elastic pods (above their gang's minimum), then
-// the most recently started. A victim is allowed only when evicting it keeps its queue at or
+// least important first: those whose eviction respects every PodDisruptionBudget, then lowest
+// priority, then elastic pods (above their gang's minimum), then the most recently started. A victim is allowed only when evicting it keeps its queue at or
 // above its deserved share and its guarantee (reclaim), or it is a lower-priority pod of the
 // preemptor's own queue (preemption). Then every victim that is not needed is spared.
 func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
-	units := r.units(nodeInfo, possible)
+	units := orderByBudgets(r.units(nodeInfo, possible), r.budgetsNow)
 	if len(units) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no pod on the node may be reclaimed or preempted")
 	}
@@ -477,7 +577,13 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	for _, u := range victims {
 		pods = append(pods, u.pods...)
 	}
-	return pods, 0, nil
+	// victims is most important first: count from the least important, as they were taken.
+	slices.Reverse(victims)
+	broken := violations(victims, r.budgetsNow)
+	r.victimsMu.Lock()
+	r.dryRun[node] = pods
+	r.victimsMu.Unlock()
+	return pods, broken, nil
 }
 
 // units turns the pods on the node into eviction units the preemptor may take, least important
@@ -493,7 +599,7 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 				continue
 			}
 			e, ok := r.q.ledger.entry(pod.UID)
-			if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) {
+			if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) || r.going[pod.UID] {
 				continue
 			}
 			elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
@@ -641,21 +747,21 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.total, resources, taken, r.leaf.Name, r.need)
 }
 
-// evicted records a victim the evaluator has evicted: an event naming the queue that took its
-// place, and the metric.
-func (r *reclaimer) evicted(victim *corev1.Pod) {
+// evicted records a victim evicted for a pod of a queue: an event naming the queue that took its
+// place (and the budgets it breaks, if it must), and the metric.
+func (r *reclaimer) evicted(pod *corev1.Pod, queue string, victim *corev1.Pod, note string) {
 	e, _ := r.q.ledger.entry(victim.UID)
 	kind := kindPreempt
-	if e.queue != r.leaf.Name {
+	if e.queue != queue {
 		kind = kindReclaim
 	}
-	evictions.WithLabelValues(kind, e.queue, r.leaf.Name).Inc()
-	reason, msg := "Preempted", fmt.Sprintf("Preempted by pod %s/%s of higher priority in queue %q", r.pod.Namespace, r.pod.Name, r.leaf.Name)
+	evictions.WithLabelValues(kind, e.queue, queue).Inc()
+	reason, msg := "Preempted", fmt.Sprintf("Preempted by pod %s/%s of higher priority in queue %q", pod.Namespace, pod.Name, queue)
 	if kind == kindReclaim {
 		reason = "Reclaimed"
-		msg = fmt.Sprintf("Reclaimed by queue %q for pod %s/%s: queue %q used more than its deserved share", r.leaf.Name, r.pod.Namespace, r.pod.Name, e.queue)
+		msg = fmt.Sprintf("Reclaimed by queue %q for pod %s/%s: queue %q used more than its deserved share", queue, pod.Namespace, pod.Name, e.queue)
 	}
-	r.q.handle.EventRecorder().Eventf(victim, r.pod, corev1.EventTypeWarning, reason, "Evicting", msg)
+	r.q.handle.EventRecorder().Eventf(victim, pod, corev1.EventTypeWarning, reason, "Evicting", msg+note)
 }
 
 var _ preemption.Interface = &reclaimer{}
