@@ -99,6 +99,51 @@ func TestSLAConditionOnPodGroup(t *testing.T) {
 	require.NoError(t, err, "the group shows SLAExceeded once it waits past 3s")
 }
 
+// Two groups past their SLA reserve disjoint nodes: on 4 nodes of 2 GPUs, all busy, two gangs of
+// 4 GPUs each reserve 2 nodes, none of them the other's; once the small jobs are gone both run,
+// each on its own nodes.
+func TestSLAReservationsAreDisjoint(t *testing.T) {
+	c := newClusterOf(t, "sladisjoint", 4)
+	ctx := context.Background()
+	for i := range 8 {
+		c.smallJob(ctx, t, fmt.Sprintf("small-%d", i))
+	}
+	c.waitBound(t, map[string]int{"small": 8}, time.Minute)
+	// Small jobs run 20 s: remove them by hand instead, once both gangs hold their nodes.
+	c.gangOf(t, "first", 4, "3s", "")
+	c.gangOf(t, "second", 4, "3s", "")
+
+	reserved := map[string][]string{}
+	for _, gang := range []string{"first", "second"} {
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			events := c.env.Events(c.ns, gang)
+			_, nodes, found := strings.Cut(events, ": nodes ")
+			if !found {
+				return false, nil
+			}
+			nodes, _, _ = strings.Cut(nodes, " are reserved")
+			reserved[gang] = strings.Split(nodes, ", ")
+			return true, nil
+		})
+		require.NoError(t, err, "group %s reserves nodes once past its SLA; events: %s", gang, c.env.Events(c.ns, gang))
+	}
+	require.Len(t, reserved["first"], 2, "4 GPUs on nodes of 2")
+	require.Len(t, reserved["second"], 2, "4 GPUs on nodes of 2")
+	for _, node := range reserved["first"] {
+		assert.NotContains(t, reserved["second"], node, "both groups reserved node %s", node)
+	}
+
+	require.NoError(t, c.env.Kube.CoreV1().Pods(c.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{LabelSelector: "e2e.tephra.dev/job=small"}))
+	c.waitBound(t, map[string]int{"first": 4, "second": 4}, time.Minute)
+	for gang, nodes := range reserved {
+		pods, err := c.env.Kube.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "e2e.tephra.dev/job=" + gang})
+		require.NoError(t, err)
+		for _, pod := range pods.Items {
+			assert.Contains(t, nodes, pod.Spec.NodeName, "pod %s runs on its group's reserved nodes", pod.Name)
+		}
+	}
+}
+
 // smallJob is a one-GPU pod that runs 20 s.
 func (c *cluster) smallJob(ctx context.Context, t *testing.T, name string) {
 	one := *resource.NewQuantity(1, resource.DecimalSI)
@@ -122,10 +167,16 @@ func (c *cluster) smallJob(ctx context.Context, t *testing.T, name string) {
 // none) whose pods run for duration.
 func (c *cluster) gang(t *testing.T, name, sla, duration string) {
 	t.Helper()
+	c.gangOf(t, name, 8, sla, duration)
+}
+
+// gangOf submits a gang of size one-GPU pods, all of them its minimum.
+func (c *cluster) gangOf(t *testing.T, name string, size int, sla, duration string) {
+	t.Helper()
 	pg := &schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 8, Queue: c.q1, ScheduleTimeoutSeconds: new(int32(10)),
-			MinResources: corev1.ResourceList{c.gpu: *resource.NewQuantity(8, resource.DecimalSI)}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(size), Queue: c.q1, ScheduleTimeoutSeconds: new(int32(10)),
+			MinResources: corev1.ResourceList{c.gpu: *resource.NewQuantity(int64(size), resource.DecimalSI)}},
 	}
 	if sla != "" {
 		pg.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla}
@@ -133,7 +184,7 @@ func (c *cluster) gang(t *testing.T, name, sla, duration string) {
 	_, err := c.env.Tephra.SchedulingV1alpha1().PodGroups(c.ns).Create(context.Background(), pg, metav1.CreateOptions{})
 	require.NoError(t, err)
 	one := *resource.NewQuantity(1, resource.DecimalSI)
-	for i := range 8 {
+	for i := range size {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: c.ns,
 				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: name, "e2e.tephra.dev/job": name}},
