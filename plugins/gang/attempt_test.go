@@ -148,3 +148,73 @@ func drainEvents(f *fixture) string {
 		}
 	}
 }
+
+// Many goroutines on one group, as the framework runs them: the scheduling cycle reserves and
+// permits the eight members of a gang one after another, while binding cycles of members already
+// let through or timed out call Unreserve concurrently and the PodGroup is updated. Whatever the
+// interleaving, the members that get through PreBind are none or the whole minimum, and never
+// one that was unreserved. Run with -race.
+func TestConcurrentMembersBindAllOrNothing(t *testing.T) {
+	const size = 8
+	for round := range 100 {
+		f := newFixture(t)
+		ctx := context.Background()
+		f.group(t, "eight", size, nil, f.now)
+		var pods []*corev1.Pod
+		for i := range size {
+			pods = append(pods, f.member(t, string(rune('a'+i)), "eight", ""))
+		}
+		permitted := make(chan int, size)
+		passed := make([]bool, size) // Permit said Success
+		unreserved := make([]bool, size)
+		var wg sync.WaitGroup
+		wg.Go(func() { // the scheduling cycle
+			defer close(permitted)
+			for i, pod := range pods {
+				if !f.gang.Reserve(ctx, nil, pod, "node").IsSuccess() {
+					continue
+				}
+				status, _ := f.gang.Permit(ctx, nil, pod, "node")
+				switch status.Code() {
+				case fwk.Wait:
+					f.handle.wait(pod)
+				case fwk.Success:
+					passed[i] = true
+				}
+				permitted <- i
+			}
+		})
+		wg.Go(func() { // binding cycles: one member in three of some rounds fails or times out
+			for i := range permitted {
+				if (i+round)%3 == 0 && round%2 == 0 {
+					unreserved[i] = true
+					f.gang.Unreserve(ctx, nil, pods[i], "node")
+				}
+			}
+		})
+		wg.Go(func() { // the PodGroup's status written meanwhile
+			pg := f.podGroup(t, "eight").DeepCopy()
+			pg.Status.Phase = v1alpha1.PodGroupPending
+			_ = f.groups.Update(pg)
+		})
+		wg.Wait()
+
+		bound := 0
+		for i, pod := range pods {
+			through := passed[i]
+			if w := f.handle.GetWaitingPod(pod.UID); w != nil {
+				fw := w.(*fakeWaitingPod)
+				fw.mu.Lock()
+				through = through || fw.allowed
+				fw.mu.Unlock()
+			}
+			if through && !unreserved[i] && f.gang.PreBind(ctx, nil, pod, "node").IsSuccess() {
+				bound++
+			}
+		}
+		require.True(t, bound == 0 || bound == size, "round %d: %d of %d members bound (unreserved %v)", round, bound, size, unreserved)
+		if round%2 == 1 {
+			require.Equal(t, size, bound, "round %d: nothing failed, the whole gang binds", round)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,8 +31,10 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
-// fakeWaitingPod records what the plugin decides for a pod waiting at Permit.
+// fakeWaitingPod records what the plugin decides for a pod waiting at Permit. As the framework's
+// waiting pod, the first decision holds.
 type fakeWaitingPod struct {
+	mu       sync.Mutex
 	pod      *corev1.Pod
 	allowed  bool
 	rejected string
@@ -39,13 +42,28 @@ type fakeWaitingPod struct {
 
 func (w *fakeWaitingPod) GetPod() *corev1.Pod         { return w.pod }
 func (w *fakeWaitingPod) GetPendingPlugins() []string { return []string{Name} }
-func (w *fakeWaitingPod) Allow(string)                { w.allowed = true }
-func (w *fakeWaitingPod) Reject(_, msg string) bool   { w.rejected = msg; return true }
-func (w *fakeWaitingPod) Preempt(_, msg string) bool  { w.rejected = msg; return true }
+func (w *fakeWaitingPod) Allow(string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rejected == "" {
+		w.allowed = true
+	}
+}
+func (w *fakeWaitingPod) Reject(_, msg string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.allowed {
+		return false
+	}
+	w.rejected = msg
+	return true
+}
+func (w *fakeWaitingPod) Preempt(plugin, msg string) bool { return w.Reject(plugin, msg) }
 
 // fakeHandle gives the plugin the framework functions it calls; the rest of fwk.Handle is nil.
 type fakeHandle struct {
 	fwk.Handle
+	mu        sync.Mutex
 	waiting   map[types.UID]*fakeWaitingPod
 	activated []string
 	recorder  *events.FakeRecorder
@@ -55,10 +73,21 @@ type fakeHandle struct {
 func (h *fakeHandle) ClientSet() kubernetes.Interface { return h.clientset }
 
 func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if w, ok := h.waiting[uid]; ok {
 		return w
 	}
 	return nil
+}
+
+// wait registers a pod as waiting at Permit, as the framework does when Permit says Wait.
+func (h *fakeHandle) wait(pod *corev1.Pod) *fakeWaitingPod {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := &fakeWaitingPod{pod: pod}
+	h.waiting[pod.UID] = w
+	return w
 }
 
 func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
@@ -134,7 +163,7 @@ func (f *fixture) permit(t *testing.T, pod *corev1.Pod) *fwk.Status {
 	status, timeout := f.gang.Permit(ctx, nil, pod, "node")
 	if status.Code() == fwk.Wait {
 		assert.Equal(t, 30*time.Second, timeout, "the group's scheduleTimeoutSeconds bounds the wait")
-		f.handle.waiting[pod.UID] = &fakeWaitingPod{pod: pod}
+		f.handle.wait(pod)
 	}
 	return status
 }
