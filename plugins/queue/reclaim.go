@@ -496,9 +496,11 @@ type unit struct {
 
 // SelectVictimsOnNode chooses the fewest victims on the node that make room for the preemptor,
 // least important first: those whose eviction respects every PodDisruptionBudget, then lowest
-// priority, then elastic pods (above their gang's minimum), then the most recently started. A victim is allowed only when evicting it keeps its queue at or
-// above its deserved share and its guarantee (reclaim), or it is a lower-priority pod of the
-// preemptor's own queue (preemption). Then every victim that is not needed is spared.
+// priority, then elastic pods (above their gang's minimum), then the most recently started. A
+// victim is allowed only when evicting it keeps its queue at or above its deserved share and its
+// guarantee (reclaim), or it is a lower-priority pod of the preemptor's own queue (preemption).
+// Then every victim that is not needed is spared, those that break a budget first. The budgets
+// are PostFilter's (budgetsNow), which count the victims still going as disrupted already.
 func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
 	units := orderByBudgets(r.units(nodeInfo, possible), r.budgetsNow)
 	if len(units) == 0 {
