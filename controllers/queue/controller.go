@@ -331,9 +331,11 @@ func (a *Accounting) Status(q *schedulingv1alpha1.Queue) schedulingv1alpha1.Queu
 			status.Conditions[i].LastTransitionTime = old.LastTransitionTime
 		}
 	}
+	status.AllocatedSummary, status.DeservedSummary = "0", "0"
 	if a.Tree.Get(q.Name) == nil {
 		return status
 	}
+	status.AllocatedSummary, status.DeservedSummary = a.Allocated[q.Name].Describe(), a.Deserved[q.Name].Describe()
 	if l := a.Allocated[q.Name].List(); len(l) > 0 {
 		status.Allocated = l
 	}

@@ -74,6 +74,13 @@ type QueueStatus struct {
 	// Deserved is the queue's fair share of its parent at the current demand.
 	// +optional
 	Deserved corev1.ResourceList `json:"deserved,omitempty"`
+	// AllocatedSummary is Allocated for people, as kubectl get shows it: "cpu: 3,
+	// nvidia.com/gpu: 2", or "0".
+	// +optional
+	AllocatedSummary string `json:"allocatedSummary,omitempty"`
+	// DeservedSummary is Deserved for people, as kubectl get shows it, or "0".
+	// +optional
+	DeservedSummary string `json:"deservedSummary,omitempty"`
 	// Pending counts pod groups waiting to enter the queue.
 	// +optional
 	Pending int32 `json:"pending,omitempty"`
@@ -103,8 +110,8 @@ type QueueStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`
 // +kubebuilder:printcolumn:name="Guarantee",type=string,JSONPath=`.spec.guarantee`
 // +kubebuilder:printcolumn:name="Capability",type=string,JSONPath=`.spec.capability`
-// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated`
-// +kubebuilder:printcolumn:name="Deserved",type=string,JSONPath=`.status.deserved`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocatedSummary`
+// +kubebuilder:printcolumn:name="Deserved",type=string,JSONPath=`.status.deservedSummary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'root' || self.spec.parent != self.metadata.name",message="a Queue cannot be its own parent",fieldPath=".spec.parent"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name != 'root' || self.spec.parent == 'root'",message="the root Queue is the top of the tree and has no parent: leave spec.parent unset",fieldPath=".spec.parent"

@@ -1,10 +1,16 @@
 package queue
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
@@ -33,4 +39,30 @@ func TestClosedQueueBacklogLeavesTheClusterToOthers(t *testing.T) {
 	waitQueueStatus(t, env, "backlog-closed", time.Minute, "deserving nothing", func(q *schedulingv1alpha1.Queue) bool {
 		return amountOf(q.Status.Deserved, res) == 0
 	})
+
+	// kubectl get queues shows both, in words.
+	open := queueColumns(t, env, "backlog-open")
+	assert.Equal(t, string(res)+": 4", open["Allocated"])
+	assert.Equal(t, string(res)+": 4", open["Deserved"])
+	closed := queueColumns(t, env, "backlog-closed")
+	assert.Equal(t, "0", closed["Allocated"])
+	assert.Equal(t, "0", closed["Deserved"])
+	assert.Equal(t, "Closed", closed["State"])
+}
+
+// queueColumns are the columns of a queue as `kubectl get queue` prints them (the server's
+// table of the CRD's printer columns).
+func queueColumns(t *testing.T, env *framework.Env, name string) map[string]string {
+	t.Helper()
+	raw, err := env.Tephra.SchedulingV1alpha1().RESTClient().Get().Resource("queues").Name(name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	require.NoError(t, err)
+	var table metav1.Table
+	require.NoError(t, json.Unmarshal(raw, &table))
+	require.Len(t, table.Rows, 1)
+	out := map[string]string{}
+	for i, column := range table.ColumnDefinitions {
+		out[column.Name] = fmt.Sprint(table.Rows[0].Cells[i])
+	}
+	return out
 }
