@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,7 +202,7 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	}
 	r.recordDecision(job, previous, d)
 
-	group, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup)
+	group, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -314,7 +315,7 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 // Only those fields are the job's; others (scheduleTimeoutSeconds) are left to whoever set them.
 // changed is false when there is nothing to write: spec is nil (the group is left alone), the
 // group is as decided, or it is someone else's (returned, not to be written).
-func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec) (group *schedulingv1alpha1.PodGroup, changed bool, err error) {
+func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (group *schedulingv1alpha1.PodGroup, changed bool, err error) {
 	if spec == nil {
 		return nil, false, nil
 	}
@@ -325,7 +326,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 			ObjectMeta: metav1.ObjectMeta{
 				Name: job.Name, Namespace: job.Namespace,
 				Labels:      map[string]string{batchv1alpha1.JobNameLabel: job.Name},
-				Annotations: groupAnnotations(job),
+				Annotations: groupAnnotations(job, jobMin),
 				OwnerReferences: []metav1.OwnerReference{
 					*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job")),
 				},
@@ -352,16 +353,30 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	} else if had && !hasSLA {
 		delete(want.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
 	}
+	if min := strconv.Itoa(int(jobMin)); jobMin > 0 && want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] != min {
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = min
+	}
 	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
 }
 
-// groupAnnotations are the job's annotations its PodGroup carries: the SLA waiting time, which
-// tephra-scheduler reads from the group.
-func groupAnnotations(job *batchv1alpha1.Job) map[string]string {
+// groupAnnotations are the annotations a job's new PodGroup carries: the SLA waiting time, which
+// tephra-scheduler reads from the group, and the job's whole minimum, which the PodGroup
+// controller compares minMember with (condition MinMemberLowered).
+func groupAnnotations(job *batchv1alpha1.Job, jobMin int32) map[string]string {
+	out := map[string]string{}
 	if sla, ok := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; ok {
-		return map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla}
+		out[schedulingv1alpha1.SLAWaitingTimeAnnotation] = sla
 	}
-	return nil
+	if jobMin > 0 {
+		out[schedulingv1alpha1.JobMinMemberAnnotation] = strconv.Itoa(int(jobMin))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // writePodGroup creates or updates the job's PodGroup as podGroupChange decided.
@@ -380,11 +395,22 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), group.Spec.Queue)
 		return nil
 	}
+	before := &schedulingv1alpha1.PodGroup{}
+	_ = r.Get(ctx, client.ObjectKeyFromObject(group), before)
 	if err := r.Update(ctx, group); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil // the group's change is on its way as an event
 		}
 		return fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if from, to := before.Spec.MinMember, group.Spec.MinMember; from > 0 && to < from {
+		// Never behind the user's back: the minimum of a finishing job falls as its pods succeed.
+		msg := fmt.Sprintf("minMember of PodGroup %s lowered from %d to %d as the job's pods succeed: a pod that succeeded does not run again, and the gang needs only the pods still to run",
+			group.Name, from, to)
+		r.event(job, corev1.EventTypeNormal, "MinMemberLowered", "Update", "%s", msg)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(group, job, corev1.EventTypeNormal, "MinMemberLowered", "Update", "%s", msg)
+		}
 	}
 	return nil
 }

@@ -427,3 +427,36 @@ func TestReconcilePassesTheSLAToTheGroup(t *testing.T) {
 	require.NoError(t, f.client.Get(context.Background(), key, group))
 	assert.Equal(t, "2m", group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
 }
+
+// As a job's pods succeed, its PodGroup's minMember falls to the pods still to run, never behind
+// the user's back: the group keeps the job's whole minimum in an annotation, and both objects get
+// an event.
+func TestLoweringMinMemberIsAnnounced(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.reconcile(t)
+	f.setPods(t, corev1.PodRunning)
+	f.reconcile(t)
+	f.events()
+	group := &schedulingv1alpha1.PodGroup{}
+	key := client.ObjectKey{Namespace: testNamespace, Name: "train"}
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.Equal(t, "6", group.Annotations[schedulingv1alpha1.JobMinMemberAnnotation])
+
+	for _, pod := range f.pods(t) {
+		if pod.Name == "train-worker-0" {
+			pod.Status.Phase = corev1.PodSucceeded
+			require.NoError(t, f.client.Status().Update(context.Background(), &pod))
+		}
+	}
+	f.reconcile(t)
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.Equal(t, int32(5), group.Spec.MinMember)
+	assert.Equal(t, "6", group.Annotations[schedulingv1alpha1.JobMinMemberAnnotation], "the job's whole minimum stays")
+	lowered := 0
+	for _, e := range f.events() {
+		if strings.Contains(e, "MinMemberLowered minMember of PodGroup train lowered from 6 to 5") {
+			lowered++
+		}
+	}
+	assert.Equal(t, 2, lowered, "an event on the job and one on its PodGroup")
+}

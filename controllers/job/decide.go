@@ -38,6 +38,9 @@ type Decision struct {
 	// PodGroup is the spec the job's PodGroup must have (created if missing); nil leaves the
 	// group as it is.
 	PodGroup *schedulingv1alpha1.PodGroupSpec
+	// JobMinMember is the job's whole minimum, which PodGroup's minMember falls below once pods
+	// have succeeded; the group records it (JobMinMemberAnnotation).
+	JobMinMember int32
 	// Delete lists pods to delete, by name and UID (a pod of the same name created since is
 	// not touched).
 	Delete []PodDeletion
@@ -226,6 +229,7 @@ func (m *machine) run() {
 		m.transition(*next)
 	}
 	m.d.Delete, m.d.Create, m.d.PodGroup, m.d.RequeueAfter = p.deletes, p.creates, p.podGroup, p.requeue
+	m.d.JobMinMember = m.spec.min
 	if m.recordChanged {
 		v := m.rec.encode()
 		m.d.Record = &v

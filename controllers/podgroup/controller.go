@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -60,6 +61,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForGroupOf)).
 		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.requestsForQueue)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsForNamespace)).
+		// A job's end decides its group's phase.
+		Watches(&batchv1alpha1.Job{}, handler.EnqueueRequestsFromMapFunc(requestForJobGroup)).
 		Complete(r)
 }
 
@@ -110,7 +113,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read namespace %s: %w", group.Namespace, err)
 	}
-	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs, nsLabels))
+	jobPhase, err := r.jobPhaseOf(ctx, group)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs, nsLabels), jobPhase)
 	ready := decideReady(group, pods.Items, r.DefaultReadyTimeout, at)
 	recheck := ctrl.Result{RequeueAfter: earliest(slaRecheck(group, at), applyReady(group, &status, ready, at))}
 	if !equality.Semantic.DeepEqual(group.Status, status) {
@@ -140,6 +147,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return recheck, nil
+}
+
+// jobPhaseOf returns the phase of the Tephra Job that owns the group, "" if none does.
+func (r *Reconciler) jobPhaseOf(ctx context.Context, group *schedulingv1alpha1.PodGroup) (batchv1alpha1.JobPhase, error) {
+	owner := metav1.GetControllerOf(group)
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1alpha1.SchemeGroupVersion.String() {
+		return "", nil
+	}
+	job := &batchv1alpha1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: owner.Name}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("read job %s/%s: %w", group.Namespace, owner.Name, err)
+	}
+	if job.UID != owner.UID {
+		return "", nil // a new job of the same name: not this group's
+	}
+	return job.Status.State.Phase, nil
+}
+
+// requestForJobGroup maps a Tephra Job to its PodGroup, which has the job's name.
+func requestForJobGroup(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}}
 }
 
 // earliest is the shorter of two requeue delays, where 0 means none.

@@ -3,6 +3,7 @@ package podgroup
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -119,13 +121,25 @@ func phaseOf(c memberCounts, minMember int32, hasRun bool) schedulingv1alpha1.Po
 //
 // A group whose minimum exists enters its queue (Inqueue) only when the queue admits it: hold
 // says why it does not ("" when it does), and the group stays Pending with that reason.
-func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold queueHold) schedulingv1alpha1.PodGroupStatus {
+//
+// jobPhase is the phase of the Tephra Job that owns the group ("" for none): once the job has
+// ended, the group says how (phaseOfJob).
+func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold queueHold, jobPhase batchv1alpha1.JobPhase) schedulingv1alpha1.PodGroupStatus {
 	status := *group.Status.DeepCopy()
 	counts := countMembers(pods)
 	minMember := minMemberOf(group)
 	hasRun := meta.IsStatusConditionTrue(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
 
 	status.Phase = phaseOf(counts, minMember, hasRun)
+	if phase, ended := phaseOfJob(jobPhase); ended {
+		status.Phase = phase
+	}
+	if cond, ok := minMemberLoweredCondition(group); ok {
+		cond.ObservedGeneration = group.Generation
+		meta.SetStatusCondition(&status.Conditions, cond)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+	}
 	status.Running, status.Succeeded, status.Failed = counts.running, counts.succeeded, counts.failed
 
 	scheduled := scheduledCondition(counts, minMember, hasRun)
@@ -143,6 +157,48 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		meta.SetStatusCondition(&status.Conditions, cond)
 	}
 	return status
+}
+
+// phaseOfJob is the phase of a group whose Job has ended. A job ends by its own rules (a
+// CompleteJob policy, minSuccess) while members it no longer needs are killed or never ran, which
+// the members alone would read as Failed or Unknown: the group of a completed job is Completed,
+// of a failed one Failed.
+func phaseOfJob(phase batchv1alpha1.JobPhase) (schedulingv1alpha1.PodGroupPhase, bool) {
+	switch phase {
+	case batchv1alpha1.JobCompleted:
+		return schedulingv1alpha1.PodGroupCompleted, true
+	case batchv1alpha1.JobFailed:
+		return schedulingv1alpha1.PodGroupFailed, true
+	}
+	return "", false
+}
+
+// Reasons of the MinMemberLowered condition.
+const (
+	ReasonMembersSucceeded = "MembersSucceeded"
+	ReasonJobMinimum       = "JobMinimum"
+)
+
+// minMemberLoweredCondition compares the group's minMember with its Job's whole minimum
+// (annotation JobMinMemberAnnotation, written by the Job controller): ok is false for a group
+// without one.
+func minMemberLoweredCondition(group *schedulingv1alpha1.PodGroup) (metav1.Condition, bool) {
+	value, ok := group.Annotations[schedulingv1alpha1.JobMinMemberAnnotation]
+	if !ok {
+		return metav1.Condition{}, false
+	}
+	jobMin, err := strconv.Atoi(value)
+	if err != nil {
+		return metav1.Condition{}, false
+	}
+	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupMinMemberLowered, Status: metav1.ConditionFalse,
+		Reason: ReasonJobMinimum, Message: fmt.Sprintf("minMember is the job's minimum, %d", jobMin)}
+	if int(group.Spec.MinMember) < jobMin {
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonMembersSucceeded
+		cond.Message = fmt.Sprintf("minMember is %d, below the job's minimum of %d: pods that succeeded do not run again, and the gang needs only the pods still to run",
+			group.Spec.MinMember, jobMin)
+	}
+	return cond, true
 }
 
 // scheduledCondition is True from the first time minMember members are running or succeeded,

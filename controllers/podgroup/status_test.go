@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -244,7 +245,7 @@ func TestUnschedulableCondition(t *testing.T) {
 func TestDesiredStatus(t *testing.T) {
 	t.Run("the minimum runs", func(t *testing.T) {
 		pg := group(2, nil)
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending), queueHold{})
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending), queueHold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase)
 		assert.Equal(t, [3]int32{2, 0, 0}, [3]int32{status.Running, status.Succeeded, status.Failed})
@@ -262,10 +263,10 @@ func TestDesiredStatus(t *testing.T) {
 
 	t.Run("Scheduled stays True once the minimum ran, and the group becomes Unknown", func(t *testing.T) {
 		pg := group(2, nil)
-		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning), queueHold{})
+		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning), queueHold{}, "")
 		since := meta.FindStatusCondition(pg.Status.Conditions, "Scheduled").LastTransitionTime
 
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending), queueHold{})
+		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending), queueHold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupUnknown, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -274,7 +275,7 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("not scheduled yet", func(t *testing.T) {
-		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending), queueHold{})
+		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending), queueHold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -285,15 +286,15 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("unset minMember counts as 1", func(t *testing.T) {
-		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded), queueHold{})
+		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded), queueHold{}, "")
 		assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, status.Phase)
 	})
 
 	t.Run("the same inputs give the same status", func(t *testing.T) {
 		pg := group(2, nil)
 		members := pods(corev1.PodRunning, corev1.PodPending)
-		pg.Status = desiredStatus(pg, members, queueHold{})
-		assert.Equal(t, pg.Status, desiredStatus(pg, members, queueHold{}))
+		pg.Status = desiredStatus(pg, members, queueHold{}, "")
+		assert.Equal(t, pg.Status, desiredStatus(pg, members, queueHold{}, ""))
 	})
 }
 
@@ -308,7 +309,7 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	team.Status.Allocated = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 
 	hold := queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
-	status := desiredStatus(pg, members, hold)
+	status := desiredStatus(pg, members, hold, "")
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
 	cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
 	require.NotNil(t, cond)
@@ -316,7 +317,7 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	assert.Contains(t, cond.Message, `capability of queue "team" (cpu 5 > 4)`)
 
 	team.Status.Allocated = nil
-	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)).Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil), "").Phase)
 
 	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("5")
 	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil).reason)
@@ -337,7 +338,38 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "b"})
 	assert.Equal(t, schedulingv1alpha1.ReasonQueueForbidden, hold.reason)
 	assert.Contains(t, hold.message, `namespace "team-a" does not match the namespaceSelector of queue "team" (team=a)`)
-	status = desiredStatus(pg, members, hold)
+	status = desiredStatus(pg, members, hold, "")
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
 	assert.Empty(t, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "a"}).reason)
+}
+
+// The group of a job that a CompleteJob policy ended, its other members killed, is Completed, not
+// Failed as its members alone would have it; a failed job's group is Failed.
+func TestAJobsEndDecidesItsGroupsPhase(t *testing.T) {
+	pg := group(6, nil)
+	pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning), queueHold{}, batchv1alpha1.JobRunning)
+	require.Equal(t, schedulingv1alpha1.PodGroupRunning, pg.Status.Phase)
+
+	ended := pods(corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodFailed, corev1.PodFailed)
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleting).Phase, "the members alone")
+	assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleted).Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, pods(corev1.PodSucceeded, corev1.PodRunning), queueHold{}, batchv1alpha1.JobFailed).Phase)
+}
+
+// A group whose minMember the Job controller lowered says so, with both numbers.
+func TestLoweredMinMemberIsSaid(t *testing.T) {
+	pg := group(6, nil)
+	pg.Annotations = map[string]string{schedulingv1alpha1.JobMinMemberAnnotation: "6"}
+	cond := meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+
+	pg.Spec.MinMember = 5
+	cond = meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Equal(t, "minMember is 5, below the job's minimum of 6: pods that succeeded do not run again, and the gang needs only the pods still to run", cond.Message)
+
+	delete(pg.Annotations, schedulingv1alpha1.JobMinMemberAnnotation)
+	assert.Nil(t, meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered), "a group without a job says nothing")
 }

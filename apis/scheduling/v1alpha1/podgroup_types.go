@@ -39,7 +39,16 @@ const (
 	// with reason Unready when the minimum missed its ready timeout and its bound members were
 	// evicted.
 	PodGroupPodsReady = "PodsReady"
+	// PodGroupMinMemberLowered is true while the group's minMember is below the whole minimum
+	// of the Job that owns it (annotation JobMinMemberAnnotation): the Job controller lowers it
+	// as the job's pods succeed, since a pod that succeeded does not run again and the gang
+	// needs only the pods still to run.
+	PodGroupMinMemberLowered = "MinMemberLowered"
 )
+
+// JobMinMemberAnnotation, on a PodGroup a Tephra Job owns, is the job's whole minimum as its
+// Job controller resolved it (minAvailable), which the group's minMember may fall below.
+const JobMinMemberAnnotation = "batch.tephra.dev/min-member"
 
 // PodGroupSpec says how many pods of a group must be placed together.
 type PodGroupSpec struct {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -163,9 +166,41 @@ func waitJob(t *testing.T, env *framework.Env, ns, name string, timeout time.Dur
 	return last
 }
 
+// waitPhase waits for a job's phase. A job that ended (Completed or Failed) must agree with its
+// PodGroup, as a person reading `kubectl get pg` expects: the group has the same phase, and its
+// minMember is the job's unless its MinMemberLowered condition says why not.
 func waitPhase(t *testing.T, env *framework.Env, ns, name string, timeout time.Duration, phase batchv1alpha1.JobPhase) *batchv1alpha1.Job {
 	t.Helper()
-	return waitJob(t, env, ns, name, timeout, "phase "+string(phase), func(j *batchv1alpha1.Job) bool { return j.Status.State.Phase == phase })
+	job := waitJob(t, env, ns, name, timeout, "phase "+string(phase), func(j *batchv1alpha1.Job) bool { return j.Status.State.Phase == phase })
+	if phase == batchv1alpha1.JobCompleted || phase == batchv1alpha1.JobFailed {
+		requireGroupAgrees(t, env, job)
+	}
+	return job
+}
+
+func requireGroupAgrees(t *testing.T, env *framework.Env, job *batchv1alpha1.Job) {
+	t.Helper()
+	want := schedulingv1alpha1.PodGroupCompleted
+	if job.Status.State.Phase == batchv1alpha1.JobFailed {
+		want = schedulingv1alpha1.PodGroupFailed
+	}
+	framework.Eventually(t, 30*time.Second, fmt.Sprintf("PodGroup %s to agree with its %s job", job.Name, job.Status.State.Phase), func() (bool, string) {
+		group, err := env.Tephra.SchedulingV1alpha1().PodGroups(job.Namespace).Get(context.Background(), job.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "" // deleted with its job (TTL)
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		if !metav1.IsControlledBy(group, job) {
+			return true, "" // someone else's group
+		}
+		lowered := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+		minimumSaid := group.Spec.MinMember == job.Status.MinAvailable ||
+			(lowered != nil && lowered.Status == metav1.ConditionTrue && strings.Contains(lowered.Message, fmt.Sprintf("below the job's minimum of %d", job.Status.MinAvailable)))
+		return group.Status.Phase == want && minimumSaid,
+			fmt.Sprintf("group phase %s (want %s), minMember %d (job's %d), MinMemberLowered %+v", group.Status.Phase, want, group.Spec.MinMember, job.Status.MinAvailable, lowered)
+	})
 }
 
 // jobPods lists a job's pods by name.
