@@ -133,6 +133,11 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 	status.Phase = phaseOf(counts, minMember, hasRun)
 	if phase, ended := phaseOfJob(jobPhase); ended {
 		status.Phase = phase
+	} else if jobPhase == batchv1alpha1.JobCompleting && group.Status.Phase != "" &&
+		(status.Phase == schedulingv1alpha1.PodGroupFailed || status.Phase == schedulingv1alpha1.PodGroupUnknown) {
+		// The job is killing the pods it no longer needs: they do not make the group Failed or
+		// Unknown on its way to Completed.
+		status.Phase = group.Status.Phase
 	}
 	if cond, ok := minMemberLoweredCondition(group); ok {
 		cond.ObservedGeneration = group.Generation

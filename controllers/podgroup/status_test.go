@@ -351,7 +351,9 @@ func TestAJobsEndDecidesItsGroupsPhase(t *testing.T) {
 	require.Equal(t, schedulingv1alpha1.PodGroupRunning, pg.Status.Phase)
 
 	ended := pods(corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodFailed, corev1.PodFailed)
-	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleting).Phase, "the members alone")
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobRunning).Phase, "the members alone")
+	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleting).Phase,
+		"while the job completes, the pods it kills do not fail the group")
 	assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleted).Phase)
 	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, pods(corev1.PodSucceeded, corev1.PodRunning), queueHold{}, batchv1alpha1.JobFailed).Phase)
 }

@@ -198,6 +198,9 @@ func requireGroupAgrees(t *testing.T, env *framework.Env, job *batchv1alpha1.Job
 		lowered := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
 		minimumSaid := group.Spec.MinMember == job.Status.MinAvailable ||
 			(lowered != nil && lowered.Status == metav1.ConditionTrue && strings.Contains(lowered.Message, fmt.Sprintf("below the job's minimum of %d", job.Status.MinAvailable)))
+		if want == schedulingv1alpha1.PodGroupCompleted && strings.Contains(env.Events(job.Namespace, job.Name), " to Failed:") {
+			return false, "the group of a completed job went through Failed: " + env.Events(job.Namespace, job.Name)
+		}
 		return group.Status.Phase == want && minimumSaid,
 			fmt.Sprintf("group phase %s (want %s), minMember %d (job's %d), MinMemberLowered %+v", group.Status.Phase, want, group.Spec.MinMember, job.Status.MinAvailable, lowered)
 	})
