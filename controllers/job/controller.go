@@ -353,11 +353,11 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	} else if had && !hasSLA {
 		delete(want.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
 	}
-	if min := strconv.Itoa(int(jobMin)); jobMin > 0 && want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] != min {
+	if minimum := strconv.Itoa(int(jobMin)); jobMin > 0 && want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] != minimum {
 		if want.Annotations == nil {
 			want.Annotations = map[string]string{}
 		}
-		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = min
+		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = minimum
 	}
 	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
 }
