@@ -87,7 +87,7 @@ func (s *jobShares) forget(uid types.UID) {
 // shareOf returns the frozen share of a queued pod's job: its group's bound requests over the
 // cluster's total, in the resource where that ratio is highest. Pods without a group are jobs of
 // one with nothing running: share 0.
-func (g *Gang) shareOf(e fwk.QueuedEntityInfo) float64 {
+func (g *groupManager) shareOf(e fwk.QueuedEntityInfo) float64 {
 	getter, ok := e.(podInfoGetter)
 	if !ok {
 		return 0
@@ -116,7 +116,7 @@ func (g *Gang) shareOf(e fwk.QueuedEntityInfo) float64 {
 }
 
 // groupShare is the dominant share of a group's bound members now.
-func (g *Gang) groupShare(key groupKey) float64 {
+func (g *groupManager) groupShare(key groupKey) float64 {
 	total := *g.shares.total.Load()
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	bound := quota.Amounts{}

@@ -8,7 +8,7 @@ import (
 // reached PreFilter, is not placed, did not stall in its last attempt, is not backing off, and
 // still has its minimum of members. Elastic pods wait for such groups, so that they are placed
 // after every schedulable minimum and never take capacity a minimum could use.
-func (g *Gang) pendingMinimum(self groupKey) string {
+func (g *groupManager) pendingMinimum(self groupKey) string {
 	for _, key := range g.groups.wantingMinimum(self, g.now()) {
 		pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 		if err != nil {
@@ -27,7 +27,7 @@ func (g *Gang) pendingMinimum(self groupKey) string {
 
 // releaseElastic brings back the elastic members held for a minimum that is now placed, failed
 // or stalled.
-func (g *Gang) releaseElastic(logger klog.Logger) {
+func (g *groupManager) releaseElastic(logger klog.Logger) {
 	for _, key := range g.groups.takeElasticWaiting() {
 		g.handle.Activate(logger, g.pendingMembers(key, ""))
 	}

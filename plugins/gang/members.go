@@ -32,7 +32,7 @@ type memberCount struct {
 // countMembers counts the members of group key (whose PodGroup is pg) from the scheduler's pod
 // informer (which holds no ended pods) and the plugin's assumed set. extra is counted too if the
 // informer does not show it yet. Members are counted by task only when pg has task minimums.
-func (g *Gang) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
+func (g *groupManager) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
 	var c memberCount
 	// Counted under the group's lock: binding cycles change its assumed set meanwhile.
 	g.groups.with(key, func(s *groupState) { c = g.countMembersLocked(s, key, pg, extra) })
@@ -41,7 +41,7 @@ func (g *Gang) countMembers(key groupKey, pg *v1alpha1.PodGroup, extra *corev1.P
 
 // countMembersLocked is countMembers for a caller that holds the group's lock (inside
 // tracker.with), so that it can act on the count before anything changes it.
-func (g *Gang) countMembersLocked(s *groupState, key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
+func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alpha1.PodGroup, extra *corev1.Pod) memberCount {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
 	byTask := len(pg.Spec.MinTaskMember) > 0
 	c := memberCount{}
@@ -132,7 +132,7 @@ func sortedTasks(pg *v1alpha1.PodGroup) []string {
 // that the capacity check never rejects a group that could fit.
 //
 // unplacedRequests are the requests of c.unplaced, smallest CPU first (sortedRequests).
-func (g *Gang) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount, unplacedRequests []corev1.ResourceList) corev1.ResourceList {
+func (g *groupManager) minimumStillNeeded(pg *v1alpha1.PodGroup, c memberCount, unplacedRequests []corev1.ResourceList) corev1.ResourceList {
 	need := corev1.ResourceList{}
 	if len(pg.Spec.MinResources) > 0 {
 		placedRequests := corev1.ResourceList{}

@@ -21,7 +21,7 @@ import (
 const ReasonReserved = "Reserved"
 
 // slaOf returns a group's SLA waiting time (0: none) and a problem with its annotation.
-func (g *Gang) slaOf(pg *v1alpha1.PodGroup) (time.Duration, string) {
+func (g *groupManager) slaOf(pg *v1alpha1.PodGroup) (time.Duration, string) {
 	if value, ok := pg.Annotations[v1alpha1.SLAWaitingTimeAnnotation]; ok {
 		d, err := time.ParseDuration(value)
 		if err != nil || d <= 0 {
@@ -35,7 +35,7 @@ func (g *Gang) slaOf(pg *v1alpha1.PodGroup) (time.Duration, string) {
 // reservationFor returns the nodes reserved for the group, reserving them first if the group has
 // waited past its SLA. A reservation holds nodes whose allocatable capacity covers the minimum,
 // those with the most free capacity first, among the nodes a member may run on. nil: none.
-func (g *Gang) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo) []string {
+func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo) []string {
 	var reserved []string
 	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
 	if reserved != nil {
@@ -116,11 +116,11 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 	return true
 }
 
-// Filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a
+// filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a
 // group past its SLA goes before every pod of its priority or lower there, whatever their age
 // (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
 // are never kept off: PreFilter skips Filter for them, and this check keeps it so if that changes.
-func (g *Gang) Filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+func (g *groupManager) filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	owner, r, ok := g.groups.reservedFor(nodeInfo.Node().Name)
 	if !ok || v1alpha1.IsSystemPod(pod) {
 		return nil
@@ -147,7 +147,7 @@ type reservation struct {
 
 // releaseReservation ends a group's reservation and brings back the pods that it kept off its
 // nodes.
-func (g *Gang) releaseReservation(logger klog.Logger, key groupKey) {
+func (g *groupManager) releaseReservation(logger klog.Logger, key groupKey) {
 	if !g.groups.unreserve(key) {
 		return
 	}
@@ -163,7 +163,7 @@ func (g *Gang) releaseReservation(logger klog.Logger, key groupKey) {
 
 // armSLA brings a group's pending members back when its SLA waiting time ends, so that its
 // reservation is made then even if no other event retries them.
-func (g *Gang) armSLA(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup) {
+func (g *groupManager) armSLA(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup) {
 	sla, _ := g.slaOf(pg)
 	if sla <= 0 {
 		return

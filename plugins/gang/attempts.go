@@ -1,0 +1,168 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// fail ends a group's attempt (0: the current one): its waiting members are released, what it
+// bound is rolled back while the group's minimum is not bound, the group backs off, and it moves
+// behind the groups that have not failed since.
+func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg, reason string, attempt uint64) {
+	now := g.now()
+	var waiting []types.UID
+	var rollback []*corev1.Pod
+	alreadyFailed := false
+	g.groups.with(key, func(s *groupState) {
+		alreadyFailed = !s.lastFailure.IsZero() && s.backoffUntil.After(now)
+		if attempt == 0 {
+			attempt = s.attempt
+		}
+		// The attempt ends: its members still reserved or allowed can no longer be let through
+		// (Permit, PreBind), and those it bound are rolled back while the minimum is not bound.
+		s.markFailed(attempt)
+		if attempt == s.attempt {
+			for uid := range s.waiting {
+				waiting = append(waiting, uid)
+			}
+			clear(s.waiting)
+			s.attempt++
+		}
+		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
+			rollback = g.boundInAttempt(s, key, attempt)
+		}
+		if alreadyFailed {
+			return
+		}
+		s.lastFailure = now
+		s.failures++
+		backoff := time.Duration(*g.args.GroupBackoffSeconds) * time.Second << min(s.failures-1, 10)
+		backoff = min(backoff, time.Duration(*g.args.MaxGroupBackoffSeconds)*time.Second)
+		s.backoffUntil = now.Add(backoff)
+	})
+	for _, uid := range waiting {
+		if w := g.handle.GetWaitingPod(uid); w != nil {
+			w.Reject(Name, msg)
+		}
+	}
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	if len(rollback) > 0 {
+		g.rollBack(logger, key, pg, rollback, msg)
+	}
+	if alreadyFailed {
+		return
+	}
+	groupsRejected.WithLabelValues(reason).Inc()
+	g.releaseElastic(logger)
+	logger.V(3).Info("Gang attempt failed", "podGroup", key.String(), "reason", reason, "released", len(waiting), "message", msg)
+	g.groupEvent(pg, corev1.EventTypeWarning, strings.SplitN(msg, ":", 2)[0], msg)
+	// Bring the group back once its backoff is over, whatever events happened meanwhile.
+	backoff := time.Duration(0)
+	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
+	g.groups.after(key, backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+}
+
+// boundInAttempt lists the members this scheduler bound in the given attempt that are still
+// bound and alive, under the group's lock.
+func (g *groupManager) boundInAttempt(s *groupState, key groupKey, attempt uint64) []*corev1.Pod {
+	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		if a, ok := s.bound[pod.UID]; ok && a == attempt && pod.DeletionTimestamp == nil &&
+			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// ReasonRollback is the reason of the event on a PodGroup whose failed attempt had bound members,
+// and of the DisruptionTarget condition of those members, which are deleted.
+const ReasonRollback = "GangAttemptRolledBack"
+
+// rollBack deletes members bound in a group's failed attempt, so that no partial gang stays
+// bound: a bind or PreBind of a sibling failed after Permit let them all through. Each gets a
+// DisruptionTarget condition first, as preemption victims do; their controllers create them
+// again, and the group is tried whole after its backoff. The API calls run in the background:
+// binding cycles do not wait on them.
+func (g *groupManager) rollBack(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, pods []*corev1.Pod, why string) {
+	names := make([]string, len(pods))
+	for i, pod := range pods {
+		names[i] = pod.Name
+	}
+	sort.Strings(names)
+	msg := fmt.Sprintf("%s: %s; deleting the %d members it had bound (%s) so that no partial gang stays bound", ReasonRollback, why, len(pods), strings.Join(names, ", "))
+	logger.V(2).Info("Rolling back a failed gang attempt", "podGroup", key.String(), "pods", names)
+	g.groupEvent(pg, corev1.EventTypeWarning, ReasonRollback, msg)
+	groupsRolledBack.Inc()
+	client := g.handle.ClientSet()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, pod := range pods {
+			condition := &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: ReasonRollback,
+				Message: fmt.Sprintf("%s: pod group %s did not bind its minimum in this attempt", pod.Spec.SchedulerName, key)}
+			status := pod.Status.DeepCopy()
+			if apipod.UpdatePodCondition(status, condition) {
+				if err := schedutil.PatchPodStatus(ctx, client, pod.Name, pod.Namespace, &pod.Status, status); err != nil && !apierrors.IsNotFound(err) {
+					logger.Error(err, "Marking a pod of a failed gang attempt", "pod", klog.KObj(pod))
+				}
+			}
+			if err := schedutil.DeletePod(ctx, client, pod); err != nil && !apierrors.IsNotFound(err) {
+				logger.Error(err, "Deleting a pod of a failed gang attempt", "pod", klog.KObj(pod))
+			}
+		}
+	}()
+}
+
+// forgetGroup drops a deleted PodGroup: its members waiting at Permit are rejected at once, its
+// reservation is given back, and its state and timers go.
+func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
+	g.releaseReservation(logger, key)
+	for _, uid := range g.groups.forget(key) {
+		if w := g.handle.GetWaitingPod(uid); w != nil {
+			w.Reject(Name, fmt.Sprintf("%s: pod group %s was deleted", v1alpha1.ReasonPodGroupNotFound, key))
+		}
+	}
+	waitingPods.Set(float64(g.groups.waitingCount()))
+}
+
+// unreadyBackoff is how long a group whose bound pods tephra-controllers evicted for missing its
+// ready timeout (status.unreadyEvictions in a row, the last at lastUnreadyEvictionTime) still
+// waits before it is placed again: the group backoff doubled per eviction, capped as failed
+// attempts are. 0: it need not wait.
+func (g *groupManager) unreadyBackoff(pg *v1alpha1.PodGroup, now time.Time) time.Duration {
+	n := pg.Status.UnreadyEvictions
+	if n <= 0 || pg.Status.LastUnreadyEvictionTime == nil {
+		return 0
+	}
+	backoff := time.Duration(*g.args.GroupBackoffSeconds) * time.Second << min(n-1, 10)
+	backoff = min(backoff, time.Duration(*g.args.MaxGroupBackoffSeconds)*time.Second)
+	return pg.Status.LastUnreadyEvictionTime.Add(backoff).Sub(now)
+}
+
+// activateAfterUnreadyBackoff brings the group's pending members back when its unready backoff
+// ends, once per backoff: no event may come to retry them.
+func (g *groupManager) activateAfterUnreadyBackoff(logger klog.Logger, key groupKey, until time.Time) {
+	armed := false
+	g.groups.with(key, func(s *groupState) {
+		armed = !s.unreadyUntil.Before(until)
+		s.unreadyUntil = until
+	})
+	if !armed {
+		g.groups.after(key, until.Sub(g.now())+50*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+	}
+}

@@ -1,0 +1,125 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// eventsToRegister says which cluster events may let a pod this plugin rejected go on.
+func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A new member may complete its group's minimum.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterMemberAdded)},
+		// A pod that stops frees capacity a group may need.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterPodDeleted)},
+		// A node added or grown adds capacity.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(queueGroupMembers)},
+		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.forgettingUnfit(isSchedulableAfterPodGroupChange)},
+	}, nil
+}
+
+// forgettingUnfit wraps a queueing hint: when it queues a group's member, the event may let the
+// group fit, so the group's kept capacity verdict is forgotten and its next member counts again.
+func (g *groupManager) forgettingUnfit(hint fwk.QueueingHintFn) fwk.QueueingHintFn {
+	return func(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+		h, err := hint(logger, pod, oldObj, newObj)
+		if key, ok := groupOf(pod); ok && h == fwk.Queue {
+			g.groups.clearUnfit(key)
+		}
+		return h, err
+	}
+}
+
+// isSchedulableAfterMemberAdded queues a group's pods when the added member completes the
+// group's minimum (or a task's). Members added before that cannot help, nor can members beyond
+// it: queueing on every addition would retry a big group's pods once per member. An addition
+// completes the minimum when the count reaches it exactly (a replacement of a lost member), or
+// when it is the first seen with the minimum present since a member found it short: the
+// informer's store may already hold pods whose additions the queue has not seen yet, so the exact
+// count can be passed unseen.
+func (g *groupManager) isSchedulableAfterMemberAdded(logger klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("unexpected object %T", newObj)
+	}
+	mine, ok := groupOf(pod)
+	theirs, ok2 := groupOf(added)
+	if !ok || !ok2 || mine != theirs {
+		return fwk.QueueSkip, nil
+	}
+	memo := &g.memberAdded
+	memo.Lock()
+	defer memo.Unlock()
+	if memo.group == mine && memo.pod == added.UID && memo.rv == added.ResourceVersion {
+		return memo.hint, nil
+	}
+	hint := g.memberAddedHint(mine, added)
+	memo.group, memo.pod, memo.rv, memo.hint = mine, added.UID, added.ResourceVersion, hint
+	return hint, nil
+}
+
+// memberAddedHint decides isSchedulableAfterMemberAdded for one added member of group key.
+func (g *groupManager) memberAddedHint(key groupKey, added *corev1.Pod) fwk.QueueingHint {
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return fwk.QueueSkip // the PodGroup's own creation will queue the pod
+	}
+	count := g.countMembers(key, pg, added)
+	if count.shortOf(pg) != "" {
+		return fwk.QueueSkip
+	}
+	first := false
+	g.groups.with(key, func(s *groupState) { first, s.minimumQueued = !s.minimumQueued, true })
+	task := v1alpha1.TaskOf(added)
+	if first || count.existing == int(pg.Spec.MinMember) || (pg.Spec.MinTaskMember[task] > 0 && count.existingByTask[task] == int(pg.Spec.MinTaskMember[task])) {
+		return fwk.Queue
+	}
+	return fwk.QueueSkip
+}
+
+func (g *groupManager) isSchedulableAfterPodDeleted(logger klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); !ok {
+		return fwk.QueueSkip, nil
+	}
+	deleted, ok := oldObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, nil // a tombstone: assume it freed something
+	}
+	if len(resourcehelper.PodRequests(deleted, resourcehelper.PodResourcesOptions{})) == 0 {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); ok {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	obj, ok := newObj.(interface {
+		GetNamespace() string
+		GetName() string
+	})
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}

@@ -1,0 +1,544 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// groupManager owns the state of every group (the tracker, the group's attempts, waiting
+// members, reservations and timers) and answers each of the framework's extension points for a
+// pod in one call: the plugin (Gang) only adapts the framework to it, as scheduler-plugins'
+// Coscheduling does over its PodGroupManager.
+type groupManager struct {
+	handle    fwk.Handle
+	args      *Args
+	podGroups schedulinglisters.PodGroupLister
+	members   cache.Indexer
+	groups    *tracker
+	shares    *jobShares
+	// now is time.Now, replaceable in tests.
+	now func() time.Time
+	// memberAdded is the last answer of isSchedulableAfterMemberAdded. The scheduling queue asks
+	// once per queued member of the added pod's group; the answer depends on the group and the
+	// added pod only, so a gang of n created while the scheduler runs costs O(n²), not O(n³).
+	memberAdded struct {
+		sync.Mutex
+		group groupKey
+		pod   types.UID
+		rv    string
+		hint  fwk.QueueingHint
+	}
+}
+
+// groupOf returns the key of the pod's group; ok is false for a pod without one, and for a
+// system pod (v1alpha1.IsSystemPod), which no gang holds back even if it names a group.
+func groupOf(pod *corev1.Pod) (groupKey, bool) {
+	name, ok := v1alpha1.PodGroupNameOf(pod)
+	if ok && v1alpha1.IsSystemPod(pod) {
+		return groupKey{}, false
+	}
+	return groupKey{pod.Namespace, name}, ok
+}
+
+// preEnqueue keeps a group's pods out of the active queue until the group exists and its
+// minimum (and every task's minimum) of pods exists.
+func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil
+	}
+	if problem := v1alpha1.InvalidPodGroupName(key.name); problem != "" {
+		msg := fmt.Sprintf("%s: pod group name %q is not valid: %s", v1alpha1.ReasonInvalidPodGroup, key.name, problem)
+		g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonInvalidPodGroup, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it", v1alpha1.ReasonPodGroupNotFound, key.name, key.namespace)
+		g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
+	count := g.countMembers(key, pg, pod)
+	if short := count.shortOf(pg); short != "" {
+		g.groups.with(key, func(s *groupState) { s.minimumQueued = false })
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
+	}
+	if !count.placedMeets(pg) {
+		// The minimum exists and heads for the active queue: from now on, elastic pods of other
+		// groups wait for it.
+		now := g.now()
+		armed := false
+		g.groups.with(key, func(s *groupState) {
+			s.wantsMinimum, s.stalled, s.lastActive = true, false, now
+			armed, s.slaArmed = s.slaArmed, true
+		})
+		if !armed {
+			g.armSLA(klog.FromContext(ctx), key, pg)
+		}
+	}
+	return nil
+}
+
+// less orders the active queue: higher priority first; then jobs by their dominant resource
+// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then groups by
+// their sort time (creation, or last failure) and plain pods by their queue time; members of one
+// group stay together.
+func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
+	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+		return pa > pb
+	}
+	if sa, sb := g.shareOf(a), g.shareOf(b); sa != sb {
+		return sa < sb
+	}
+	ta, ka := g.sortKey(a)
+	tb, kb := g.sortKey(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
+
+func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
+	if getter, ok := e.(podInfoGetter); ok {
+		if key, ok := groupOf(getter.GetPodInfo().GetPod()); ok {
+			if t, ok := g.groups.sortTime(key); ok {
+				return t, key.String()
+			}
+		}
+	}
+	return e.GetTimestamp(), ""
+}
+
+// signPod lets the scheduler batch pods without a group, which this plugin leaves alone (an
+// enabled PreFilter plugin that signs nothing turns batching off for every pod). Members of a
+// group are not batched: whether they may go on depends on their group's state.
+func (g *groupManager) signPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if _, ok := groupOf(pod); ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "a pod group member's placement depends on its group")
+	}
+	return nil, nil
+}
+
+// preFilter rejects a member of a group that is backing off after a failed attempt, and the
+// first member of an attempt whose group's minimum cannot fit the cluster's free capacity.
+func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, ok := groupOf(pod)
+	if !ok {
+		if g.groups.reservationCount() > 0 && !v1alpha1.IsSystemPod(pod) {
+			return nil, nil // Filter keeps it off reserved nodes
+		}
+		// Skip also skips Filter for the pod, which has nothing to check.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
+	}
+	now := g.now()
+	if wait := g.unreadyBackoff(pg, now); wait > 0 {
+		g.activateAfterUnreadyBackoff(klog.FromContext(ctx), key, now.Add(wait))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
+			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
+	}
+	var backoff time.Duration
+	var waiting int
+	var unfit string
+	g.groups.with(key, func(s *groupState) {
+		backoff = s.backoffUntil.Sub(now)
+		waiting = len(s.waiting)
+		unfit = s.keptUnfit(now)
+	})
+	if backoff > 0 {
+		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
+		// backoff, so no PostFilter tries.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
+	}
+	if waiting > 0 {
+		// An attempt is under way: members wait at Permit for the rest of the minimum, which
+		// this member may complete. Once the minimum is placed none waits (Permit allows them
+		// all), so a member tried while the minimum's binds are in flight is counted below, and
+		// held back as elastic if another group's minimum is pending.
+		return g.onReserved(key), nil
+	}
+	if unfit != "" {
+		// A member of the group found the minimum unable to fit, and nothing has happened since
+		// that could change it: counting the members again would cost O(members) per member.
+		// Unschedulable, not UnschedulableAndUnresolvable: TephraQueue's PostFilter evicts for
+		// one pod at a time, so every member of a minimum that waits for reclaim must get to it.
+		return nil, fwk.NewStatus(fwk.Unschedulable, unfit)
+	}
+	count := g.countMembers(key, pg, nil)
+	if count.placedMeets(pg) {
+		// The minimum runs: this member is elastic. It waits while a minimum elsewhere may
+		// still take the capacity.
+		if other := g.pendingMinimum(key); other != "" {
+			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, other))
+		}
+		return nil, nil
+	}
+	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
+	if count.bound >= int(pg.Spec.MinMember) {
+		return nil, nil // the minimum runs but for a task's; this member completes it
+	}
+	unplacedRequests := sortedRequests(count.unplaced)
+	need := g.minimumStillNeeded(pg, count, unplacedRequests)
+	if reserved := g.reservationFor(ctx, key, pg, pod, need, nodes); reserved != nil {
+		nodes = onNodes(nodes, reserved)
+	}
+	if lacking := lackingCapacity(need, nodes); lacking != "" {
+		return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
+	}
+	// Free capacity in total is not enough: members cannot span nodes. A gang that could never be
+	// placed whole would otherwise be placed member by member, held at Permit and released, again
+	// after every backoff, and every member it holds nominated makes the filters of other pods
+	// slower.
+	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
+		smallest := smallestRequests(unplacedRequests)
+		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
+			return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
+				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
+		}
+	}
+	return g.onReserved(key), nil
+}
+
+// unfit records that the group's minimum cannot fit now, for its other members to be refused
+// with the same message, and returns the rejection.
+func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
+	now := g.now()
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = msg, now })
+	return fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// onReserved sends a group with a reservation to its reserved nodes.
+func (g *groupManager) onReserved(key groupKey) *fwk.PreFilterResult {
+	var reserved []string
+	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
+	if reserved == nil {
+		return nil
+	}
+	return &fwk.PreFilterResult{NodeNames: sets.New(reserved...)}
+}
+
+func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
+	keep := sets.New(names...)
+	var out []fwk.NodeInfo
+	for _, n := range nodes {
+		if keep.Has(n.Node().Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// postFilter runs when a member fits no node and TephraQueue's PostFilter, which runs first,
+// evicted nothing for it. If its group's minimum cannot be completed in this attempt, every
+// waiting member is released, so the partial gang holds nothing, and the group backs off.
+//
+// It answers Unschedulable, not UnschedulableAndUnresolvable: the framework then keeps the
+// reasons of every PostFilter plugin, where UnschedulableAndUnresolvable would keep only this
+// one's, and the pod's event should also say why TephraQueue evicted nothing for it.
+func (g *groupManager) postFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	settled := false
+	now := g.now()
+	g.groups.with(key, func(s *groupState) {
+		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now) != ""
+	})
+	if settled {
+		// The member was refused with its group's kept verdict, and the member that made it found
+		// nothing of the group placed here: nothing has happened since (an event would have
+		// cleared the verdict), so counting the members again would come to the same.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	count := g.countMembers(key, pg, nil)
+	if count.placed >= int(pg.Spec.MinMember) {
+		// The minimum is placed; this member is extra and simply waits for room.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if count.placed == 0 {
+		// Nothing of the group is held (e.g. PreFilter found no room): nothing to release, and
+		// the pods wait for capacity events. Meanwhile the minimum cannot use what is free, so
+		// elastic pods may.
+		g.groups.with(key, func(s *groupState) { s.stalled = true })
+		g.releaseElastic(klog.FromContext(ctx))
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
+	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter", 0)
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// reserve records the member as assumed for its group's attempt.
+func (g *groupManager) reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	if key, ok := groupOf(pod); ok {
+		g.groups.with(key, func(s *groupState) {
+			s.assumed[pod.UID] = v1alpha1.TaskOf(pod)
+			s.attemptOf[pod.UID] = s.attempt
+		})
+	}
+	return nil
+}
+
+// unreserve runs when a reserved member will not bind: Permit rejected it or timed out, or
+// binding failed. If its group's minimum is not bound yet, the other waiting members are released
+// too, so that no partial gang keeps holding resources.
+func (g *groupManager) unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	wasWaiting, stale := false, false
+	var failing uint64
+	var count memberCount
+	g.groups.with(key, func(s *groupState) {
+		_, wasWaiting = s.waiting[pod.UID]
+		attempt, reserved := s.attemptOf[pod.UID]
+		allowedIn, wasAllowed := s.allowed[pod.UID]
+		switch {
+		case wasAllowed:
+			// Permit let it through and its bind or PreBind failed: the attempt that allowed
+			// it fails, though a later one may have begun.
+			failing, stale = allowedIn, s.hasFailed(allowedIn)
+		case reserved && attempt == s.attempt:
+			failing = attempt
+		default:
+			// A member of an attempt that has ended already must not end the next one.
+			stale = true
+		}
+		delete(s.assumed, pod.UID)
+		delete(s.waiting, pod.UID)
+		delete(s.attemptOf, pod.UID)
+		delete(s.allowed, pod.UID)
+		if err == nil && !stale {
+			count = g.countMembersLocked(s, key, pg, nil)
+		}
+	})
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	if err != nil || stale {
+		return
+	}
+	if count.bound >= int(pg.Spec.MinMember) {
+		return // the gang runs; this member retries on its own
+	}
+	reason := "unreserve"
+	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
+	if wasWaiting {
+		reason = "timeout"
+		msg = fmt.Sprintf("%s: %d of %d pods of pod group %s were placed within %v; releasing them", v1alpha1.ReasonTimeout, count.placed+1, pg.Spec.MinMember, key, g.timeout(pg))
+	}
+	g.fail(klog.FromContext(ctx), key, pg, msg, reason, failing)
+}
+
+// permit lets a member bind once its group's minimum, and every task's minimum, is placed; until
+// then the member waits, at most the group's schedule timeout.
+func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err)), 0
+	}
+	// Counting the placed members and allowing the waiting ones happen under the group's lock, in
+	// the member's own attempt: an Unreserve that ends the attempt meanwhile (a sibling timed
+	// out) either comes first, and this member is refused, or after, and finds them allowed.
+	var allowed []types.UID
+	var count memberCount
+	meets, stale, first := false, false, false
+	g.groups.with(key, func(s *groupState) {
+		if attempt, ok := s.attemptOf[pod.UID]; ok && attempt != s.attempt {
+			stale = true
+			return
+		}
+		count = g.countMembersLocked(s, key, pg, nil)
+		if meets = count.placedMeets(pg); meets {
+			for uid := range s.waiting {
+				allowed = append(allowed, uid)
+				s.allowed[uid] = s.attempt
+			}
+			s.allowed[pod.UID] = s.attempt
+			// The attempt has done its part; members placed from now on (elastic ones, or
+			// replacements) belong to the next.
+			s.attempt++
+			clear(s.waiting)
+			s.failures = 0
+			s.backoffUntil = time.Time{}
+			return
+		}
+		first = len(s.waiting) == 0
+		s.waiting[pod.UID] = struct{}{}
+	})
+	if stale {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt of pod group %s that placed this pod has failed", v1alpha1.ReasonNotEnoughResources, key)), 0
+	}
+	if meets {
+		for _, uid := range allowed {
+			if waiting := g.handle.GetWaitingPod(uid); waiting != nil {
+				waiting.Allow(Name)
+			}
+		}
+		g.groups.with(key, func(s *groupState) { s.wantsMinimum = false })
+		g.releaseReservation(klog.FromContext(ctx), key)
+		waitingPods.Set(float64(g.groups.waitingCount()))
+		klog.FromContext(ctx).V(4).Info("Gang minimum placed; allowing its members", "podGroup", key.String(), "placed", count.placed, "allowed", len(allowed)+1)
+		g.releaseElastic(klog.FromContext(ctx))
+		return nil, 0
+	}
+	waitingPods.Set(float64(g.groups.waitingCount()))
+	if first {
+		// The rest of the group may sit in backoff or among the unschedulable pods: bring them
+		// forward so that the attempt completes within its timeout.
+		g.handle.Activate(klog.FromContext(ctx), g.pendingMembers(key, pod.UID))
+	}
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d of %d pods of pod group %s to be placed", count.placed, pg.Spec.MinMember, key)), g.timeout(pg)
+}
+
+// postBind measures the time from a group's first member created to its minimum bound.
+func (g *groupManager) postBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	pg, _ := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	members, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var first time.Time
+	observe, rollback := false, false
+	g.shares.forget(pod.UID)
+	g.groups.with(key, func(s *groupState) {
+		attempt, allowed := s.allowed[pod.UID]
+		delete(s.assumed, pod.UID)
+		delete(s.attemptOf, pod.UID)
+		delete(s.allowed, pod.UID)
+		s.bound[pod.UID] = attempt
+		// Bound after its attempt failed (it was past PreBind when a sibling's bind failed): it
+		// is rolled back unless the group's minimum is bound anyway.
+		if allowed && s.hasFailed(attempt) && pg != nil && g.countMembersLocked(s, key, pg, nil).bound < int(pg.Spec.MinMember) {
+			rollback = true
+		}
+		if pg == nil || s.fullObserved {
+			return
+		}
+		bound := 0
+		for _, obj := range members {
+			member := obj.(*corev1.Pod)
+			// The pod informer may not show this scheduler's binds yet.
+			if _, ours := s.bound[member.UID]; ours || member.Spec.NodeName != "" {
+				bound++
+			}
+			if first.IsZero() || member.CreationTimestamp.Time.Before(first) {
+				first = member.CreationTimestamp.Time
+			}
+		}
+		observe = bound >= int(pg.Spec.MinMember) && !first.IsZero()
+		s.fullObserved = observe
+	})
+	if observe {
+		timeToFull.Observe(g.now().Sub(first).Seconds())
+	}
+	if rollback {
+		g.rollBack(klog.FromContext(ctx), key, pg, []*corev1.Pod{pod}, fmt.Sprintf("pod %s was bound after its group's attempt failed", pod.Name))
+	}
+}
+
+// preBind refuses a member whose attempt has failed since Permit let it through: a sibling's bind
+// or PreBind failed, so the group's minimum will not be bound in this attempt.
+func (g *groupManager) preBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil
+	}
+	failed := false
+	g.groups.with(key, func(s *groupState) {
+		attempt, allowed := s.allowed[pod.UID]
+		failed = allowed && s.hasFailed(attempt)
+	})
+	if failed {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt of pod group %s failed before this pod was bound", v1alpha1.ReasonNotEnoughResources, key))
+	}
+	return nil
+}
+
+// preBindPreFlight skips PreBind for pods without a group.
+func (g *groupManager) preBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if _, ok := groupOf(pod); !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+}
+
+func (g *groupManager) timeout(pg *v1alpha1.PodGroup) time.Duration {
+	if pg.Spec.ScheduleTimeoutSeconds != nil {
+		return time.Duration(*pg.Spec.ScheduleTimeoutSeconds) * time.Second
+	}
+	return time.Duration(*g.args.DefaultScheduleTimeoutSeconds) * time.Second
+}
+
+// pendingMembers are the group's members not yet bound, but the one being scheduled, keyed as
+// Activate wants.
+func (g *groupManager) pendingMembers(key groupKey, scheduling types.UID) map[string]*corev1.Pod {
+	members, _ := g.members.ByIndex(podGroupIndex, key.String())
+	pods := map[string]*corev1.Pod{}
+	for _, obj := range members {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.UID != scheduling {
+			pods[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	return pods
+}
+
+func (g *groupManager) podEvent(pod *corev1.Pod, eventType, reason, msg string) {
+	g.handle.EventRecorder().Eventf(pod, nil, eventType, reason, "Scheduling", msg)
+}
+
+func (g *groupManager) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg string) {
+	ref := &corev1.ObjectReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
+		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+	g.handle.EventRecorder().Eventf(ref, nil, eventType, reason, "Scheduling", msg)
+}
+
+// sortedRequests returns the requests of pods, smallest CPU first.
+func sortedRequests(pods []*corev1.Pod) []corev1.ResourceList {
+	out := make([]corev1.ResourceList, 0, len(pods))
+	for _, pod := range pods {
+		out = append(out, resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Cpu().Cmp(*out[j].Cpu()) < 0 })
+	return out
+}
