@@ -164,13 +164,16 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
 			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
 	}
+	// The group's state, read once for the whole decision.
 	var backoff time.Duration
 	var waiting int
 	var unfit string
+	var reserved []string
 	g.groups.with(key, func(s *groupState) {
 		backoff = s.backoffUntil.Sub(now)
 		waiting = len(s.waiting)
 		unfit = s.keptUnfit(now)
+		reserved = s.reserved
 	})
 	if backoff > 0 {
 		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
@@ -182,7 +185,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
 		// all), so a member tried while the minimum's binds are in flight is counted below, and
 		// held back as elastic if another group's minimum is pending.
-		return g.onReserved(key), nil
+		return onReserved(reserved), nil
 	}
 	if unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
@@ -207,7 +210,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 	}
 	unplacedRequests := sortedRequests(count.unplaced)
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
-	if reserved := g.reservationFor(ctx, key, pg, pod, need, nodes); reserved != nil {
+	if reserved = g.reservationFor(ctx, key, pg, pod, need, nodes, reserved); reserved != nil {
 		nodes = onNodes(nodes, reserved)
 	}
 	if lacking := lackingCapacity(need, nodes); lacking != "" {
@@ -224,7 +227,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
 	}
-	return g.onReserved(key), nil
+	return onReserved(reserved), nil
 }
 
 // unfit records that the group's minimum cannot fit now, for its other members to be refused
@@ -236,9 +239,7 @@ func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
 }
 
 // onReserved sends a group with a reservation to its reserved nodes.
-func (g *groupManager) onReserved(key groupKey) *fwk.PreFilterResult {
-	var reserved []string
-	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
+func onReserved(reserved []string) *fwk.PreFilterResult {
 	if reserved == nil {
 		return nil
 	}

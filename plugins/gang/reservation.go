@@ -32,15 +32,15 @@ func (g *groupManager) slaOf(pg *v1alpha1.PodGroup) (time.Duration, string) {
 	return time.Duration(*g.args.DefaultSLAWaitingTimeSeconds) * time.Second, ""
 }
 
-// reservationFor returns the nodes reserved for the group, reserving them first if the group has
-// waited past its SLA. A reservation holds nodes whose allocatable capacity covers the minimum,
-// those with the most free capacity first, among the nodes a member may run on. nil: none.
-func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo) []string {
-	var reserved []string
-	g.groups.with(key, func(s *groupState) { reserved = s.reserved })
-	if reserved != nil {
-		return reserved
+// reservationFor returns the nodes reserved for the group (held, as preFilter read them), reserving
+// them first if the group has waited past its SLA. A reservation holds nodes whose allocatable
+// capacity covers the minimum, those with the most free capacity first, among the nodes a member
+// may run on. nil: none.
+func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo, held []string) []string {
+	if held != nil {
+		return held
 	}
+	var reserved []string
 	sla, problem := g.slaOf(pg)
 	if problem != "" {
 		g.groupEvent(pg, corev1.EventTypeWarning, "InvalidSLAWaitingTime", problem)
