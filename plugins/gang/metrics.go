@@ -46,10 +46,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 	registerMetrics sync.Once
+	// rejectionReasons are the reasons of tephra_gang_rejected_total (groupManager.fail's callers).
+	rejectionReasons = []string{"post-filter", "timeout", "unreserve"}
 )
 
 func init() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations)
+		// Served at 0 from the start, so that alerts and dashboards see a rate of 0, not nothing.
+		for _, reason := range rejectionReasons {
+			groupsRejected.WithLabelValues(reason)
+		}
 	})
 }
