@@ -218,3 +218,22 @@ func TestConcurrentMembersBindAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// A member placed after its group's minimum was bound, before the pod informer shows those binds,
+// is let through at once: the members this scheduler bound count as placed, so it does not wait
+// at Permit for a Permit that never comes (seen in e2e: an elastic worker timed out after 60 s).
+func TestAMemberAfterTheMinimumIsBoundDoesNotWait(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "pair", 2, nil, f.now)
+	a := f.member(t, "a", "pair", "")
+	b := f.member(t, "b", "pair", "")
+	c := f.member(t, "c", "pair", "")
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.True(t, f.permit(t, b).IsSuccess())
+	for _, pod := range []*corev1.Pod{a, b} {
+		require.True(t, f.gang.PreBind(ctx, nil, pod, "node").IsSuccess())
+		f.gang.PostBind(ctx, nil, pod, "node") // the informer has not shown the binds yet
+	}
+	assert.True(t, f.permit(t, c).IsSuccess(), "c is above a minimum that is bound")
+}

@@ -62,7 +62,12 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 			if pod.Spec.NodeName != "" {
 				c.bound++
 			}
-			if _, assumed := s.assumed[pod.UID]; pod.Spec.NodeName != "" || assumed {
+			// A member this scheduler bound counts as placed before the informer shows its
+			// node: between PostBind and that update, the group's minimum must not look short to
+			// an elastic member's Permit, which would then wait for a Permit that never comes.
+			_, assumed := s.assumed[pod.UID]
+			_, boundByUs := s.bound[pod.UID]
+			if pod.Spec.NodeName != "" || assumed || boundByUs {
 				c.placed++
 				if byTask {
 					c.placedByTask[task]++
