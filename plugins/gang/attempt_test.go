@@ -237,3 +237,16 @@ func TestAMemberAfterTheMinimumIsBoundDoesNotWait(t *testing.T) {
 	}
 	assert.True(t, f.permit(t, c).IsSuccess(), "c is above a minimum that is bound")
 }
+
+// A member refused because this plugin's informer did not show its PodGroup yet is brought back
+// when it does: the scheduler's own informer may have delivered the group's event first.
+func TestMembersComeBackWhenTheirPodGroupArrives(t *testing.T) {
+	f := newFixture(t)
+	a := f.member(t, "a", "late", "")
+	f.member(t, "b", "late", "")
+	status := f.gang.PreEnqueue(context.Background(), a)
+	require.Contains(t, status.Message(), v1alpha1.ReasonPodGroupNotFound)
+	pg := f.group(t, "late", 2, nil, f.now)
+	f.gang.podGroupAdded(pg)
+	assert.ElementsMatch(t, []string{"ns/a", "ns/b"}, f.handle.activated)
+}

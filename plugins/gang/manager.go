@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,9 @@ type groupManager struct {
 	shares    *jobShares
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
+	// queueRunning is set by the first preEnqueue: from then on the scheduling queue exists, and
+	// the handle may Activate pods.
+	queueRunning atomic.Bool
 	// memberAdded is the last answer of isSchedulableAfterMemberAdded. The scheduling queue asks
 	// once per queued member of the added pod's group; the answer depends on the group and the
 	// added pod only, so a gang of n created while the scheduler runs costs O(n²), not O(n³).
@@ -55,9 +59,20 @@ func groupOf(pod *corev1.Pod) (groupKey, bool) {
 	return groupKey{pod.Namespace, name}, ok
 }
 
+// podGroupAdded brings back the waiting members of a group this plugin's informer now shows. The
+// scheduler learns of a new PodGroup from an informer of its own, which may be ahead of this one:
+// a member it requeued on that event may have been refused again by preEnqueue
+// (PodGroupNotFound), with no event left to bring it back.
+func (g *groupManager) podGroupAdded(obj any) {
+	if pg, ok := obj.(*v1alpha1.PodGroup); ok && g.queueRunning.Load() {
+		g.handle.Activate(klog.Background(), g.pendingMembers(groupKey{pg.Namespace, pg.Name}, ""))
+	}
+}
+
 // preEnqueue keeps a group's pods out of the active queue until the group exists and its
 // minimum (and every task's minimum) of pods exists.
 func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	g.queueRunning.Store(true)
 	key, ok := groupOf(pod)
 	if !ok {
 		return nil
