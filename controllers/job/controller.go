@@ -202,7 +202,7 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	}
 	r.recordDecision(job, previous, d)
 
-	group, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
+	group, previousMin, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -225,7 +225,7 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 	}
 	var errs []error
 	if groupChanged {
-		if err := r.writePodGroup(ctx, job, group); err != nil {
+		if err := r.writePodGroup(ctx, job, group, previousMin); err != nil {
 			if errors.Is(err, errNamespaceTerminating) {
 				return ctrl.Result{}, nil // the job goes with its namespace
 			}
@@ -314,10 +314,11 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 // to write: a new one if it is missing, or the existing one with the minimum the job decides.
 // Only those fields are the job's; others (scheduleTimeoutSeconds) are left to whoever set them.
 // changed is false when there is nothing to write: spec is nil (the group is left alone), the
-// group is as decided, or it is someone else's (returned, not to be written).
-func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (group *schedulingv1alpha1.PodGroup, changed bool, err error) {
+// group is as decided, or it is someone else's (returned, not to be written). previousMin is the
+// existing group's minMember (0 for a new one).
+func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (group *schedulingv1alpha1.PodGroup, previousMin int32, changed bool, err error) {
 	if spec == nil {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
 	group = &schedulingv1alpha1.PodGroup{}
 	err = r.Get(ctx, client.ObjectKeyFromObject(job), group)
@@ -332,14 +333,14 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 				},
 			},
 			Spec: *spec,
-		}, true, nil
+		}, 0, true, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
+		return nil, 0, false, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if !metav1.IsControlledBy(group, job) {
 		// Someone else's group of the same name: the pods join it as it is.
-		return group, false, nil
+		return group, group.Spec.MinMember, false, nil
 	}
 	want := group.DeepCopy()
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
@@ -359,7 +360,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 		}
 		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = minimum
 	}
-	return want, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
+	return want, group.Spec.MinMember, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
 }
 
 // groupAnnotations are the annotations a job's new PodGroup carries: the SLA waiting time, which
@@ -380,7 +381,7 @@ func groupAnnotations(job *batchv1alpha1.Job, jobMin int32) map[string]string {
 }
 
 // writePodGroup creates or updates the job's PodGroup as podGroupChange decided.
-func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup) error {
+func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup, previousMin int32) error {
 	if group.ResourceVersion == "" {
 		if err := r.Create(ctx, group); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -395,15 +396,13 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), group.Spec.Queue)
 		return nil
 	}
-	before := &schedulingv1alpha1.PodGroup{}
-	_ = r.Get(ctx, client.ObjectKeyFromObject(group), before)
 	if err := r.Update(ctx, group); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil // the group's change is on its way as an event
 		}
 		return fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	if from, to := before.Spec.MinMember, group.Spec.MinMember; from > 0 && to < from {
+	if from, to := previousMin, group.Spec.MinMember; from > 0 && to < from {
 		// Never behind the user's back: the minimum of a finishing job falls as its pods succeed.
 		msg := fmt.Sprintf("minMember of PodGroup %s lowered from %d to %d as the job's pods succeed: a pod that succeeded does not run again, and the gang needs only the pods still to run",
 			group.Name, from, to)

@@ -233,7 +233,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 			queue = schedulingv1alpha1.QueueOfPod(pod, "")
 		}
 		requests := podRequests(pod)
-		gated := pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0
+		gated := quota.Gated(pod)
 		if grouped && pod.DeletionTimestamp == nil && !gated {
 			groupMembers[group]++
 		}

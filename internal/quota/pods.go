@@ -13,3 +13,9 @@ import (
 func PodRequests(pod *corev1.Pod) Amounts {
 	return FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: pod.Spec.NodeName != ""}))
 }
+
+// Gated says whether a pod waits behind scheduling gates: it cannot be scheduled yet, so it is no
+// demand, and it counts as no member a group could run with.
+func Gated(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0
+}

@@ -72,7 +72,9 @@ func (g *groupManager) podGroupAdded(obj any) {
 // preEnqueue keeps a group's pods out of the active queue until the group exists and its
 // minimum (and every task's minimum) of pods exists.
 func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
-	g.queueRunning.Store(true)
+	if !g.queueRunning.Load() {
+		g.queueRunning.Store(true)
+	}
 	key, ok := groupOf(pod)
 	if !ok {
 		return nil

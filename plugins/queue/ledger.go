@@ -125,7 +125,7 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 		bound:       pod.Spec.NodeName != "",
 		terminating: pod.DeletionTimestamp != nil,
 		nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
-		gated:       pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) > 0,
+		gated:       quota.Gated(pod),
 	}
 	groupQueue := ""
 	if name, ok := v1alpha1.PodGroupNameOf(pod); ok {

@@ -58,17 +58,18 @@ func TestMonitoring(t *testing.T) {
 	names := map[string]bool{}
 	rules, err := os.ReadFile(filepath.Join(monitoringDir, "prometheusrule.yaml"))
 	require.NoError(t, err)
+	// The spec's groups as they are, for promtool's plain rule file, and read for their metrics.
 	var rule struct {
 		Spec struct {
-			Groups []struct {
-				Rules []struct{ Alert, Expr string } `json:"rules"`
-			} `json:"groups"`
+			Groups []map[string]any `json:"groups"`
 		} `json:"spec"`
 	}
 	require.NoError(t, yaml.Unmarshal(rules, &rule))
 	for _, g := range rule.Spec.Groups {
-		for _, r := range g.Rules {
-			for _, name := range metricName.FindAllString(r.Expr, -1) {
+		list, _ := g["rules"].([]any)
+		for _, r := range list {
+			expr, _ := r.(map[string]any)["expr"].(string)
+			for _, name := range metricName.FindAllString(expr, -1) {
 				names[name] = true
 			}
 		}
@@ -97,6 +98,10 @@ func TestMonitoring(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, names)
+	servedAs := map[string]*regexp.Regexp{}
+	for name := range names {
+		servedAs[name] = regexp.MustCompile(`(?m)^` + name + `[{ ]`)
+	}
 
 	var missing []string
 	framework.Eventually(t, time.Minute, "every metric the dashboard and alerts read to be served", func() (bool, string) {
@@ -110,8 +115,8 @@ func TestMonitoring(t *testing.T) {
 		}
 		served := scheduler + "\n" + controllers
 		missing = nil
-		for name := range names {
-			if !regexp.MustCompile(`(?m)^` + name + `[{ ]`).MatchString(served) {
+		for name, line := range servedAs {
+			if !line.MatchString(served) {
 				missing = append(missing, name)
 			}
 		}
@@ -127,7 +132,7 @@ func TestMonitoring(t *testing.T) {
 		t.Skip("promtool is not installed (Debian package prometheus): the alerts' unit tests (manifests/monitoring/rules_test.yaml) did not run")
 	}
 	dir := t.TempDir()
-	groups, err := yaml.Marshal(map[string]any{"groups": rawGroups(t, rules)})
+	groups, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), groups, 0o644))
 	tests, err := os.ReadFile(filepath.Join(monitoringDir, "rules_test.yaml"))
@@ -139,16 +144,4 @@ func TestMonitoring(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
 	}
-}
-
-// rawGroups returns the PrometheusRule's spec.groups as they are, for a plain rule file.
-func rawGroups(t *testing.T, rules []byte) any {
-	t.Helper()
-	var obj struct {
-		Spec struct {
-			Groups any `json:"groups"`
-		} `json:"spec"`
-	}
-	require.NoError(t, yaml.Unmarshal(rules, &obj))
-	return obj.Spec.Groups
 }
