@@ -15,10 +15,12 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
@@ -30,6 +32,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/upstream"
+	"github.com/tephra-dev/tephra/controllers/webhookcert"
 	"github.com/tephra-dev/tephra/controllers/whenserved"
 )
 
@@ -40,6 +43,7 @@ func main() {
 		defaultReadyTimeout                                             time.Duration
 		qps                                                             float64
 		burst                                                           int
+		webhooks                                                        webhookFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers that the apiserver authenticates and authorizes for GET /metrics (e.g. bound to the tephra-metrics-reader ClusterRole); false serves plain HTTP to anyone")
@@ -50,6 +54,9 @@ func main() {
 	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
 	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
 	flag.DurationVar(&defaultReadyTimeout, "default-ready-timeout", 0, "ready timeout of PodGroups that set no spec.readyTimeoutSeconds: a group whose minimum is not bound and Running this long after its first pod was bound has its bound pods evicted and is placed again after a backoff (0: none)")
+	flag.StringVar(&webhooks.bindAddress, "webhook-bind-address", ":9443", "address of the admission webhooks' HTTPS server")
+	flag.StringVar(&webhooks.configuration, "webhook-configuration", "tephra-controllers", "the ValidatingWebhookConfiguration whose webhooks this process serves: it keeps their caBundle, and a certificate valid for the hosts they call; empty serves no webhook")
+	flag.StringVar(&webhooks.secret, "webhook-cert-secret", "tephra-controllers-webhook-tls", "Secret, in the controllers' namespace, holding the webhooks' CA and serving certificate (created and renewed by the controllers)")
 	flag.BoolVar(&showVersion, "version", false, "print the version and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -78,7 +85,9 @@ func main() {
 		metrics.SecureServing = true
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(config, ctrl.Options{
+	var certs *webhookcert.Manager
+	var err error
+	options := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
@@ -87,7 +96,20 @@ func main() {
 		LeaderElectionNamespace: leaderElectionNamespace,
 		// Release the lease on a clean shutdown so that a restarted replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	if webhooks.configuration != "" {
+		if certs, err = webhooks.certManager(leaderElectionNamespace); err != nil {
+			log.Error(err, "cannot serve the webhooks")
+			os.Exit(1)
+		}
+		server, err := webhooks.server(certs)
+		if err != nil {
+			log.Error(err, "invalid webhook flags")
+			os.Exit(1)
+		}
+		options.WebhookServer = webhook.NewServer(server)
+	}
+	mgr, err := ctrl.NewManager(config, options)
 	if err != nil {
 		log.Error(err, "cannot create the controller manager")
 		os.Exit(1)
@@ -100,6 +122,16 @@ func main() {
 	if err := setupControllers(mgr, names, defaultReadyTimeout); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
+	}
+	if certs != nil {
+		direct, err := client.New(config, client.Options{Scheme: scheme})
+		if err == nil {
+			err = startWebhooks(mgr, certs, direct, names)
+		}
+		if err != nil {
+			log.Error(err, "cannot serve the webhooks")
+			os.Exit(1)
+		}
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	// Not ready until the informers the leader's controllers started have synced: a replica

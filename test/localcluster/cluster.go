@@ -290,7 +290,7 @@ func (c *Cluster) process(name string) *process {
 func (c *Cluster) command(ctx context.Context, name string) (bin string, args, env []string, err error) {
 	dir, p := c.opts.Dir, c.pki
 	if component, ok := componentOf(name); ok {
-		for _, port := range []string{name, name + "/metrics", name + "/probe"} {
+		for _, port := range []string{name, name + "/metrics", name + "/probe", name + "/webhook"} {
 			if _, err := c.port(port); err != nil {
 				return "", nil, nil, err
 			}
@@ -513,7 +513,7 @@ func tail(path string, n int) string {
 func (c *Cluster) Binaries() *Binaries { return c.bins }
 
 // Port is the port a component listens on: its secure port for the scheduler and the
-// apiserver; for a replica of the controllers, name+"/metrics" and name+"/probe".
+// apiserver; for a replica of the controllers, name+"/metrics", name+"/probe" and name+"/webhook".
 func (c *Cluster) Port(name string) int {
 	c.portsMu.Lock()
 	defer c.portsMu.Unlock()

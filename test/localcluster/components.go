@@ -17,8 +17,9 @@ import (
 // A Tephra Deployment runs here as one local process per replica, with what a kubelet would give
 // its pod: the container's own arguments, its ConfigMap volumes as files, and its ServiceAccount's
 // token. Only what differs between a pod and a process on a shared host is substituted: where the
-// process listens (every replica needs ports of its own), and how it finds the cluster and its own
-// namespace (in a pod, in-cluster discovery). So a missing RBAC rule or a wrong flag in manifests/
+// process listens (every replica needs ports of its own), how it finds the cluster and its own
+// namespace (in a pod, in-cluster discovery), and how the apiserver calls its webhooks (a url for
+// the Service, checked to reach it: webhooks.go). So a missing RBAC rule or a wrong flag in manifests/
 // fails here as it would in a real cluster.
 
 // deploymentOf returns the rendered Deployment that runs a component (Scheduler or Controllers)
@@ -145,6 +146,7 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 		args = append(args,
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.Port(name+"/metrics")),
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.Port(name+"/probe")),
+			fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", c.Port(name+"/webhook")),
 			// In a pod, controller-runtime reads its namespace from the service account mount.
 			"--leader-election-namespace="+d.Namespace,
 		)

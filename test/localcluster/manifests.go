@@ -105,6 +105,10 @@ func (c *Cluster) install(ctx context.Context, in *installation) error {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
 	apply := func(obj *unstructured.Unstructured) error {
+		obj, err := c.localWebhooks(obj)
+		if err != nil {
+			return err
+		}
 		gvk := obj.GroupVersionKind()
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {

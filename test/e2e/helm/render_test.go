@@ -65,6 +65,8 @@ func TestDefaultChartInstallsWhatManifestsInstall(t *testing.T) {
 			assert.Equal(t, wantConfig, gotConfig, "the scheduler configuration, as kube-scheduler loads it")
 		case "Deployment":
 			assertSamePodSpec(t, key, want, got)
+		case "ValidatingWebhookConfiguration":
+			assert.Equal(t, want.Object["webhooks"], got.Object["webhooks"], "webhooks of %s", key)
 		case "ServiceAccount":
 		default:
 			t.Errorf("%s: no comparison for kind %s; add one", key, want.GetKind())

@@ -51,8 +51,8 @@ const listedByWatch = "list"
 
 // Tephra's shipped RBAC grants exactly what its components use: a Job with the svc and ssh plugins
 // runs, is restarted by its policy, has its Service, hosts ConfigMap and PodGroup put back after a
-// user edits them, completes and is deleted by its TTL; meanwhile the controllers' metrics are
-// scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
+// user edits them, completes and is deleted by its TTL; the webhooks' certificate is renewed;
+// meanwhile the controllers' metrics are scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
 // appears in the apiserver's audit log of their requests (the suite already fails on any request
 // they were refused).
 func TestRBACIsWhatTheComponentsUse(t *testing.T) {
@@ -115,6 +115,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	exerciseForeignAdapters(t, env, ns)
 	upstreamGangRuns(t, env, ns, pool)
 	unreadyGangIsEvicted(t, env, ns, pool)
+	webhookCertificateIsRenewed(t, env)
 	leader := waitLeader(t, env, localcluster.Controllers)
 	_, err = env.Cluster.ControllersMetrics(ctx, leader)
 	require.NoError(t, err)
@@ -127,6 +128,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	for _, role := range []struct{ user, kind, namespace, name string }{
 		{controllersUser, "ClusterRole", "", "tephra-controllers"},
 		{controllersUser, "Role", "tephra-system", "tephra-controllers-leader-election"},
+		{controllersUser, "Role", "tephra-system", "tephra-controllers-webhook-certificate"},
 		{schedulerUser, "ClusterRole", "", "tephra-scheduler"},
 		{schedulerUser, "Role", "kube-system", "tephra-scheduler"},
 	} {
