@@ -67,8 +67,8 @@ test-unit: ## Unit tests only (e2e tests skip themselves under -short).
 ##@ Build
 
 .PHONY: build
-build: ## Build tephra-scheduler, tephra-controllers and tephra-local into bin/.
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/tephra-scheduler ./cmd/tephra-controllers ./cmd/tephra-local
+build: ## Build tephra-scheduler, tephra-controllers, tephra-local and the kubectl plugin kubectl-tephra into bin/.
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/tephra-scheduler ./cmd/tephra-controllers ./cmd/tephra-local ./cmd/kubectl-tephra
 
 .PHONY: kubectl
 kubectl: $(BIN)/kubectl ## Build kubectl at the pinned Kubernetes version into bin/.

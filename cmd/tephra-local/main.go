@@ -121,8 +121,11 @@ The local Tephra cluster is up: a real kube-apiserver, %d simulated nodes, tephr
 tephra-controllers. Logs are in %s/logs/.
 
   export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl tephra queues                        # the queue tree: limits, allocated and deserved shares
+  kubectl tephra jobs -A                       # Tephra Jobs: phase, queue, running pods against their minimum
+  kubectl tephra job describe tf-mnist         # the demo Job: tasks, pods, policies, events
+  kubectl tephra why pod/NAME                  # why a pod (or podgroup/NAME, job/NAME) waits
   kubectl get nodes,queues,podgroups,tjob
-  kubectl describe tjob tf-mnist               # the demo Job: its phases and events
   kubectl apply -f manifests/examples/         # more Jobs: PyTorch, MPI, restart policies, dependsOn
   kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'

@@ -39,7 +39,25 @@ func TestUpAndDown(t *testing.T) {
 	assert.Contains(t, string(out), "demo: submitted Job default/tf-mnist", "the demo ran")
 	assert.Regexp(t, `(?s)demo: \S+ Pending .*demo: \S+ Running .*demo: \S+ Completed +0 running, 4 succeeded`, string(out),
 		"the demo shows the TensorFlow job go from Pending to Completed")
-	assert.Contains(t, string(out), "kubectl get nodes,queues")
+	assert.Contains(t, string(out), "kubectl tephra queues")
+
+	// The README's first commands after make up: the kubectl plugin that make build puts in bin/.
+	plugin := filepath.Join(filepath.Dir(bin), "kubectl-tephra")
+	build = exec.Command("go", "build", "-o", plugin, "../kubectl-tephra")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err = build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	kubectlTephra := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(plugin, append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...).CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	assert.Regexp(t, `(?m)^  default +Open +1 +- +- +0 +0 +\[ +\] +0 +0$`, kubectlTephra("queues"), "the default queue, idle after the demo")
+	assert.Regexp(t, `(?m)^default +tf-mnist +Completed +default +0/4 +\S+$`, kubectlTephra("jobs", "-A"), "the demo job")
+	describe := kubectlTephra("job", "describe", "tf-mnist", "-n", "default")
+	assert.Contains(t, describe, "Phase:          Completed")
+	assert.Regexp(t, `(?m)^  worker +2 +`, describe)
 
 	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
 	require.NoError(t, err)

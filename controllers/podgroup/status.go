@@ -31,21 +31,6 @@ const (
 	ReasonFinished = "Finished"
 )
 
-// tephraReasons are the reasons tephra-scheduler writes into pods' PodScheduled messages.
-var tephraReasons = []string{
-	schedulingv1alpha1.ReasonNotEnoughResources,
-	schedulingv1alpha1.ReasonPodGroupNotFound,
-	schedulingv1alpha1.ReasonInvalidPodGroup,
-	schedulingv1alpha1.ReasonWaitingForMembers,
-	schedulingv1alpha1.ReasonTimeout,
-	schedulingv1alpha1.ReasonBackingOff,
-	schedulingv1alpha1.ReasonQueueUnavailable,
-	schedulingv1alpha1.ReasonQueueForbidden,
-	schedulingv1alpha1.ReasonQueueCapability,
-	schedulingv1alpha1.ReasonQueueOverShare,
-	schedulingv1alpha1.ReasonNeverFits,
-}
-
 // memberCounts sorts a group's members by where they are in their lives.
 type memberCounts struct {
 	running, succeeded, failed int32
@@ -248,7 +233,7 @@ func unschedulableCondition(group *schedulingv1alpha1.PodGroup, pods []corev1.Po
 		return cond
 	}
 	cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonUnschedulable, podCond.Message
-	if reason, from, ok := tephraReasonIn(podCond.Message); ok {
+	if reason, from, ok := schedulingv1alpha1.ReasonIn(podCond.Message); ok {
 		cond.Reason, cond.Message = reason, from
 	}
 	return cond
@@ -304,39 +289,6 @@ func latestUnschedulable(pods []corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return latest
-}
-
-// tephraReasonIn finds the earliest Tephra reason that starts a segment of a scheduler message
-// ("0/4 nodes are available: 4 Insufficient cpu. NotEnoughResources: 3 of 6 pods could be
-// placed") and returns it with the message from the reason on. A reason starts a segment when
-// it is followed by ": " and not preceded by a letter or digit, so that kube-scheduler's own
-// wording around it ("0/4 nodes are available: ", "4 ") does not hide it.
-func tephraReasonIn(message string) (reason, from string, ok bool) {
-	first := -1
-	for _, r := range tephraReasons {
-		for at := 0; ; {
-			i := strings.Index(message[at:], r+": ")
-			if i < 0 {
-				break
-			}
-			i += at
-			if i == 0 || !isAlphanumeric(message[i-1]) {
-				if first < 0 || i < first {
-					first, reason = i, r
-				}
-				break
-			}
-			at = i + 1
-		}
-	}
-	if first < 0 {
-		return "", "", false
-	}
-	return reason, message[first:], true
-}
-
-func isAlphanumeric(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
 }
 
 // now is time.Now, replaceable in tests.

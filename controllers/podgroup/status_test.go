@@ -140,7 +140,7 @@ func TestTephraReasonIn(t *testing.T) {
 		{"NotEnoughResources without a colon", "", ""},
 	}
 	for _, tc := range cases {
-		reason, from, ok := tephraReasonIn(tc.message)
+		reason, from, ok := schedulingv1alpha1.ReasonIn(tc.message)
 		assert.Equal(t, tc.reason != "", ok, tc.message)
 		assert.Equal(t, tc.reason, reason, tc.message)
 		assert.Equal(t, tc.from, from, tc.message)

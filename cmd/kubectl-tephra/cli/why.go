@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
+)
+
+// Blockers that are not the scheduler's reasons.
+const (
+	blockerNone        = "NotWaiting"
+	blockerNotTried    = "NotTriedYet"
+	blockerNodes       = corev1.PodReasonUnschedulable
+	blockerJobFinished = "JobFinished"
+)
+
+// verdict is `kubectl tephra why`'s answer.
+type verdict struct {
+	Target string `json:"target"`
+	// Waiting is false when the target is not held back (placed, or finished).
+	Waiting bool `json:"waiting"`
+	// Blocker is the reason that holds it back: a reason tephra-scheduler reports
+	// (WaitingForMembers, QueueCapabilityExceeded, ...), Unschedulable (no node set fits),
+	// NotTriedYet, or NotWaiting.
+	Blocker string `json:"blocker"`
+	// Reason says it in a sentence; Details are the facts behind it.
+	Reason  string   `json:"reason"`
+	Details []string `json:"details,omitempty"`
+	Queue   string   `json:"queue,omitempty"`
+	// Unblock says what would let it go on.
+	Unblock string `json:"unblock,omitempty"`
+}
+
+func newWhyCommand(o *Options) *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "why POD | pod/NAME | podgroup/NAME | job/NAME",
+		Short: "Why a pod, gang or job waits, and what would unblock it",
+		Long: `Says in one paragraph why a workload is not running: the group's members against its
+minimum, the queue's verdict (missing, closed, namespace not admitted, capability, deserved share
+while other queues wait), and the scheduler's latest reason, with the counts per node class when
+no node set fits; then what would unblock it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if out.format == "wide" {
+				out.format = ""
+			}
+			if err := out.validate(); err != nil {
+				return err
+			}
+			v, err := o.why(args[0])
+			if err != nil {
+				return err
+			}
+			if out.structured() {
+				return out.print(o.Out, v)
+			}
+			o.printVerdict(v)
+			return nil
+		},
+	}
+	out.add(cmd)
+	return cmd
+}
+
+func (o *Options) printVerdict(v *verdict) {
+	if !v.Waiting {
+		o.printf("%s is not waiting: %s\n", v.Target, v.Reason)
+		return
+	}
+	o.printf("%s waits (%s): %s\n", v.Target, v.Blocker, v.Reason)
+	for _, d := range v.Details {
+		o.printf("  %s\n", d)
+	}
+	if v.Unblock != "" {
+		o.printf("To unblock: %s\n", v.Unblock)
+	}
+}
+
+// why finds what holds a target back.
+func (o *Options) why(target string) (*verdict, error) {
+	if err := o.clients(); err != nil {
+		return nil, err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	kind, name, found := strings.Cut(target, "/")
+	if !found {
+		kind, name = "pod", target
+	}
+	ctx, cancel := o.context()
+	defer cancel()
+	switch strings.ToLower(kind) {
+	case "pod", "pods", "po":
+		pod, err := o.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		v := &verdict{Target: "pod " + ns + "/" + name}
+		if pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			v.Blocker, v.Reason = blockerNone, fmt.Sprintf("it is %s on node %s", pod.Status.Phase, orNone(pod.Spec.NodeName))
+			return v, nil
+		}
+		if group, grouped := schedulingv1alpha1.PodGroupNameOf(pod); grouped {
+			return o.whyGroup(v, ns, group)
+		}
+		return o.whyPods(v, ns, schedulingv1alpha1.QueueOfPod(pod, ""), []corev1.Pod{*pod})
+	case "podgroup", "podgroups", "pg":
+		return o.whyGroup(&verdict{Target: "podgroup " + ns + "/" + name}, ns, name)
+	case "job", "jobs":
+		job, err := o.tephra.BatchV1alpha1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		v := &verdict{Target: "job " + ns + "/" + name, Queue: job.Spec.Queue}
+		phase := job.Status.State.Phase
+		switch {
+		case job.Spec.Suspend != nil && *job.Spec.Suspend:
+			v.Waiting, v.Blocker, v.Reason = true, "Suspended", "the job is suspended: it holds no pods"
+			v.Unblock = "kubectl tephra job resume " + name
+			return v, nil
+		case phase == batchv1alpha1.JobAborted:
+			v.Waiting, v.Blocker, v.Reason = true, string(phase), "the job was aborted: "+orNone(job.Status.State.Message)
+			v.Unblock = "kubectl tephra job resume " + name
+			return v, nil
+		case phase == batchv1alpha1.JobCompleted || phase == batchv1alpha1.JobFailed || phase == batchv1alpha1.JobTerminated:
+			v.Blocker, v.Reason = blockerJobFinished, fmt.Sprintf("it is %s", phase)
+			return v, nil
+		}
+		// A Job's PodGroup has the Job's name.
+		return o.whyGroup(v, ns, name)
+	}
+	return nil, fmt.Errorf("%q: name a pod, pod/NAME, podgroup/NAME or job/NAME", target)
+}
+
+// whyGroup explains a gang: its PodGroup, its members against its minimum, then the scheduler.
+func (o *Options) whyGroup(v *verdict, ns, name string) (*verdict, error) {
+	ctx, cancel := o.context()
+	defer cancel()
+	v.Waiting = true
+	group, err := o.tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		v.Blocker = schedulingv1alpha1.ReasonPodGroupNotFound
+		v.Reason = fmt.Sprintf("PodGroup %s/%s does not exist; the scheduler holds the group's pods until it does", ns, name)
+		v.Unblock = fmt.Sprintf("create PodGroup %s/%s (a Tephra Job's controller creates it: is tephra-controllers running?), or take the pods out of the group", ns, name)
+		return v, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	all, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var members []corev1.Pod
+	for _, pod := range all.Items {
+		if g, ok := schedulingv1alpha1.PodGroupNameOf(&pod); ok && g == name {
+			members = append(members, pod)
+		}
+	}
+	queue := group.Spec.Queue
+	if queue == "" {
+		queue = schedulingv1alpha1.DefaultQueue
+	}
+	v.Queue = queue
+	var placed, waiting, gated int
+	for _, pod := range members {
+		switch {
+		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
+		case pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded:
+			placed++
+		case quota.Gated(&pod):
+			gated++
+		default:
+			waiting++
+		}
+	}
+	minMember := max(int(group.Spec.MinMember), 1)
+	members = pendingOf(members)
+	counts := fmt.Sprintf("group %s/%s: %d of minMember %d placed, %d waiting", ns, name, placed, minMember, waiting)
+	if gated > 0 {
+		counts += fmt.Sprintf(", %d behind scheduling gates", gated)
+	}
+	v.Details = append(v.Details, counts)
+	if placed >= minMember {
+		v.Waiting, v.Blocker = false, blockerNone
+		v.Reason = fmt.Sprintf("its minimum is placed (%d of minMember %d; phase %s)", placed, minMember, orNone(string(group.Status.Phase)))
+		if len(members) > 0 {
+			v.Reason += fmt.Sprintf("; %d more members wait for room above the minimum", len(members))
+		}
+		return v, nil
+	}
+	if placed+waiting < minMember {
+		v.Blocker = schedulingv1alpha1.ReasonWaitingForMembers
+		v.Reason = fmt.Sprintf("the group has %d of the %d members its minimum needs; the scheduler places none until all exist", placed+waiting, minMember)
+		v.Unblock = fmt.Sprintf("create %d more members", minMember-placed-waiting)
+		if gated > 0 {
+			v.Unblock += fmt.Sprintf(" or remove the scheduling gates of %d", gated)
+		}
+		v.Unblock += ", or lower spec.minMember"
+		return v, o.addQueueFacts(v, ns, queue)
+	}
+	if cond := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable); cond != nil && cond.Status == metav1.ConditionTrue {
+		return o.explain(v, ns, queue, cond.Reason, cond.Message, members)
+	}
+	return o.whyPods(v, ns, queue, members)
+}
+
+// pendingOf keeps the pods that wait to be placed.
+func pendingOf(pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodPending {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// whyPods explains pods from the scheduler's latest verdict on them.
+func (o *Options) whyPods(v *verdict, ns, queue string, pods []corev1.Pod) (*verdict, error) {
+	v.Waiting, v.Queue = true, queue
+	var latest *corev1.PodCondition
+	for i := range pods {
+		for j := range pods[i].Status.Conditions {
+			c := &pods[i].Status.Conditions[j]
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" &&
+				(latest == nil || c.LastTransitionTime.After(latest.LastTransitionTime.Time)) {
+				latest = c
+			}
+		}
+	}
+	if latest == nil {
+		return o.explain(v, ns, queue, "", "", pods)
+	}
+	reason, message := blockerNodes, latest.Message
+	if r, from, ok := schedulingv1alpha1.ReasonIn(latest.Message); ok {
+		reason, message = r, from
+	}
+	return o.explain(v, ns, queue, reason, message, pods)
+}
+
+// explain turns the scheduler's reason into the verdict, with the queue's facts and what would
+// unblock it.
+func (o *Options) explain(v *verdict, ns, queue, reason, message string, pods []corev1.Pod) (*verdict, error) {
+	v.Waiting = true
+	if err := o.addQueueFacts(v, ns, queue); err != nil {
+		return nil, err
+	}
+	if v.Blocker != "" {
+		return v, nil // the queue itself holds it back
+	}
+	v.Blocker = reason
+	v.Reason = strings.TrimPrefix(message, reason+": ")
+	switch reason {
+	case "":
+		v.Blocker = blockerNotTried
+		scheduler := schedulingv1alpha1.SchedulerName
+		if len(pods) > 0 {
+			scheduler = pods[0].Spec.SchedulerName
+		}
+		v.Reason = "the scheduler has reported nothing on it yet"
+		v.Unblock = fmt.Sprintf("wait a moment; if it stays so, check that a scheduler serves schedulerName %q", scheduler)
+	case schedulingv1alpha1.ReasonQueueCapability, schedulingv1alpha1.ReasonNeverFits:
+		v.Unblock = fmt.Sprintf("wait for work of queue %s to finish, or raise the capability of the queue named in the reason", queue)
+	case schedulingv1alpha1.ReasonQueueOverShare:
+		v.Unblock = fmt.Sprintf("wait until other queues' demand falls or work of queue %s ends; a higher weight or a guarantee gives it a larger share", queue)
+	case schedulingv1alpha1.ReasonNotEnoughResources, blockerNodes:
+		v.Unblock = "free or add nodes with the capacity the reason names (or make the pods ask for less)"
+	case schedulingv1alpha1.ReasonTimeout, schedulingv1alpha1.ReasonBackingOff:
+		v.Unblock = "nothing: the group is tried again after its backoff; see its PodGroup's events for the last attempt"
+	case schedulingv1alpha1.ReasonInvalidPodGroup:
+		v.Unblock = "fix the PodGroup the reason names"
+	}
+	return v, nil
+}
+
+// addQueueFacts adds the queue's numbers to the details, and makes the queue the blocker when it
+// cannot take the workload at all (missing, closed, not a leaf, namespace not admitted).
+func (o *Options) addQueueFacts(v *verdict, ns, queue string) error {
+	ctx, cancel := o.context()
+	defer cancel()
+	list, err := o.tephra.SchedulingV1alpha1().Queues().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	ptrs := make([]*schedulingv1alpha1.Queue, len(list.Items))
+	var q *schedulingv1alpha1.Queue
+	for i := range list.Items {
+		ptrs[i] = &list.Items[i]
+		if list.Items[i].Name == queue {
+			q = &list.Items[i]
+		}
+	}
+	tree := quota.NewTree(ptrs)
+	node, problem := tree.WorkloadQueue(queue)
+	if problem == "" && node != nil && node.RestrictsNamespaces() {
+		namespace, err := o.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if refusal := node.AdmitsNamespace(ns, namespace.Labels); refusal != "" {
+			v.Blocker, v.Reason = schedulingv1alpha1.ReasonQueueForbidden, refusal
+			v.Unblock = fmt.Sprintf("label namespace %s to match the selector, or submit to a queue that admits it", ns)
+		}
+	}
+	if problem != "" {
+		v.Blocker, v.Reason = schedulingv1alpha1.ReasonQueueUnavailable, problem
+		switch {
+		case node != nil && !node.Open:
+			v.Unblock = fmt.Sprintf("open queue %s (spec.state: Open)", queue)
+		default:
+			v.Unblock = fmt.Sprintf("create queue %s as a leaf queue, or submit to an existing leaf queue", queue)
+		}
+	}
+	if q != nil {
+		fact := fmt.Sprintf("queue %s: allocated %s, deserved %s", queue, describeList(q.Status.Allocated), describeList(q.Status.Deserved))
+		if len(q.Spec.Capability) > 0 {
+			fact += ", capability " + describeList(q.Spec.Capability)
+		}
+		fact += fmt.Sprintf("; workloads: %d pending, %d running", q.Status.Pending+q.Status.Inqueue, q.Status.Running)
+		v.Details = append(v.Details, fact)
+	}
+	return nil
+}
