@@ -86,7 +86,7 @@ verify: $(HELM) ## gofmt, go vet, generated files current, golangci-lint, helm l
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory generate
-	@if [ -n "$$(git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds)" ]; then git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds; git diff --stat -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds; echo "generated files are stale: run make generate and commit"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds charts/tephra/monitoring)" ]; then git status --porcelain -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds charts/tephra/monitoring; git diff --stat -- apis manifests/crds manifests/components/foreign-crds charts/tephra/crds charts/tephra/foreign-crds charts/tephra/monitoring; echo "generated files are stale: run make generate and commit"; exit 1; fi
 	$(MAKE) --no-print-directory lint helm-lint
 
 .PHONY: helm-lint
@@ -94,6 +94,7 @@ helm-lint: $(HELM) ## Lint charts/tephra with its default values and as the defa
 	$(HELM) lint --strict charts/tephra
 	$(HELM) lint --strict charts/tephra --set mode=replaceDefault --set 'compatibleSchedulerNames={volcano,scheduler-plugins-scheduler}'
 	$(HELM) lint --strict charts/tephra --set foreignCRDs.install=true
+	$(HELM) lint --strict charts/tephra --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set serviceMonitor.enabled=true
 
 .PHONY: helm
 helm: $(HELM) ## Build helm at the pinned version into bin/.

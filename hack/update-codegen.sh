@@ -28,6 +28,10 @@ cp manifests/crds/*_*.yaml charts/tephra/crds/
 # and the foreign CRDs from its foreign-crds/, rendered by a template when foreignCRDs.install is set.
 rm -f charts/tephra/foreign-crds/*.yaml
 cp manifests/components/foreign-crds/*_*.yaml charts/tephra/foreign-crds/
+# and the monitoring manifests, rendered by templates when prometheusRule / grafanaDashboard are
+# enabled (as files: their {{ $labels }} are Prometheus', not Helm's).
+mkdir -p charts/tephra/monitoring
+cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/dashboard.json charts/tephra/monitoring/
 
 # The generators come from k8s.io/code-generator at the version this module pins.
 # (go list -m prints no directory until the module is downloaded, as on a fresh machine.)
