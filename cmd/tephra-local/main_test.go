@@ -54,10 +54,10 @@ func TestUpAndDown(t *testing.T) {
 		return string(out)
 	}
 	assert.Regexp(t, `(?m)^  default +Open +1 +- +- +0 +0 +\[ +\] +0 +0$`, kubectlTephra("queues"), "the default queue, idle after the demo")
-	assert.Regexp(t, `(?m)^default +tf-mnist +Completed +default +0/4 +\S+$`, kubectlTephra("jobs", "-A"), "the demo job")
+	assert.Regexp(t, `(?m)^default +tf-mnist +Completed +default +0/6 +\S+$`, kubectlTephra("jobs", "-A"), "the demo job")
 	describe := kubectlTephra("job", "describe", "tf-mnist", "-n", "default")
 	assert.Contains(t, describe, "Phase:          Completed")
-	assert.Regexp(t, `(?m)^  worker +2 +`, describe)
+	assert.Regexp(t, `(?m)^  worker +4 +- +0 +0 +4 +0$`, describe, "the workers succeeded")
 
 	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
 	require.NoError(t, err)

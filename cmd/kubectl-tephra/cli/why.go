@@ -113,11 +113,11 @@ func (o *Options) why(target string) (*verdict, error) {
 			return v, nil
 		}
 		if group, grouped := schedulingv1alpha1.PodGroupNameOf(pod); grouped {
-			return o.whyGroup(v, ns, group)
+			return o.whyGroup(v, ns, group, pod)
 		}
 		return o.whyPods(v, ns, schedulingv1alpha1.QueueOfPod(pod, ""), []corev1.Pod{*pod})
 	case "podgroup", "podgroups", "pg":
-		return o.whyGroup(&verdict{Target: "podgroup " + ns + "/" + name}, ns, name)
+		return o.whyGroup(&verdict{Target: "podgroup " + ns + "/" + name}, ns, name, nil)
 	case "job", "jobs":
 		job, err := o.tephra.BatchV1alpha1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -139,13 +139,15 @@ func (o *Options) why(target string) (*verdict, error) {
 			return v, nil
 		}
 		// A Job's PodGroup has the Job's name.
-		return o.whyGroup(v, ns, name)
+		return o.whyGroup(v, ns, name, nil)
 	}
 	return nil, fmt.Errorf("%q: name a pod, pod/NAME, podgroup/NAME or job/NAME", target)
 }
 
 // whyGroup explains a gang: its PodGroup, its members against its minimum, then the scheduler.
-func (o *Options) whyGroup(v *verdict, ns, name string) (*verdict, error) {
+// member is the pod asked about, if any: once the group's minimum is placed, it is that pod (an
+// elastic member above the minimum) that waits, for reasons of its own.
+func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*verdict, error) {
 	ctx, cancel := o.context()
 	defer cancel()
 	v.Waiting = true
@@ -193,6 +195,9 @@ func (o *Options) whyGroup(v *verdict, ns, name string) (*verdict, error) {
 		counts += fmt.Sprintf(", %d behind scheduling gates", gated)
 	}
 	v.Details = append(v.Details, counts)
+	if placed >= minMember && member != nil {
+		return o.whyPods(v, ns, queue, []corev1.Pod{*member})
+	}
 	if placed >= minMember {
 		v.Waiting, v.Blocker = false, blockerNone
 		v.Reason = fmt.Sprintf("its minimum is placed (%d of minMember %d; phase %s)", placed, minMember, orNone(string(group.Status.Phase)))
