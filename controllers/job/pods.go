@@ -135,6 +135,7 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 		Queue:               job.Spec.Queue,
 		PriorityClassName:   job.Spec.PriorityClassName,
 		ReadyTimeoutSeconds: job.Spec.ReadyTimeoutSeconds,
+		Topology:            job.Spec.Topology.DeepCopy(),
 	}
 	if out.Queue == "" {
 		out.Queue = schedulingv1alpha1.DefaultQueue

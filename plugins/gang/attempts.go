@@ -33,6 +33,8 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		// The attempt ends: its members still reserved or allowed can no longer be let through
 		// (Permit, PreBind), and those it bound are rolled back while the minimum is not bound.
 		s.markFailed(attempt)
+		// The next attempt chooses its domain again, from what is free then.
+		s.domain = nil
 		if attempt == s.attempt {
 			for uid := range s.waiting {
 				waiting = append(waiting, uid)

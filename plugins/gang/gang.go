@@ -74,11 +74,13 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	podGroupInformer := factory.Scheduling().V1alpha1().PodGroups()
+	topologyInformer := factory.Scheduling().V1alpha1().Topologies()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
 	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
+	g.topologies = topologyInformer.Lister()
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
 		return nil, err
 	}
@@ -94,7 +96,12 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	if err := setup.StartAndSync(ctx, Name, factory, registration); err != nil {
+	// Topologies are only read; the registration lets the plugin wait for their cache.
+	topologies, err := topologyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return nil, err
+	}
+	if err := setup.StartAndSync(ctx, Name, factory, registration, topologies); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -29,9 +29,11 @@ type groupManager struct {
 	handle    fwk.Handle
 	args      *Args
 	podGroups schedulinglisters.PodGroupLister
-	members   cache.Indexer
-	groups    *tracker
-	shares    *jobShares
+	// topologies order the levels of groups' topology constraints (nil in tests without any).
+	topologies schedulinglisters.TopologyLister
+	members    cache.Indexer
+	groups     *tracker
+	shares     *jobShares
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 	// queueRunning is set by the first preEnqueue: from then on the scheduling queue exists, and
@@ -181,16 +183,24 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
 			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
 	}
+	constraint, problem := g.constraintOf(pg)
+	if problem != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
+	}
 	// The group's state, read once for the whole decision.
 	var backoff time.Duration
 	var waiting int
 	var unfit string
 	var reserved []string
+	var assigned *domain
+	var inAttempt bool
 	g.groups.with(key, func(s *groupState) {
 		backoff = s.backoffUntil.Sub(now)
 		waiting = len(s.waiting)
 		unfit = s.keptUnfit(now)
 		reserved = s.reserved
+		assigned = s.domain
+		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
 	if backoff > 0 {
 		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
@@ -202,7 +212,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
 		// all), so a member tried while the minimum's binds are in flight is counted below, and
 		// held back as elastic if another group's minimum is pending.
-		return onReserved(reserved), nil
+		return onDomain(reserved, assigned), nil
 	}
 	if unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
@@ -223,12 +233,31 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 	}
 	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
 	if count.bound >= int(pg.Spec.MinMember) {
-		return nil, nil // the minimum runs but for a task's; this member completes it
+		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
 	}
 	unplacedRequests := sortedRequests(count.unplaced)
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
 	if reserved = g.reservationFor(ctx, key, pg, pod, need, nodes, reserved); reserved != nil {
 		nodes = onNodes(nodes, reserved)
+	}
+	if constraint != nil {
+		// The whole minimum goes to one domain, chosen before any member is placed: member by
+		// member, a gang would strand half-placed in a domain too small for it.
+		if assigned == nil || !inAttempt {
+			minimum := minimumNeeds{need: need, missing: int(pg.Spec.MinMember) - count.placed}
+			if minimum.missing > 0 && len(count.unplaced) >= minimum.missing {
+				minimum.smallest = smallestRequests(unplacedRequests)
+			}
+			var why string
+			assigned, why = chooseDomain(constraint, nodesFor(pod, nodes), minimum, g.placedOn(key))
+			if why != "" {
+				return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
+			}
+			g.groups.with(key, func(s *groupState) { s.domain = assigned })
+		}
+		if assigned != nil {
+			nodes = nodesOf(nodes, assigned)
+		}
 	}
 	if lacking := lackingCapacity(need, nodes); lacking != "" {
 		return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
@@ -244,7 +273,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
 	}
-	return onReserved(reserved), nil
+	return onDomain(reserved, assigned), nil
 }
 
 // unfit records that the group's minimum cannot fit now, for its other members to be refused

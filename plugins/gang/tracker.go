@@ -52,6 +52,9 @@ type groupState struct {
 	// placed yet. stalled: its last attempt placed nothing, so it cannot use what is free now.
 	// Elastic pods of other groups wait while a group wants its minimum and has not stalled.
 	wantsMinimum, stalled bool
+	// domain is the network domain the group's minimum was assigned to by its topology, for its
+	// members to be placed in (nil: none, or not assigned yet).
+	domain *domain
 	// elasticWaiting: elastic members of the group were held back for another group's minimum.
 	elasticWaiting bool
 	// lastActive is when a member of the minimum last passed PreEnqueue or reached PreFilter. A

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // Event is something that happens to a Job's pods or tasks, matched by a LifecyclePolicy.
@@ -194,6 +196,10 @@ type JobSpec struct {
 	// Suspend frees all the Job's resources while true; resuming starts it again.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
+	// Topology places the Job's minimum inside one network domain; the Job's PodGroup carries
+	// it (docs/topology.md).
+	// +optional
+	Topology *schedulingv1alpha1.PodGroupTopology `json:"topology,omitempty"`
 	// Tasks of the Job.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32

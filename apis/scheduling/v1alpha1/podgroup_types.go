@@ -102,6 +102,11 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	ReadyTimeoutSeconds *int32 `json:"readyTimeoutSeconds,omitempty"`
+
+	// Topology places the group's minimum inside one network domain (a rack, a block): see
+	// docs/topology.md.
+	// +optional
+	Topology *PodGroupTopology `json:"topology,omitempty"`
 }
 
 // PodGroupStatus is what happened to the group. The PodGroup controller is its only writer.

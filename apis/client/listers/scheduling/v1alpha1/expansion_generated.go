@@ -19,3 +19,7 @@ type PodGroupNamespaceListerExpansion interface{}
 // QueueListerExpansion allows custom methods to be added to
 // QueueLister.
 type QueueListerExpansion interface{}
+
+// TopologyListerExpansion allows custom methods to be added to
+// TopologyLister.
+type TopologyListerExpansion interface{}

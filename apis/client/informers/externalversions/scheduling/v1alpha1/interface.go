@@ -18,6 +18,8 @@ type Interface interface {
 	PodGroups() TypedPodGroupInformer
 	// Queues returns a QueueInformer.
 	Queues() TypedQueueInformer
+	// Topologies returns a TopologyInformer.
+	Topologies() TypedTopologyInformer
 }
 
 type version struct {
@@ -39,4 +41,9 @@ func (v *version) PodGroups() TypedPodGroupInformer {
 // Queues returns a TypedQueueInformer.
 func (v *version) Queues() TypedQueueInformer {
 	return &queueInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// Topologies returns a TypedTopologyInformer.
+func (v *version) Topologies() TypedTopologyInformer {
+	return &topologyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -11,3 +11,5 @@ package v1alpha1
 type PodGroupExpansion interface{}
 
 type QueueExpansion interface{}
+
+type TopologyExpansion interface{}

@@ -20,6 +20,7 @@ type SchedulingV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	PodGroupsGetter
 	QueuesGetter
+	TopologiesGetter
 }
 
 // SchedulingV1alpha1Client is used to interact with features provided by the scheduling.tephra.dev group.
@@ -33,6 +34,10 @@ func (c *SchedulingV1alpha1Client) PodGroups(namespace string) PodGroupInterface
 
 func (c *SchedulingV1alpha1Client) Queues() QueueInterface {
 	return newQueues(c)
+}
+
+func (c *SchedulingV1alpha1Client) Topologies() TopologyInterface {
+	return newTopologies(c)
 }
 
 // NewForConfig creates a new SchedulingV1alpha1Client for the given config.

@@ -26,6 +26,10 @@ func (c *FakeSchedulingV1alpha1) Queues() v1alpha1.QueueInterface {
 	return newFakeQueues(c)
 }
 
+func (c *FakeSchedulingV1alpha1) Topologies() v1alpha1.TopologyInterface {
+	return newFakeTopologies(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeSchedulingV1alpha1) RESTClient() rest.Interface {

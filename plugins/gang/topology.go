@@ -1,0 +1,215 @@
+package gang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/internal/topology"
+)
+
+// domain is where a group's minimum is placed: the nodes that share one value of a level's
+// label (a rack, a block).
+type domain struct {
+	level, value string
+	nodes        sets.Set[string]
+}
+
+func (d *domain) String() string { return d.level + "=" + d.value }
+
+// constraintOf resolves the group's topology (docs/topology.md); problem says why it cannot be
+// met, and the group is then not placed.
+func (g *groupManager) constraintOf(pg *v1alpha1.PodGroup) (*topology.Constraint, string) {
+	if pg.Spec.Topology == nil {
+		return nil, ""
+	}
+	return topology.Resolve(pg.Spec.Topology, func(name string) (*v1alpha1.Topology, bool) {
+		if g.topologies == nil {
+			return nil, false
+		}
+		t, err := g.topologies.Get(name)
+		return t, err == nil
+	})
+}
+
+// minimumNeeds is what a group's minimum still needs placed: in all (need), and member by member
+// (missing members of at least smallest each).
+type minimumNeeds struct {
+	need     corev1.ResourceList
+	smallest corev1.ResourceList
+	missing  int
+}
+
+// holds says whether nodes' free capacity holds the minimum: in total, and member by member.
+func (m minimumNeeds) holds(nodes []fwk.NodeInfo) bool {
+	if lackingCapacity(m.need, nodes) != "" {
+		return false
+	}
+	return m.missing <= 0 || m.smallest == nil || membersThatFit(m.smallest, nodes, m.missing) >= m.missing
+}
+
+// chooseDomain assigns a group's whole minimum to one domain before any member is placed: the
+// narrowest level of the constraint with a domain that holds it, and among those the domain that
+// is left with the least free capacity (best fit, so that whole racks and blocks stay free for
+// the next big gang), then the one with most of the group's placed pods, then by name. Without a
+// domain that holds it, a required constraint answers why, level by level; a preferred one alone
+// lets the group use the whole cluster (nil, "").
+func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, placedOn func(node string) int) (*domain, string) {
+	total := map[corev1.ResourceName]int64{}
+	for _, n := range nodes {
+		for name := range m.need {
+			a, _ := capacity.Of(n, name)
+			total[name] += a
+		}
+	}
+	var why []string
+	for _, level := range c.Levels {
+		byValue := map[string][]fwk.NodeInfo{}
+		for _, n := range nodes {
+			if v, ok := n.Node().Labels[level]; ok {
+				byValue[v] = append(byValue[v], n)
+			}
+		}
+		values := make([]string, 0, len(byValue))
+		for v := range byValue {
+			values = append(values, v)
+		}
+		sort.Strings(values)
+		var best *domain
+		var bestFree float64
+		bestPlaced := -1
+		var largest string
+		var largestFree float64 = -1
+		for _, v := range values {
+			members := byValue[v]
+			free := freeShare(members, m.need, total)
+			if free > largestFree {
+				largest, largestFree = v, free
+			}
+			if !m.holds(members) {
+				continue
+			}
+			placed := 0
+			if placedOn != nil {
+				for _, n := range members {
+					placed += placedOn(n.Node().Name)
+				}
+			}
+			if best == nil || free < bestFree || free == bestFree && placed > bestPlaced {
+				names := sets.New[string]()
+				for _, n := range members {
+					names.Insert(n.Node().Name)
+				}
+				best, bestFree, bestPlaced = &domain{level: level, value: v, nodes: names}, free, placed
+			}
+		}
+		if best != nil {
+			return best, ""
+		}
+		switch {
+		case len(values) == 0:
+			why = append(why, fmt.Sprintf("no node has the label %s", level))
+		default:
+			why = append(why, fmt.Sprintf("no %s domain holds it (the most free: %s in %s=%s)", level, freeOf(byValue[largest], m.need), level, largest))
+		}
+	}
+	if !c.Required {
+		return nil, ""
+	}
+	return nil, strings.Join(why, "; ")
+}
+
+// freeShare is the domain's free capacity in the resources the minimum needs, each as a share of
+// the cluster's, summed: the measure of how much a placement would leave free there.
+func freeShare(nodes []fwk.NodeInfo, need corev1.ResourceList, total map[corev1.ResourceName]int64) float64 {
+	var share float64
+	for name := range need {
+		if name == corev1.ResourcePods || total[name] == 0 {
+			continue
+		}
+		var free int64
+		for _, n := range nodes {
+			if a, u := capacity.Of(n, name); a > u {
+				free += a - u
+			}
+		}
+		share += float64(free) / float64(total[name])
+	}
+	return share
+}
+
+// freeOf formats the nodes' free capacity of the needed resources, e.g. "cpu 16".
+func freeOf(nodes []fwk.NodeInfo, need corev1.ResourceList) string {
+	var parts []string
+	for _, name := range sortedNames(need) {
+		if name == corev1.ResourcePods {
+			continue
+		}
+		var free int64
+		for _, n := range nodes {
+			if a, u := capacity.Of(n, name); a > u {
+				free += a - u
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", name, quota.Format(name, free)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// onDomain restricts the members of a group to its domain (and, within it, to its reserved
+// nodes, if any).
+func onDomain(reserved []string, d *domain) *fwk.PreFilterResult {
+	if d == nil {
+		return onReserved(reserved)
+	}
+	if reserved == nil {
+		return &fwk.PreFilterResult{NodeNames: d.nodes.Clone()}
+	}
+	return &fwk.PreFilterResult{NodeNames: d.nodes.Intersection(sets.New(reserved...))}
+}
+
+// nodesFor keeps the nodes the pod's node selector and required affinity allow: a domain of
+// nodes the gang may not use would hold it in vain. (Its members share the pod's template.)
+func nodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) []fwk.NodeInfo {
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	out := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		if ok, _ := affinity.Match(n.Node()); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nodesOf keeps the nodes of a domain.
+func nodesOf(nodes []fwk.NodeInfo, d *domain) []fwk.NodeInfo {
+	var out []fwk.NodeInfo
+	for _, n := range nodes {
+		if d.nodes.Has(n.Node().Name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// placedOn counts, per node, the group's pods placed there, for a domain that already holds some
+// (elastic growth, a restart) to win a tie.
+func (g *groupManager) placedOn(key groupKey) func(node string) int {
+	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
+	counts := map[string]int{}
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil &&
+			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			counts[pod.Spec.NodeName]++
+		}
+	}
+	return func(node string) int { return counts[node] }
+}

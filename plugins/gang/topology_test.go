@@ -1,0 +1,80 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/tephra-dev/tephra/internal/topology"
+)
+
+// rackNode is a node of 4 CPUs in a rack and block, with used CPUs requested.
+func rackNode(name, rack, block string, used int64) fwk.NodeInfo {
+	n := framework.NewNodeInfo()
+	n.SetNode(st.MakeNode().Name(name).Label("rack", rack).Label("block", block).
+		Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "4", corev1.ResourcePods: "110"}).Obj())
+	if used > 0 {
+		n.AddPod(st.MakePod().Name(name + "-used").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: resource.NewQuantity(used, resource.DecimalSI).String()}).Node(name).Obj())
+	}
+	return n
+}
+
+func cpus(n int64) minimumNeeds {
+	one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourcePods: resource.MustParse("1")}
+	return minimumNeeds{need: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(n, resource.DecimalSI)}, smallest: one, missing: int(n)}
+}
+
+// The minimum goes to the domain it leaves with the least free capacity; with none that holds
+// it, a required level says why and a preferred one falls back to a wider level, or the cluster.
+func TestChooseDomainIsBestFitNarrowestFirst(t *testing.T) {
+	// Rack a: 2 nodes, 6 of 8 CPUs used. Rack b: 2 empty nodes. Rack c: 2 nodes, 2 used.
+	nodes := []fwk.NodeInfo{
+		rackNode("a0", "a", "x", 4), rackNode("a1", "a", "x", 2),
+		rackNode("b0", "b", "x", 0), rackNode("b1", "b", "x", 0),
+		rackNode("c0", "c", "y", 1), rackNode("c1", "c", "y", 1),
+	}
+	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
+
+	d, why := chooseDomain(inRack, nodes, cpus(2), nil)
+	require.Empty(t, why)
+	assert.Equal(t, "rack=a", d.String(), "2 CPUs fill rack a, which has exactly 2 free")
+	d, _ = chooseDomain(inRack, nodes, cpus(5), nil)
+	assert.Equal(t, "rack=c", d.String(), "5 fit c (6 free) and b (8 free): c is left with less")
+	d, _ = chooseDomain(inRack, nodes, cpus(8), nil)
+	assert.Equal(t, "rack=b", d.String())
+	assert.ElementsMatch(t, []string{"b0", "b1"}, d.nodes.UnsortedList())
+
+	placed := func(node string) int {
+		if node == "c0" {
+			return 1
+		}
+		return 0
+	}
+	twins := []fwk.NodeInfo{rackNode("b0", "b", "x", 0), rackNode("c0", "c", "y", 0)}
+	d, _ = chooseDomain(inRack, twins, cpus(2), placed)
+	assert.Equal(t, "rack=c", d.String(), "a tie goes to the domain with the group's placed pods")
+
+	_, why = chooseDomain(inRack, nodes, cpus(9), nil)
+	assert.Equal(t, "no rack domain holds it (the most free: cpu 8 in rack=b)", why)
+
+	fallback := &topology.Constraint{Levels: []string{"rack", "block"}, Required: true}
+	d, why = chooseDomain(fallback, nodes, cpus(9), nil)
+	require.Empty(t, why)
+	assert.Equal(t, "block=x", d.String(), "no rack holds 9: block x (10 free) does")
+	_, why = chooseDomain(fallback, nodes, cpus(11), nil)
+	assert.Equal(t, "no rack domain holds it (the most free: cpu 8 in rack=b); no block domain holds it (the most free: cpu 10 in block=x)", why)
+
+	preferred := &topology.Constraint{Levels: []string{"rack"}}
+	d, why = chooseDomain(preferred, nodes, cpus(11), nil)
+	assert.Nil(t, d, "a preferred level alone falls back to the whole cluster")
+	assert.Empty(t, why)
+
+	_, why = chooseDomain(&topology.Constraint{Levels: []string{"row"}, Required: true}, nodes, cpus(1), nil)
+	assert.Equal(t, "no node has the label row", why)
+}
