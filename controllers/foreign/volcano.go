@@ -16,6 +16,7 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/mirror"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/topology"
 )
 
 // VolcanoPodGroupReconciler mirrors Volcano PodGroups into Tephra PodGroups and writes their
@@ -89,6 +90,14 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, nil
 		}
 		spec.MinResources = *pg.Spec.MinResources
+	}
+	if nt := pg.Spec.NetworkTopology; nt != nil {
+		topo, problem := topology.FromVolcano(nt.Mode, nt.HighestTierAllowed, mirror.TopologyLookup(ctx, r.Client))
+		if problem != "" {
+			mirror.Invalid(r.Recorder, &pg, "%s", problem)
+			return ctrl.Result{}, nil
+		}
+		spec.Topology = topo
 	}
 	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &pg, volcanoPodGroupGVK, spec, nil)
 	if err != nil || group == nil {

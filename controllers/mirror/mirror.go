@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/topology"
 )
 
 // Event reasons on foreign objects.
@@ -101,4 +102,16 @@ func Refused(recorder events.EventRecorder, owner client.Object, verb string, er
 // Invalid records that owner cannot be translated.
 func Invalid(recorder events.EventRecorder, owner client.Object, format string, args ...any) {
 	recorder.Eventf(owner, nil, corev1.EventTypeWarning, ReasonInvalid, "Translate", format, args...)
+}
+
+// TopologyLookup reads Topologies through c (the manager's cache), for mapping foreign topology
+// constraints onto their levels.
+func TopologyLookup(ctx context.Context, c client.Reader) topology.Lookup {
+	return func(name string) (*schedulingv1alpha1.Topology, bool) {
+		var t schedulingv1alpha1.Topology
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &t); err != nil {
+			return nil, false
+		}
+		return &t, true
+	}
 }

@@ -173,6 +173,11 @@ func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGro
 		}
 	}
 	spec.Queue = queue
+	// The upstream constraint is one node label whose domain must hold the whole group: Tephra's
+	// required.
+	if c := up.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		spec.Topology = &schedulingv1alpha1.PodGroupTopology{Required: c.Topology[0].Key}
+	}
 	return spec, "", nil
 }
 

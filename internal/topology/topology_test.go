@@ -65,3 +65,33 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+func TestFromVolcano(t *testing.T) {
+	const block, rack, host = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
+	dc := lookupOf(topologyOf("default", block, rack, host))
+	one, two, three := 1, 2, 3
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		tier    *int
+		lookup  Lookup
+		want    *v1alpha1.PodGroupTopology
+		problem string
+	}{
+		{name: "hard, tier 1", mode: "hard", tier: &one, lookup: dc, want: &v1alpha1.PodGroupTopology{Required: rack}},
+		{name: "hard, tier 2", mode: "hard", tier: &two, lookup: dc, want: &v1alpha1.PodGroupTopology{Required: block, Preferred: rack}},
+		{name: "hard, no tier", mode: "hard", lookup: dc, want: &v1alpha1.PodGroupTopology{Required: rack}},
+		{name: "soft", mode: "soft", tier: &two, lookup: dc, want: &v1alpha1.PodGroupTopology{Preferred: rack}},
+		{name: "tier too high", mode: "hard", tier: &three, lookup: dc,
+			problem: `networkTopology.highestTierAllowed is 3; the Topology "default" has tiers 1 to 2 ([example.com/rack example.com/block])`},
+		{name: "unknown mode", mode: "firm", lookup: dc, problem: `networkTopology.mode is "firm"; it must be hard or soft`},
+		{name: "no Topology", mode: "hard", lookup: lookupOf(),
+			problem: `networkTopology needs the Topology "default" to map tiers to node labels, and it does not exist`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problem := FromVolcano(tc.mode, tc.tier, tc.lookup)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.problem, problem)
+		})
+	}
+}

@@ -183,7 +183,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
 			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
 	}
-	constraint, problem := g.constraintOf(pg)
+	constraint, problem := g.constraintOf(pg, pod)
 	if problem != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
 	}

@@ -25,13 +25,25 @@ type domain struct {
 
 func (d *domain) String() string { return d.level + "=" + d.value }
 
-// constraintOf resolves the group's topology (docs/topology.md); problem says why it cannot be
-// met, and the group is then not placed.
-func (g *groupManager) constraintOf(pg *v1alpha1.PodGroup) (*topology.Constraint, string) {
-	if pg.Spec.Topology == nil {
-		return nil, ""
+// Kueue's topology annotations on the pods of a pod set, read when the group has no topology of
+// its own.
+const (
+	kueueRequiredTopology  = "kueue.x-k8s.io/podset-required-topology"
+	kueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology"
+)
+
+// constraintOf resolves the group's topology (docs/topology.md), or else the Kueue topology
+// annotations of the member; problem says why it cannot be met, and the group is then not placed.
+func (g *groupManager) constraintOf(pg *v1alpha1.PodGroup, member *corev1.Pod) (*topology.Constraint, string) {
+	spec := pg.Spec.Topology
+	if spec == nil {
+		required, preferred := member.Annotations[kueueRequiredTopology], member.Annotations[kueuePreferredTopology]
+		if required == "" && preferred == "" {
+			return nil, ""
+		}
+		spec = &v1alpha1.PodGroupTopology{Required: required, Preferred: preferred}
 	}
-	return topology.Resolve(pg.Spec.Topology, func(name string) (*v1alpha1.Topology, bool) {
+	return topology.Resolve(spec, func(name string) (*v1alpha1.Topology, bool) {
 		if g.topologies == nil {
 			return nil, false
 		}

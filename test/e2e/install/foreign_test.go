@@ -42,7 +42,17 @@ func exerciseForeignAdapters(t *testing.T, env *framework.Env, ns string) {
 	t.Cleanup(func() { _ = c.Delete(context.Background(), queue) })
 	sp := &schedulerpluginsv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "rbac-sp", Namespace: ns}, Spec: schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 2}}
 	require.NoError(t, c.Create(ctx, sp))
-	vc := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "rbac-vc", Namespace: ns}, Spec: volcanov1beta1.PodGroupSpec{MinMember: 1, Queue: queue.Name}}
+	// A Volcano networkTopology is mapped onto the default Topology's levels, which the
+	// controllers read (list and watch of topologies).
+	topology := &schedulingv1alpha1.Topology{
+		ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultTopology},
+		Spec:       schedulingv1alpha1.TopologySpec{Levels: []schedulingv1alpha1.TopologyLevel{{NodeLabel: "example.com/rack"}, {NodeLabel: corev1.LabelHostname}}},
+	}
+	require.NoError(t, c.Create(ctx, topology))
+	t.Cleanup(func() { _ = c.Delete(context.Background(), topology) })
+	vc := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "rbac-vc", Namespace: ns}, Spec: volcanov1beta1.PodGroupSpec{
+		MinMember: 1, Queue: queue.Name, NetworkTopology: &volcanov1beta1.NetworkTopologySpec{Mode: "soft"},
+	}}
 	require.NoError(t, c.Create(ctx, vc))
 
 	framework.Eventually(t, time.Minute, "the foreign statuses written", func() (bool, string) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,14 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
+	os.Exit(framework.Main(m, localcluster.Options{
+		// Volcano's PodGroup CRD, and upstream's PodGroups with their topology constraint.
+		Manifests:     localcluster.KustomizeManifests(filepath.Join("manifests", "overlays", "foreign-schedulers")),
+		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// As installed: tephra-scheduler without the gates (docs/gang.md).
+		TephraSchedulerWithoutFeatureGates: true,
+	}, func(env *framework.Env) error {
 		ctx := context.Background()
 		if err := localcluster.WaitDefaultQueues(ctx, env.Cluster.Config); err != nil {
 			return err
@@ -52,6 +60,26 @@ func TestMain(m *testing.M) {
 		}, metav1.CreateOptions{})
 		return err
 	}))
+}
+
+// poolEmpty waits until no pod of an earlier test is left on the nodes (their namespaces are
+// deleted at the end of each test, their pods a moment later): the placements checked here depend
+// on what is free.
+func poolEmpty(t *testing.T, env *framework.Env) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, "no pod left on the racks", func() (bool, string) {
+		pods, err := env.Kube.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		left := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeSelector[framework.PoolLabel] == pool {
+				left++
+			}
+		}
+		return left == 0, fmt.Sprintf("%d pods left", left)
+	})
 }
 
 // gang creates a PodGroup of size pods of one CPU each with the topology, and its pods.
@@ -116,6 +144,7 @@ func domainsOf(t *testing.T, env *framework.Env, ns, group string, size int, lab
 // block.
 func TestGangsLandInOneDomainAndKeepBigDomainsWhole(t *testing.T) {
 	env := framework.Shared(t)
+	poolEmpty(t, env)
 	ns := env.Namespace(t)
 	inRack := schedulingv1alpha1.PodGroupTopology{Required: rackLabel}
 
@@ -159,6 +188,7 @@ func TestGangsLandInOneDomainAndKeepBigDomainsWhole(t *testing.T) {
 // refused: the group is not placed, and its condition says why.
 func TestInvalidTopologyIsRefused(t *testing.T) {
 	env := framework.Shared(t)
+	poolEmpty(t, env)
 	ns := env.Namespace(t)
 	gang(t, env, ns, "row", 1, schedulingv1alpha1.PodGroupTopology{Required: "example.com/row"})
 	gang(t, env, ns, "inverted", 1, schedulingv1alpha1.PodGroupTopology{Required: rackLabel, Preferred: blockLabel})

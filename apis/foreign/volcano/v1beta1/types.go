@@ -54,7 +54,8 @@ const (
 	PodGroupFailed    PodGroupPhase = "Failed"
 )
 
-// NetworkTopologySpec is Volcano's network-topology constraint; Tephra ignores it.
+// NetworkTopologySpec is Volcano's network-topology constraint: Tephra maps its tiers onto the
+// levels of the default Topology (internal/topology.FromVolcano).
 type NetworkTopologySpec struct {
 	// +optional
 	Mode string `json:"mode,omitempty"`
@@ -74,7 +75,7 @@ type PodGroupSpec struct {
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// +optional
 	MinResources *corev1.ResourceList `json:"minResources,omitempty"`
-	// NetworkTopology is accepted and ignored by Tephra.
+	// NetworkTopology places the gang in one network domain (docs/topology.md).
 	// +optional
 	NetworkTopology *NetworkTopologySpec `json:"networkTopology,omitempty"`
 	// SubGroupPolicy is accepted and ignored by Tephra.
