@@ -229,6 +229,10 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, other))
 		}
+		if constraint != nil && assigned != nil {
+			// It joins the group's domain if that has room for it, else goes anywhere.
+			return elasticInDomain(pod, nodes, assigned), nil
+		}
 		return nil, nil
 	}
 	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
@@ -249,7 +253,9 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 				minimum.smallest = smallestRequests(unplacedRequests)
 			}
 			var why string
-			assigned, why = chooseDomain(constraint, nodesFor(pod, nodes), minimum, g.placedOn(key))
+			// The domain of the group's last attempt (a gang restarted by its Job, say) is kept
+			// while it holds the minimum.
+			assigned, why = chooseDomain(constraint, nodesFor(pod, nodes), minimum, g.placedOn(key), assigned)
 			if why != "" {
 				return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
 			}

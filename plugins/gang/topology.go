@@ -2,10 +2,12 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -74,7 +76,18 @@ func (m minimumNeeds) holds(nodes []fwk.NodeInfo) bool {
 // the next big gang), then the one with most of the group's placed pods, then by name. Without a
 // domain that holds it, a required constraint answers why, level by level; a preferred one alone
 // lets the group use the whole cluster (nil, "").
-func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, placedOn func(node string) int) (*domain, string) {
+func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, placedOn func(node string) int, previous *domain) (*domain, string) {
+	if previous != nil && slices.Contains(c.Levels, previous.level) {
+		var members []fwk.NodeInfo
+		for _, n := range nodes {
+			if v, ok := n.Node().Labels[previous.level]; ok && v == previous.value {
+				members = append(members, n)
+			}
+		}
+		if len(members) > 0 && m.holds(members) {
+			return domainOf(previous.level, previous.value, members), ""
+		}
+	}
 	total := map[corev1.ResourceName]int64{}
 	for _, n := range nodes {
 		for name := range m.need {
@@ -116,11 +129,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 				}
 			}
 			if best == nil || free < bestFree || free == bestFree && placed > bestPlaced {
-				names := sets.New[string]()
-				for _, n := range members {
-					names.Insert(n.Node().Name)
-				}
-				best, bestFree, bestPlaced = &domain{level: level, value: v, nodes: names}, free, placed
+				best, bestFree, bestPlaced = domainOf(level, v, members), free, placed
 			}
 		}
 		if best != nil {
@@ -137,6 +146,25 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 		return nil, ""
 	}
 	return nil, strings.Join(why, "; ")
+}
+
+func domainOf(level, value string, members []fwk.NodeInfo) *domain {
+	names := sets.New[string]()
+	for _, n := range members {
+		names.Insert(n.Node().Name)
+	}
+	return &domain{level: level, value: value, nodes: names}
+}
+
+// elasticInDomain sends a member above its group's minimum to the group's domain when a node
+// there has room for it; otherwise it may go anywhere (the domain binds the minimum only).
+func elasticInDomain(pod *corev1.Pod, nodes []fwk.NodeInfo, d *domain) *fwk.PreFilterResult {
+	requests := podRequests(pod)
+	requests[corev1.ResourcePods] = resource.MustParse("1")
+	if membersThatFit(requests, nodesOf(nodes, d), 1) >= 1 {
+		return onDomain(nil, d)
+	}
+	return nil
 }
 
 // freeShare is the domain's free capacity in the resources the minimum needs, each as a share of

@@ -41,12 +41,12 @@ func TestChooseDomainIsBestFitNarrowestFirst(t *testing.T) {
 	}
 	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
 
-	d, why := chooseDomain(inRack, nodes, cpus(2), nil)
+	d, why := chooseDomain(inRack, nodes, cpus(2), nil, nil)
 	require.Empty(t, why)
 	assert.Equal(t, "rack=a", d.String(), "2 CPUs fill rack a, which has exactly 2 free")
-	d, _ = chooseDomain(inRack, nodes, cpus(5), nil)
+	d, _ = chooseDomain(inRack, nodes, cpus(5), nil, nil)
 	assert.Equal(t, "rack=c", d.String(), "5 fit c (6 free) and b (8 free): c is left with less")
-	d, _ = chooseDomain(inRack, nodes, cpus(8), nil)
+	d, _ = chooseDomain(inRack, nodes, cpus(8), nil, nil)
 	assert.Equal(t, "rack=b", d.String())
 	assert.ElementsMatch(t, []string{"b0", "b1"}, d.nodes.UnsortedList())
 
@@ -57,24 +57,40 @@ func TestChooseDomainIsBestFitNarrowestFirst(t *testing.T) {
 		return 0
 	}
 	twins := []fwk.NodeInfo{rackNode("b0", "b", "x", 0), rackNode("c0", "c", "y", 0)}
-	d, _ = chooseDomain(inRack, twins, cpus(2), placed)
+	d, _ = chooseDomain(inRack, twins, cpus(2), placed, nil)
 	assert.Equal(t, "rack=c", d.String(), "a tie goes to the domain with the group's placed pods")
 
-	_, why = chooseDomain(inRack, nodes, cpus(9), nil)
+	_, why = chooseDomain(inRack, nodes, cpus(9), nil, nil)
 	assert.Equal(t, "no rack domain holds it (the most free: cpu 8 in rack=b)", why)
 
 	fallback := &topology.Constraint{Levels: []string{"rack", "block"}, Required: true}
-	d, why = chooseDomain(fallback, nodes, cpus(9), nil)
+	d, why = chooseDomain(fallback, nodes, cpus(9), nil, nil)
 	require.Empty(t, why)
 	assert.Equal(t, "block=x", d.String(), "no rack holds 9: block x (10 free) does")
-	_, why = chooseDomain(fallback, nodes, cpus(11), nil)
+	_, why = chooseDomain(fallback, nodes, cpus(11), nil, nil)
 	assert.Equal(t, "no rack domain holds it (the most free: cpu 8 in rack=b); no block domain holds it (the most free: cpu 10 in block=x)", why)
 
 	preferred := &topology.Constraint{Levels: []string{"rack"}}
-	d, why = chooseDomain(preferred, nodes, cpus(11), nil)
+	d, why = chooseDomain(preferred, nodes, cpus(11), nil, nil)
 	assert.Nil(t, d, "a preferred level alone falls back to the whole cluster")
 	assert.Empty(t, why)
 
-	_, why = chooseDomain(&topology.Constraint{Levels: []string{"row"}, Required: true}, nodes, cpus(1), nil)
+	_, why = chooseDomain(&topology.Constraint{Levels: []string{"row"}, Required: true}, nodes, cpus(1), nil, nil)
 	assert.Equal(t, "no node has the label row", why)
+}
+
+// The domain of the group's last attempt is kept while it holds the minimum, over a better fit.
+func TestChooseDomainKeepsThePreviousDomainWhileItHolds(t *testing.T) {
+	nodes := []fwk.NodeInfo{
+		rackNode("a0", "a", "x", 3), rackNode("b0", "b", "x", 0), rackNode("b1", "b", "x", 0),
+	}
+	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
+	previous := &domain{level: "rack", value: "b"}
+	d, _ := chooseDomain(inRack, nodes, cpus(1), nil, previous)
+	assert.Equal(t, "rack=b", d.String(), "rack a would fit tighter; the group goes back to b")
+	assert.ElementsMatch(t, []string{"b0", "b1"}, d.nodes.UnsortedList())
+	d, _ = chooseDomain(inRack, nodes, cpus(1), nil, &domain{level: "rack", value: "gone"})
+	assert.Equal(t, "rack=a", d.String(), "a domain that no longer exists is chosen anew")
+	d, _ = chooseDomain(inRack, []fwk.NodeInfo{rackNode("a0", "a", "x", 0), rackNode("b0", "b", "x", 4)}, cpus(2), nil, &domain{level: "rack", value: "b"})
+	assert.Equal(t, "rack=a", d.String(), "a full previous domain is left")
 }
