@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -71,4 +73,36 @@ func Resolve(spec *v1alpha1.PodGroupTopology, lookup Lookup) (*Constraint, strin
 		c.Levels = append(c.Levels, levels[i])
 	}
 	return c, ""
+}
+
+// Kueue's topology annotations on the pods of a pod set, read when a group has no topology of
+// its own.
+const (
+	KueueRequiredAnnotation  = "kueue.x-k8s.io/podset-required-topology"
+	KueuePreferredAnnotation = "kueue.x-k8s.io/podset-preferred-topology"
+)
+
+// ForGroup resolves the topology of a group (nil when it has none): its PodGroup's, else the
+// Kueue annotations of its member. TephraGang places by it and TephraQueue reclaims by it.
+func ForGroup(pg *v1alpha1.PodGroup, member *corev1.Pod, lookup Lookup) (*Constraint, string) {
+	spec := pg.Spec.Topology
+	if spec == nil && member != nil {
+		required, preferred := member.Annotations[KueueRequiredAnnotation], member.Annotations[KueuePreferredAnnotation]
+		if required == "" && preferred == "" {
+			return nil, ""
+		}
+		spec = &v1alpha1.PodGroupTopology{Required: required, Preferred: preferred}
+	}
+	return Resolve(spec, lookup)
+}
+
+// ListerLookup finds Topologies through get (a lister's Get); none when get is nil.
+func ListerLookup(get func(name string) (*v1alpha1.Topology, error)) Lookup {
+	return func(name string) (*v1alpha1.Topology, bool) {
+		if get == nil {
+			return nil, false
+		}
+		t, err := get(name)
+		return t, err == nil
+	}
 }

@@ -27,31 +27,14 @@ type domain struct {
 
 func (d *domain) String() string { return d.level + "=" + d.value }
 
-// Kueue's topology annotations on the pods of a pod set, read when the group has no topology of
-// its own.
-const (
-	kueueRequiredTopology  = "kueue.x-k8s.io/podset-required-topology"
-	kueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology"
-)
-
 // constraintOf resolves the group's topology (docs/topology.md), or else the Kueue topology
 // annotations of the member; problem says why it cannot be met, and the group is then not placed.
 func (g *groupManager) constraintOf(pg *v1alpha1.PodGroup, member *corev1.Pod) (*topology.Constraint, string) {
-	spec := pg.Spec.Topology
-	if spec == nil {
-		required, preferred := member.Annotations[kueueRequiredTopology], member.Annotations[kueuePreferredTopology]
-		if required == "" && preferred == "" {
-			return nil, ""
-		}
-		spec = &v1alpha1.PodGroupTopology{Required: required, Preferred: preferred}
+	var get func(string) (*v1alpha1.Topology, error)
+	if g.topologies != nil {
+		get = g.topologies.Get
 	}
-	return topology.Resolve(spec, func(name string) (*v1alpha1.Topology, bool) {
-		if g.topologies == nil {
-			return nil, false
-		}
-		t, err := g.topologies.Get(name)
-		return t, err == nil
-	})
+	return topology.ForGroup(pg, member, topology.ListerLookup(get))
 }
 
 // minimumNeeds is what a group's minimum still needs placed: in all (need), and member by member

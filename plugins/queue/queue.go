@@ -46,6 +46,8 @@ type Queue struct {
 	handle    fwk.Handle
 	queues    schedulinglisters.QueueLister
 	podGroups schedulinglisters.PodGroupLister
+	// topologies order the levels of gangs' topology constraints, for reclaim in one domain.
+	topologies schedulinglisters.TopologyLister
 	// namespaces gives the labels that queues' namespaceSelectors match.
 	namespaces corelisters.NamespaceLister
 	ledger     *ledger
@@ -85,6 +87,7 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		// The scheduler's own factory: started with the scheduler's informers.
 		namespaces: handle.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podGroups:  a.podGroups,
+		topologies: factory.Scheduling().V1alpha1().Topologies().Lister(),
 		ledger:     a.ledger,
 		accounts:   a,
 		synced:     a.synced,

@@ -254,6 +254,15 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: evicting what may be evicted would not make room for the minimum of pod group %s (%s short); nothing is evicted", w.group, short))
 		}
 	}
+	// A topology gang reclaims in one domain only, the one its minimum can be made to fit.
+	domain, why := r.reclaimDomain(w, minimum)
+	if why != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: %s for the minimum of pod group %s; nothing is evicted", why, w.group))
+	}
+	if domain != nil {
+		m = inDomain{NodeToStatusReader: m, nodes: domain}
+		r.nodeStatus = m
+	}
 	pdbs, err := r.pdbs.List(labels.Everything())
 	if err != nil {
 		return nil, fwk.AsStatus(err)
