@@ -27,7 +27,9 @@ func TestReclaimForATopologyGangEvictsInOneDomain(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: "root", Weight: 1},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = env.Tephra.SchedulingV1alpha1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = env.Tephra.SchedulingV1alpha1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	hogs := env.Namespace(t)
 	const cluster = 64
