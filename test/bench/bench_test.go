@@ -639,3 +639,21 @@ func TestReportProfiles(t *testing.T) {
 	require.NoError(t, res.Publish(docs))
 	assert.FileExists(t, filepath.Join(docs, "benchmarks", "profiles", "C-P-rep1-top.txt"))
 }
+
+// T is G8's gangs in racks, run by the two configurations with topology-aware gangs only.
+func TestTopologyScenarioIsG8InRacks(t *testing.T) {
+	size := workloadSize{pods: 64, nodes: 100}
+	g8, topo := newWorkload(scenarioByName("G8"), "ns", size), newWorkload(scenarioByName("T"), "ns", size)
+	assert.Equal(t, g8.pods, topo.pods)
+	assert.Equal(t, g8.gangs, topo.gangs)
+	assert.True(t, topo.topology)
+	assert.False(t, g8.topology)
+	var runs []string
+	for _, c := range Configurations {
+		if c.runs(scenarioByName("T")) {
+			runs = append(runs, c.Name)
+		}
+	}
+	assert.Equal(t, []string{"B1", "C"}, runs)
+	assert.Equal(t, "r002", benchNode(80).Labels[rackLabel], "racks of 40 nodes")
+}

@@ -218,9 +218,10 @@ func (b *benchCluster) waitMirrors(ctx context.Context, ns string, gangs int) er
 // initialise it, and none keeps it alive afterwards.
 func benchNode(i int) *corev1.Node {
 	shape := nodeShape
+	shape.Labels = map[string]string{rackLabel: fmt.Sprintf("r%03d", i/rackSize)}
 	if i%gpuNodeEvery == 0 {
 		shape.GPUs = gpusPerNode
-		shape.Labels = map[string]string{gpuNodeLabel: "true"}
+		shape.Labels[gpuNodeLabel] = "true"
 	}
 	node := localcluster.SimulatedNode(fmt.Sprintf("%s-%d", nodePrefix, i), shape)
 	now := metav1.Now()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
@@ -67,9 +68,9 @@ var Configurations = []*Configuration{
 	},
 	{
 		Name:            "B1",
-		Title:           "upstream gangs: B0 with GenericWorkload, gangs as scheduling.k8s.io/v1beta1 PodGroups",
+		Title:           "upstream gangs: B0 with GenericWorkload (and TopologyAwareWorkloadScheduling, for T), gangs as scheduling.k8s.io/v1beta1 PodGroups",
 		Gangs:           UpstreamGangs,
-		FeatureGates:    "GenericWorkload=true",
+		FeatureGates:    "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
 		schedulerConfig: vanillaSchedulerConfig,
 	},
@@ -86,7 +87,7 @@ var Configurations = []*Configuration{
 		Gangs:         UpstreamGangs,
 		Controllers:   true,
 		GangsOnly:     true,
-		FeatureGates:  "GenericWorkload=true",
+		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
 		// As shipped: only the apiserver needs the gate (docs/gang.md).
 		SchedulerWithoutFeatureGates: true,
@@ -96,6 +97,9 @@ var Configurations = []*Configuration{
 
 // runs says whether a configuration runs a scenario.
 func (c *Configuration) runs(sc *Scenario) bool {
+	if len(sc.Only) > 0 && !slices.Contains(sc.Only, c.Name) {
+		return false
+	}
 	return !c.GangsOnly || sc.GangSize > 0 || sc.Blockers
 }
 

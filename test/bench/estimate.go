@@ -30,6 +30,7 @@ var estimateDrainPer1000 = map[string]time.Duration{
 	"G8":  5500 * time.Millisecond,
 	"G64": 5800 * time.Millisecond,
 	"GI":  14 * time.Second,
+	"T":   6 * time.Second,
 }
 
 // Estimate forecasts how long a run with these settings takes on a machine like the reference

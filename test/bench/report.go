@@ -394,6 +394,12 @@ func goals(res *Results) []goal {
 			out = append(out, atLeast(sc+": C at least 0.8 × L (C/L)", pods("C", sc), pods("L", sc), 0.8))
 		}
 	}
+	if has("T") {
+		out = append(out, atLeast("T: C at least B1 with upstream's topology-aware scheduling (C/B1)", pods("C", "T"), pods("B1", "T"), 1))
+		if has("G8") {
+			out = append(out, atLeast("T: topology costs C at most 20 % of G8's rate (C on T / C on G8)", pods("C", "T"), pods("C", "G8"), 0.8))
+		}
+	}
 	var gangScenarios []string
 	peak, atEnd, spread := math.NaN(), math.NaN(), math.NaN()
 	for _, sc := range []string{"G8", "G64", "GI"} {

@@ -30,6 +30,12 @@ type Scenario struct {
 	// Queues makes the pods GPU jobs of the three benchQueues, which run for a while and end:
 	// see newWorkload.
 	Queues bool `json:"queues,omitempty"`
+	// Topology makes each gang's minimum required in one rack (rackLabel): Tephra's
+	// spec.topology.required, upstream's schedulingConstraints.topology.
+	Topology bool `json:"topology,omitempty"`
+	// Only, if set, names the configurations that run the scenario (the others have nothing to
+	// compare on it).
+	Only []string `json:"only,omitempty"`
 	// Skip, if set, says why the scenario does not run yet.
 	Skip string `json:"skip,omitempty"`
 }
@@ -41,7 +47,14 @@ var Scenarios = []*Scenario{
 	{Name: "G64", Title: "the same number of pods as gangs of 64", GangSize: 64},
 	{Name: "GI", Title: "half as many plain pods, mixed with gangs that can never fit", Blockers: true},
 	{Name: "Q", Title: "three queues with weights 1:2:3 competing for the GPU nodes", Queues: true},
+	{Name: "T", Title: "G8's gangs, each required in one rack (racks of 40 nodes), against upstream's topology-aware scheduling", GangSize: 8, Topology: true, Only: []string{"B1", "C"}},
 }
+
+// rackLabel puts the benchmark's nodes in racks of rackSize (T's gangs each want one).
+const (
+	rackLabel = "bench.tephra.dev/rack"
+	rackSize  = 40
+)
 
 // benchQueue is one of Q's queues, all children of root.
 type benchQueue struct {
@@ -114,8 +127,10 @@ const schedulerName = schedulingv1alpha1.SchedulerName
 // workload is the objects of one scenario in one namespace, in the order they are created.
 type workload struct {
 	namespace string
-	gangs     []gangSpec
-	pods      []podSpec
+	// topology: each gang's minimum in one rack.
+	topology bool
+	gangs    []gangSpec
+	pods     []podSpec
 }
 
 type gangSpec struct {
@@ -144,7 +159,7 @@ type workloadSize struct {
 // newWorkload lays out a scenario: size.pods measured pods (GI: half as many plain ones and the
 // never-fitting gangs for a cluster of size.nodes nodes; Q: qDemand pods per GPU).
 func newWorkload(s *Scenario, namespace string, size workloadSize) *workload {
-	w := &workload{namespace: namespace}
+	w := &workload{namespace: namespace, topology: s.Topology}
 	pods, nodes := size.pods, size.nodes
 	switch {
 	case s.Queues:
@@ -275,6 +290,9 @@ func (w *workload) createGangs(ctx context.Context, b *benchCluster) error {
 		switch b.config.Gangs {
 		case TephraGangs:
 			pg := &schedulingv1alpha1.PodGroup{ObjectMeta: meta, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(gang.minMember)}}
+			if w.topology {
+				pg.Spec.Topology = &schedulingv1alpha1.PodGroupTopology{Required: rackLabel}
+			}
 			if _, err := b.Tephra.SchedulingV1alpha1().PodGroups(w.namespace).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating Tephra PodGroup %s: %w", gang.name, err)
 			}
@@ -284,6 +302,11 @@ func (w *workload) createGangs(ctx context.Context, b *benchCluster) error {
 					Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(gang.minMember)},
 				},
 			}}
+			if w.topology {
+				pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+					Topology: []schedulingv1beta1.TopologyConstraint{{Key: rackLabel}},
+				}
+			}
 			if _, err := b.fast.SchedulingV1beta1().PodGroups(w.namespace).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 				return unavailable("creating a scheduling.k8s.io/v1beta1 PodGroup: %v", err)
 			}
