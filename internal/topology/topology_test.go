@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -94,4 +95,24 @@ func TestFromVolcano(t *testing.T) {
 			assert.Equal(t, tc.problem, problem)
 		})
 	}
+}
+
+// A group without a topology of its own takes the Kueue annotations of its pods.
+func TestForGroupReadsKueueAnnotations(t *testing.T) {
+	dc := lookupOf(topologyOf("default", "example.com/block", "example.com/rack"))
+	pg := &v1alpha1.PodGroup{}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		KueueRequiredAnnotation: "example.com/block", KueuePreferredAnnotation: "example.com/rack",
+	}}}
+	got, problem := ForGroup(pg, pod, dc)
+	assert.Empty(t, problem)
+	assert.Equal(t, &Constraint{Levels: []string{"example.com/rack", "example.com/block"}, Required: true}, got)
+
+	pg.Spec.Topology = &v1alpha1.PodGroupTopology{Required: "example.com/rack"}
+	got, _ = ForGroup(pg, pod, dc)
+	assert.Equal(t, &Constraint{Levels: []string{"example.com/rack"}, Required: true}, got, "the PodGroup's own topology wins")
+
+	got, problem = ForGroup(&v1alpha1.PodGroup{}, &corev1.Pod{}, dc)
+	assert.Nil(t, got)
+	assert.Empty(t, problem)
 }

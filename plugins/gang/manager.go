@@ -241,7 +241,12 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 	}
 	unplacedRequests := sortedRequests(count.unplaced)
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
-	if reserved = g.reservationFor(ctx, key, pg, pod, need, nodes, reserved); reserved != nil {
+	reservable := nodes
+	if constraint != nil && reserved == nil {
+		// A reservation of a topology gang holds nodes of one domain only.
+		reservable = reservationDomain(constraint, nodesFor(pod, nodes), need)
+	}
+	if reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved); reserved != nil {
 		nodes = onNodes(nodes, reserved)
 	}
 	if constraint != nil {

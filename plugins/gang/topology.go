@@ -139,6 +139,57 @@ func domainOf(level, value string, members []fwk.NodeInfo) *domain {
 	return &domain{level: level, value: value, nodes: names}
 }
 
+// reservationDomain is where a topology gang past its SLA may reserve nodes: of the constraint's
+// levels, narrowest first, the first with a domain whose allocatable capacity could ever hold the
+// minimum, and of those the one with the most free now (it fills soonest). Without one, no node
+// (nil): a reservation across domains would hold capacity the gang can never use.
+func reservationDomain(c *topology.Constraint, nodes []fwk.NodeInfo, need corev1.ResourceList) []fwk.NodeInfo {
+	total := map[corev1.ResourceName]int64{}
+	for _, n := range nodes {
+		for name := range need {
+			a, _ := capacity.Of(n, name)
+			total[name] += a
+		}
+	}
+	for _, level := range c.Levels {
+		byValue := map[string][]fwk.NodeInfo{}
+		for _, n := range nodes {
+			if v, ok := n.Node().Labels[level]; ok {
+				byValue[v] = append(byValue[v], n)
+			}
+		}
+		values := make([]string, 0, len(byValue))
+		for v := range byValue {
+			values = append(values, v)
+		}
+		sort.Strings(values)
+		var best []fwk.NodeInfo
+		bestFree := -1.0
+		for _, v := range values {
+			alloc := map[corev1.ResourceName]int64{}
+			for _, n := range byValue[v] {
+				for name := range need {
+					a, _ := capacity.Of(n, name)
+					alloc[name] += a
+				}
+			}
+			if !coversAll(alloc, need) {
+				continue
+			}
+			if free := freeShare(byValue[v], need, total); free > bestFree {
+				best, bestFree = byValue[v], free
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	if !c.Required {
+		return nodes
+	}
+	return nil
+}
+
 // elasticInDomain sends a member above its group's minimum to the group's domain when a node
 // there has room for it; otherwise it may go anywhere (the domain binds the minimum only).
 func elasticInDomain(pod *corev1.Pod, nodes []fwk.NodeInfo, d *domain) *fwk.PreFilterResult {

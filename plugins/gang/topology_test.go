@@ -94,3 +94,24 @@ func TestChooseDomainKeepsThePreviousDomainWhileItHolds(t *testing.T) {
 	d, _ = chooseDomain(inRack, []fwk.NodeInfo{rackNode("a0", "a", "x", 0), rackNode("b0", "b", "x", 4)}, cpus(2), nil, &domain{level: "rack", value: "b"})
 	assert.Equal(t, "rack=a", d.String(), "a full previous domain is left")
 }
+
+// A topology gang past its SLA reserves in one domain: the narrowest whose capacity could hold
+// its minimum, the one with most free first; none when no domain could.
+func TestReservationDomainIsOneDomain(t *testing.T) {
+	nodes := []fwk.NodeInfo{
+		rackNode("a0", "a", "x", 4), rackNode("a1", "a", "x", 0),
+		rackNode("b0", "b", "x", 1), rackNode("b1", "b", "x", 1),
+	}
+	names := func(nodes []fwk.NodeInfo) []string {
+		var out []string
+		for _, n := range nodes {
+			out = append(out, n.Node().Name)
+		}
+		return out
+	}
+	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
+	assert.Equal(t, []string{"b0", "b1"}, names(reservationDomain(inRack, nodes, cpus(8).need)), "both racks could hold 8: b has the most free (6, a 4)")
+	assert.Empty(t, reservationDomain(inRack, nodes, cpus(9).need), "no rack could ever hold 9")
+	inBlock := &topology.Constraint{Levels: []string{"rack", "block"}, Required: true}
+	assert.Len(t, reservationDomain(inBlock, nodes, cpus(9).need), 4, "the block could")
+}
