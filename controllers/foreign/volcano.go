@@ -36,7 +36,24 @@ func (r *VolcanoPodGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&volcanov1beta1.PodGroup{}).
 		Owns(&schedulingv1alpha1.PodGroup{}).
 		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.pendingGroups)).
+		Watches(&schedulingv1alpha1.Topology{}, handler.EnqueueRequestsFromMapFunc(r.networkTopologyGroups)).
 		Complete(r)
+}
+
+// networkTopologyGroups are the Volcano PodGroups with a networkTopology: a changed Topology maps
+// their tiers onto other levels.
+func (r *VolcanoPodGroupReconciler) networkTopologyGroups(ctx context.Context, _ client.Object) []reconcile.Request {
+	var groups volcanov1beta1.PodGroupList
+	if err := r.List(ctx, &groups); err != nil {
+		return nil
+	}
+	var requests []reconcile.Request
+	for _, g := range groups.Items {
+		if g.Spec.NetworkTopology != nil {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)})
+		}
+	}
+	return requests
 }
 
 // pendingGroups are the Volcano PodGroups that have not left Pending.
