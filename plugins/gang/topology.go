@@ -80,17 +80,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 	}
 	var why []string
 	for _, level := range c.Levels {
-		byValue := map[string][]fwk.NodeInfo{}
-		for _, n := range nodes {
-			if v, ok := n.Node().Labels[level]; ok {
-				byValue[v] = append(byValue[v], n)
-			}
-		}
-		values := make([]string, 0, len(byValue))
-		for v := range byValue {
-			values = append(values, v)
-		}
-		sort.Strings(values)
+		values, byValue := domainsAt(level, nodes)
 		var best *domain
 		var bestFree float64
 		bestPlaced := -1
@@ -131,6 +121,23 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 	return nil, strings.Join(why, "; ")
 }
 
+// domainsAt groups the nodes by their value of a level's label (nodes without it are in no
+// domain), values sorted.
+func domainsAt(level string, nodes []fwk.NodeInfo) ([]string, map[string][]fwk.NodeInfo) {
+	byValue := map[string][]fwk.NodeInfo{}
+	for _, n := range nodes {
+		if v, ok := n.Node().Labels[level]; ok {
+			byValue[v] = append(byValue[v], n)
+		}
+	}
+	values := make([]string, 0, len(byValue))
+	for v := range byValue {
+		values = append(values, v)
+	}
+	sort.Strings(values)
+	return values, byValue
+}
+
 func domainOf(level, value string, members []fwk.NodeInfo) *domain {
 	names := sets.New[string]()
 	for _, n := range members {
@@ -152,17 +159,7 @@ func reservationDomain(c *topology.Constraint, nodes []fwk.NodeInfo, need corev1
 		}
 	}
 	for _, level := range c.Levels {
-		byValue := map[string][]fwk.NodeInfo{}
-		for _, n := range nodes {
-			if v, ok := n.Node().Labels[level]; ok {
-				byValue[v] = append(byValue[v], n)
-			}
-		}
-		values := make([]string, 0, len(byValue))
-		for v := range byValue {
-			values = append(values, v)
-		}
-		sort.Strings(values)
+		values, byValue := domainsAt(level, nodes)
 		var best []fwk.NodeInfo
 		bestFree := -1.0
 		for _, v := range values {

@@ -195,14 +195,10 @@ func convertVolcanoJob(obj *unstructured.Unstructured) []string {
 }
 
 func (o *Options) setSuspend(name string, suspend bool) error {
-	if err := o.clients(); err != nil {
-		return err
-	}
-	ns, err := o.namespace()
+	ns, ctx, cancel, err := o.connect()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.context()
 	defer cancel()
 	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)
 	if _, err := o.tephra.BatchV1alpha1().Jobs(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -217,14 +213,10 @@ func (o *Options) setSuspend(name string, suspend bool) error {
 }
 
 func (o *Options) deleteJob(name string) error {
-	if err := o.clients(); err != nil {
-		return err
-	}
-	ns, err := o.namespace()
+	ns, ctx, cancel, err := o.connect()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.context()
 	defer cancel()
 	// Foreground: the Job goes once its pods and PodGroup are gone, as `kubectl delete` would
 	// leave them to the garbage collector.
@@ -239,14 +231,10 @@ func (o *Options) deleteJob(name string) error {
 // describeJob prints a Job as a person reads it: where it is, its tasks and pods, its group, the
 // policy that fired last and its latest events.
 func (o *Options) describeJob(name string) error {
-	if err := o.clients(); err != nil {
-		return err
-	}
-	ns, err := o.namespace()
+	ns, ctx, cancel, err := o.connect()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.context()
 	defer cancel()
 	job, err := o.tephra.BatchV1alpha1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -77,6 +77,20 @@ func (o *Options) namespace() (string, error) {
 	return ns, err
 }
 
+// connect connects to the cluster and returns the namespace a command works in and the context
+// of its API calls (cancel it when done).
+func (o *Options) connect() (string, context.Context, context.CancelFunc, error) {
+	if err := o.clients(); err != nil {
+		return "", nil, nil, err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ctx, cancel := o.context()
+	return ns, ctx, cancel, nil
+}
+
 // context bounds every command's API calls.
 func (o *Options) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), time.Minute)
