@@ -96,32 +96,13 @@ func (h batchingHandler) Generic(_ context.Context, _ event.GenericEvent, q work
 
 // Reconcile recomputes every queue's status and writes those that changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	var queues schedulingv1alpha1.QueueList
-	if err := r.List(ctx, &queues); err != nil {
+	acct, queues, err := AccountFrom(ctx, r.Client, r.SchedulerNames, true)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var pods corev1.PodList
-	// The pods are only read: sparing the deep copy of every pod keeps big clusters cheap.
-	if err := r.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, err
-	}
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, err
-	}
-	var groups schedulingv1alpha1.PodGroupList
-	if err := r.List(ctx, &groups); err != nil {
-		return ctrl.Result{}, err
-	}
-	ptrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
-	for i := range queues.Items {
-		ptrs[i] = &queues.Items[i]
-	}
-	acct := Account(ptrs, pods.Items, nodes.Items, groups.Items, r.SchedulerNames)
 	exportMetrics(acct)
 	var errs []error
-	for i := range queues.Items {
-		q := &queues.Items[i]
+	for _, q := range queues {
 		status := acct.Status(q)
 		if equality.Semantic.DeepEqual(q.Status, status) {
 			continue
@@ -155,6 +136,35 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 			r.Recorder.Eventf(q, nil, corev1.EventTypeWarning, c.Reason, "UpdateStatus", "%s", c.Message)
 		}
 	}
+}
+
+// AccountFrom lists the queues, pods, PodGroups and (withNodes: for deserved shares) nodes
+// through reader and accounts for them; it returns the queues too.
+func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool) (*Accounting, []*schedulingv1alpha1.Queue, error) {
+	var queues schedulingv1alpha1.QueueList
+	if err := reader.List(ctx, &queues); err != nil {
+		return nil, nil, err
+	}
+	var pods corev1.PodList
+	// The pods are only read: sparing the deep copy of every pod keeps big clusters cheap.
+	if err := reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	var nodes corev1.NodeList
+	if withNodes {
+		if err := reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, err
+		}
+	}
+	var groups schedulingv1alpha1.PodGroupList
+	if err := reader.List(ctx, &groups); err != nil {
+		return nil, nil, err
+	}
+	ptrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
+	for i := range queues.Items {
+		ptrs[i] = &queues.Items[i]
+	}
+	return Account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames), ptrs, nil
 }
 
 // Accounting is every queue's usage and share, computed from the cluster's objects with the

@@ -78,7 +78,8 @@ func (v *ResizeValidator) Handle(ctx context.Context, req admission.Request) adm
 	if !counted {
 		return admission.Allowed("")
 	}
-	acct, err := v.account(ctx)
+	// Usage needs no nodes: they only weigh in deserved shares.
+	acct, _, err := AccountFrom(ctx, v.Reader, v.SchedulerNames, false)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -103,28 +104,6 @@ func (v *ResizeValidator) queueOf(ctx context.Context, pod *corev1.Pod) (string,
 		return "", false, err
 	}
 	return schedulingv1alpha1.QueueOfPod(pod, group.Spec.Queue), true, nil
-}
-
-// account counts every queue's usage now, as the Queue controller does.
-func (v *ResizeValidator) account(ctx context.Context) (*Accounting, error) {
-	var queues schedulingv1alpha1.QueueList
-	if err := v.Reader.List(ctx, &queues); err != nil {
-		return nil, err
-	}
-	var pods corev1.PodList
-	if err := v.Reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	var groups schedulingv1alpha1.PodGroupList
-	if err := v.Reader.List(ctx, &groups); err != nil {
-		return nil, err
-	}
-	ptrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
-	for i := range queues.Items {
-		ptrs[i] = &queues.Items[i]
-	}
-	// Usage needs no nodes: they only weigh in deserved shares.
-	return Account(ptrs, pods.Items, nil, groups.Items, v.SchedulerNames), nil
 }
 
 // ResizeRefusal says why a pod of queue may not grow by growth: it would take the queue or an

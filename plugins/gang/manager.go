@@ -242,12 +242,17 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 	unplacedRequests := sortedRequests(count.unplaced)
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
 	reservable := nodes
-	if constraint != nil && reserved == nil {
-		// A reservation of a topology gang holds nodes of one domain only.
-		reservable = reservationDomain(constraint, nodesFor(pod, nodes), need)
+	var allowed []fwk.NodeInfo // the nodes the pod may use, for a topology gang's domains
+	if constraint != nil {
+		allowed = nodesFor(pod, nodes)
+		if reserved == nil {
+			// A reservation of a topology gang holds nodes of one domain only.
+			reservable = reservationDomain(constraint, allowed, need)
+		}
 	}
 	if reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved); reserved != nil {
 		nodes = onNodes(nodes, reserved)
+		allowed = onNodes(allowed, reserved)
 	}
 	if constraint != nil {
 		// The whole minimum goes to one domain, chosen before any member is placed: member by
@@ -260,7 +265,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 			var why string
 			// The domain of the group's last attempt (a gang restarted by its Job, say) is kept
 			// while it holds the minimum.
-			assigned, why = chooseDomain(constraint, nodesFor(pod, nodes), minimum, g.placedOn(key), assigned)
+			assigned, why = chooseDomain(constraint, allowed, minimum, g.placedOn(key), assigned)
 			if why != "" {
 				return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
 			}

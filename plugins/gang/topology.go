@@ -242,7 +242,8 @@ func onDomain(reserved []string, d *domain) *fwk.PreFilterResult {
 		return onReserved(reserved)
 	}
 	if reserved == nil {
-		return &fwk.PreFilterResult{NodeNames: d.nodes.Clone()}
+		// The domain's set is never changed once made, and the framework copies what it merges.
+		return &fwk.PreFilterResult{NodeNames: d.nodes}
 	}
 	return &fwk.PreFilterResult{NodeNames: d.nodes.Intersection(sets.New(reserved...))}
 }
