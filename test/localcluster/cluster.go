@@ -431,6 +431,16 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 			lastErr = fmt.Errorf("%s: %s: %s", url, resp.Status, body)
 			return false, nil
 		}
+		if component, _ := componentOf(name); component == Controllers {
+			// controller-runtime answers /readyz before its metrics server listens; a
+			// test that scrapes right after a (re)start must find it.
+			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", c.Port(name+"/metrics")))
+			if err != nil {
+				lastErr = fmt.Errorf("metrics endpoint: %w", err)
+				return false, nil
+			}
+			_ = conn.Close()
+		}
 		return true, nil
 	})
 	switch {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,12 +168,17 @@ func TestControllersMetricsNeedAuthorization(t *testing.T) {
 	ctx := framework.Context(t, time.Minute)
 	leader := waitLeader(t, env, localcluster.Controllers)
 
-	metrics, err := env.Cluster.ControllersMetrics(ctx, leader)
-	require.NoError(t, err)
-	assert.Contains(t, metrics, "tephra_queue_", "the leader exports the queue metrics")
+	// A leader just elected exports the queue metrics once it has accounted the queues.
+	framework.Eventually(t, time.Minute, "the leader exports the queue metrics", func() (bool, string) {
+		metrics, err := env.Cluster.ControllersMetrics(ctx, leader)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(metrics, "tephra_queue_"), "no tephra_queue_ series"
+	})
 
 	var refused *localcluster.MetricsError
-	_, err = env.Cluster.ControllersMetricsAs(ctx, leader, "")
+	_, err := env.Cluster.ControllersMetricsAs(ctx, leader, "")
 	require.ErrorAs(t, err, &refused, "anonymous callers are refused")
 	assert.Equal(t, 401, refused.Status)
 
