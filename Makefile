@@ -56,9 +56,10 @@ UNIT_PACKAGES = $(shell $(GO) list ./... | grep -v '/test/')
 .PHONY: test
 # The race detector needs cgo; everything else builds static (CGO_ENABLED=0), as the images and
 # the local cluster's binaries are, so that one compilation serves them all.
-test: ## Unit tests with -race, then e2e tests against real local control planes.
+test: ## Unit tests with -race, e2e tests against real local control planes, and upstream's scheduler_perf short workloads under both profiles.
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(TEST_FLAGS) $(UNIT_PACKAGES)
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 20m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x $(TEST_FLAGS) ./test/benchupstream -args -upstream-set=short -upstream-pods-timeout=3m
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (e2e tests skip themselves under -short).
@@ -154,6 +155,15 @@ clean: down ## Remove built binaries and local cluster state.
 .PHONY: bench
 bench: ## Benchmark L, B0, B1, C and CU on local control planes, 25-35 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
 	$(GO) run ./cmd/tephra-bench
+
+# Upstream's scheduler_perf, run by test/benchupstream: its workload files, upstream's default
+# profile and Tephra's. BENCH_UPSTREAM_FLAGS picks others, e.g.
+# -upstream-workloads=podgroup/gangscheduling:GangScheduling/5000Nodes_3000Gangs_9000Pods.
+BENCH_UPSTREAM_FLAGS ?=
+.PHONY: bench-upstream
+bench-upstream: ## Run upstream's scheduler_perf (5000 nodes: plain pods, gangs, topology, gang preemption) with upstream's profile and Tephra's, about 30 min on 2 cores; writes docs/benchmarks.md.
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 180m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x ./test/benchupstream \
+		-args -upstream-publish $(BENCH_UPSTREAM_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.

@@ -11,9 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,18 +20,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
-	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
-	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/cmd/internal/version"
-	"github.com/tephra-dev/tephra/controllers/foreign"
-	"github.com/tephra-dev/tephra/controllers/job"
-	"github.com/tephra-dev/tephra/controllers/podgroup"
-	"github.com/tephra-dev/tephra/controllers/queue"
-	"github.com/tephra-dev/tephra/controllers/upstream"
+	"github.com/tephra-dev/tephra/controllers/setup"
 	"github.com/tephra-dev/tephra/controllers/webhookcert"
-	"github.com/tephra-dev/tephra/controllers/whenserved"
 )
 
 func main() {
@@ -69,12 +59,7 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 	log.Info("starting", "version", version.Version)
 
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
-	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
-	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
-	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
+	scheme := setup.Scheme()
 
 	config := ctrl.GetConfigOrDie()
 	config.QPS, config.Burst = float32(qps), burst
@@ -119,7 +104,7 @@ func main() {
 		log.Error(err, "invalid --scheduler-names")
 		os.Exit(1)
 	}
-	if err := setupControllers(mgr, names, defaultReadyTimeout); err != nil {
+	if err := setup.Controllers(mgr, setup.Options{SchedulerNames: names, DefaultReadyTimeout: defaultReadyTimeout}); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
 	}
@@ -161,56 +146,4 @@ func parseSchedulerNames(flagValue string) ([]string, error) {
 		return nil, errors.New("no scheduler name given: the queues would count only pods that name a queue or pod group")
 	}
 	return names, nil
-}
-
-// setupControllers registers every Tephra controller with the manager. The Queue controller counts
-// the pods of schedulerNames in the queues; defaultReadyTimeout is the PodGroups' default ready timeout.
-func setupControllers(mgr ctrl.Manager, schedulerNames []string, defaultReadyTimeout time.Duration) error {
-	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
-		return err
-	}
-	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName), SchedulerNames: schedulerNames}
-	if err := queues.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("queue controller: %w", err)
-	}
-	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName), DefaultReadyTimeout: defaultReadyTimeout}
-	if err := podGroups.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("pod group controller: %w", err)
-	}
-	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
-	if err := jobs.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("job controller: %w", err)
-	}
-	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues: only those whose
-	// CRDs are installed run.
-	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
-		return fmt.Errorf("foreign adapters: %w", err)
-	}
-	if err := setupUpstreamAdapter(mgr); err != nil {
-		return fmt.Errorf("upstream PodGroup adapter: %w", err)
-	}
-	return nil
-}
-
-// setupUpstreamAdapter runs the adapter for upstream scheduling.k8s.io/v1beta1 PodGroups only
-// when the apiserver serves them (GenericWorkload and --runtime-config): a watch on a kind that is
-// not served would stop the manager. When they are not served at start, the leader checks again
-// every whenserved.RecheckInterval (an apiserver restarted with the API enabled).
-func setupUpstreamAdapter(mgr ctrl.Manager) error {
-	log := ctrl.Log.WithName("setup")
-	var workloads bool
-	return whenserved.Start(mgr, log, whenserved.Adapter{
-		Name: upstream.ControllerName,
-		GVK:  upstream.GroupVersion.WithKind("PodGroup"),
-		Served: func() (bool, error) {
-			podGroups, w, err := upstream.Served(mgr.GetConfig())
-			workloads = w
-			return podGroups, err
-		},
-		Setup: func() error {
-			log.Info("upstream adapter reads Workloads too", "workloads", workloads)
-			r := &upstream.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.ControllerName), Workloads: workloads}
-			return r.SetupWithManager(mgr)
-		},
-	})
 }

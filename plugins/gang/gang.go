@@ -30,6 +30,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -101,7 +102,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	if err := setup.StartAndSync(ctx, Name, factory, registration, topologies); err != nil {
+	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: registration},
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: topologies}); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -99,7 +99,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(n.podHandler()); err != nil {
 		return nil, err
 	}
-	if err := setup.StartAndSync(ctx, Name, factory, registration); err != nil {
+	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
+		setup.Watch{Resource: topologyv1alpha2.SchemeGroupVersion.WithResource("noderesourcetopologies"), Registration: registration}); err != nil {
 		return nil, err
 	}
 	go func() {

@@ -92,7 +92,9 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		accounts:   a,
 		synced:     a.synced,
 	}
-	if err := setup.StartAndSync(ctx, Name, factory, a.queueReg, a.groupReg); err != nil {
+	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("queues"), Registration: a.queueReg},
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: a.groupReg}); err != nil {
 		return nil, err
 	}
 	if q.evaluator, q.reclaimer, err = newEvaluator(q, handle); err != nil {

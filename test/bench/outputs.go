@@ -85,7 +85,11 @@ func (res *Results) Publish(docsDir string) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")), 0o644)
+	upstream, err := readUpstream(docsDir)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")+upstreamSection(upstream)), 0o644)
 }
 
 // publishedProfileReport says whether a file of a profile is published with the report: the

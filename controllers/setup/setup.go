@@ -1,0 +1,96 @@
+// Package setup registers Tephra's controllers with a controller-runtime manager: what
+// tephra-controllers runs, and what benchmarks that run the controllers in their own process
+// (make bench-upstream) run the same way.
+package setup
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
+	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/foreign"
+	"github.com/tephra-dev/tephra/controllers/job"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/controllers/queue"
+	"github.com/tephra-dev/tephra/controllers/upstream"
+	"github.com/tephra-dev/tephra/controllers/whenserved"
+)
+
+// Scheme holds every kind the controllers read or write.
+func Scheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(schedulingv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
+	return scheme
+}
+
+// Options are what the controllers are told by their flags.
+type Options struct {
+	// SchedulerNames are the schedulers whose pods count in the queues: the profiles that enable
+	// TephraQueue.
+	SchedulerNames []string
+	// DefaultReadyTimeout is the ready timeout of PodGroups that set none (0: none).
+	DefaultReadyTimeout time.Duration
+}
+
+// Controllers registers every Tephra controller with the manager (the webhooks aside).
+func Controllers(mgr ctrl.Manager, opts Options) error {
+	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
+		return err
+	}
+	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName), SchedulerNames: opts.SchedulerNames}
+	if err := queues.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("queue controller: %w", err)
+	}
+	podGroups := &podgroup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(podgroup.ControllerName), DefaultReadyTimeout: opts.DefaultReadyTimeout}
+	if err := podGroups.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("pod group controller: %w", err)
+	}
+	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
+	if err := jobs.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("job controller: %w", err)
+	}
+	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues: only those whose
+	// CRDs are installed run.
+	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
+		return fmt.Errorf("foreign adapters: %w", err)
+	}
+	if err := upstreamAdapter(mgr); err != nil {
+		return fmt.Errorf("upstream PodGroup adapter: %w", err)
+	}
+	return nil
+}
+
+// upstreamAdapter runs the adapter for upstream scheduling.k8s.io/v1beta1 PodGroups only when the
+// apiserver serves them (GenericWorkload and --runtime-config): a watch on a kind that is not
+// served would stop the manager. When they are not served at start, the leader checks again
+// every whenserved.RecheckInterval (an apiserver restarted with the API enabled).
+func upstreamAdapter(mgr ctrl.Manager) error {
+	log := ctrl.Log.WithName("setup")
+	var workloads bool
+	return whenserved.Start(mgr, log, whenserved.Adapter{
+		Name: upstream.ControllerName,
+		GVK:  upstream.GroupVersion.WithKind("PodGroup"),
+		Served: func() (bool, error) {
+			podGroups, w, err := upstream.Served(mgr.GetConfig())
+			workloads = w
+			return podGroups, err
+		},
+		Setup: func() error {
+			log.Info("upstream adapter reads Workloads too", "workloads", workloads)
+			r := &upstream.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.ControllerName), Workloads: workloads}
+			return r.SetupWithManager(mgr)
+		},
+	})
+}

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// UpstreamResults are one run of upstream's scheduler_perf workloads (test/benchupstream, make
+// bench-upstream) through upstream's default profile and through Tephra's.
+type UpstreamResults struct {
+	Command    string        `json:"command"`
+	Started    time.Time     `json:"started"`
+	Finished   time.Time     `json:"finished"`
+	Machine    Machine       `json:"machine"`
+	Kubernetes string        `json:"kubernetes"`
+	Tephra     string        `json:"tephra"`
+	Rows       []UpstreamRow `json:"rows"`
+}
+
+// UpstreamRow is one workload's SchedulingThroughput under one profile, as scheduler_perf
+// reports it (pods/s over the measured pods: Average and the percentiles of its samples). Failed
+// says why the workload did not finish, when it did not.
+type UpstreamRow struct {
+	// Suite is the workload file's directory under test/integration/scheduler_perf.
+	Suite    string             `json:"suite"`
+	TestCase string             `json:"testCase"`
+	Workload string             `json:"workload"`
+	Profile  string             `json:"profile"`
+	Data     map[string]float64 `json:"data,omitempty"`
+	Failed   string             `json:"failed,omitempty"`
+	// NotRun says why the profile cannot run the workload yet.
+	NotRun string `json:"notRun,omitempty"`
+}
+
+// NewUpstreamResults starts the record of a run.
+func NewUpstreamResults(command, kubernetes, tephra string) *UpstreamResults {
+	return &UpstreamResults{Command: command, Started: time.Now(), Machine: thisMachine(), Kubernetes: kubernetes, Tephra: tephra}
+}
+
+const upstreamJSON = "upstream.json"
+
+// PublishUpstream writes the run to docsDir/benchmarks/upstream.json and renders
+// docsDir/benchmarks.md again with it beside the own benchmark's results.
+func PublishUpstream(docsDir string, u *UpstreamResults) error {
+	assets := filepath.Join(docsDir, "benchmarks")
+	if err := os.MkdirAll(assets, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(u, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(assets, upstreamJSON), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	var matrix, sweep *Results
+	for _, r := range []struct {
+		name string
+		into **Results
+	}{{"results.json", &matrix}, {"sweep.json", &sweep}} {
+		res, err := ReadResults(filepath.Join(assets, r.name))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return err
+		default:
+			*r.into = res
+		}
+	}
+	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")+upstreamSection(u)), 0o644)
+}
+
+// readUpstream reads the upstream run published beside the own benchmark's, if any.
+func readUpstream(docsDir string) (*UpstreamResults, error) {
+	data, err := os.ReadFile(filepath.Join(docsDir, "benchmarks", upstreamJSON))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u := &UpstreamResults{}
+	if err := json.Unmarshal(data, u); err != nil {
+		return nil, fmt.Errorf("%s: %w", upstreamJSON, err)
+	}
+	return u, nil
+}
+
+// upstreamSection renders the run as the report's last section ("" without one): one row per
+// workload, both profiles' SchedulingThroughput side by side and their ratio.
+func upstreamSection(u *UpstreamResults) string {
+	if u == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Upstream's scheduler_perf\n\n")
+	fmt.Fprintf(&b, "Kubernetes' own scheduler benchmark (`test/integration/scheduler_perf` of k8s.io/kubernetes %s), "+
+		"its workload files unchanged, run in one process against an in-process kube-apiserver: once with upstream's default "+
+		"profile, once with Tephra's (manifests/overlays/replace-default, the same PodGroups mirrored by tephra-controllers "+
+		"running in the same process). SchedulingThroughput is pods bound per second while the measured pods are created, "+
+		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples).\n\n", u.Kubernetes)
+	m := u.Machine
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, Go %s; Tephra %s; %s, took %.0f min:\n\n    %s\n\n", m.CPUs, m.CPUModel, m.MemoryGB, m.Go,
+		u.Tephra, u.Finished.UTC().Format("2006-01-02"), u.Finished.Sub(u.Started).Minutes(), u.Command)
+	type key struct{ suite, testCase, workload string }
+	var order []key
+	byProfile := map[key]map[string]UpstreamRow{}
+	for _, r := range u.Rows {
+		k := key{r.Suite, r.TestCase, r.Workload}
+		if byProfile[k] == nil {
+			byProfile[k] = map[string]UpstreamRow{}
+			order = append(order, k)
+		}
+		byProfile[k][r.Profile] = r
+	}
+	header := []string{"workload", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream"}
+	var rows [][]string
+	cell := func(r UpstreamRow, ok bool) string {
+		switch {
+		case !ok:
+			return "not run"
+		case r.Failed != "":
+			return "failed: " + r.Failed
+		case r.NotRun != "":
+			return "not run: " + r.NotRun
+		}
+		return fmt.Sprintf("%.1f (%.0f, %.0f)", r.Data["Average"], r.Data["Perc50"], r.Data["Perc90"])
+	}
+	for _, k := range order {
+		up, upOK := byProfile[k][UpstreamProfileVanilla]
+		te, teOK := byProfile[k][UpstreamProfileTephra]
+		ratioCell := "–"
+		if upOK && teOK && up.Data["Average"] > 0 && te.Data["Average"] > 0 {
+			ratioCell = fmt.Sprintf("%.2f", te.Data["Average"]/up.Data["Average"])
+		}
+		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), cell(up, upOK), cell(te, teOK), ratioCell})
+	}
+	slices.SortStableFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	writeMarkdownTable(&b, header, rows)
+	return b.String()
+}
+
+// The profiles of an upstream run.
+const (
+	UpstreamProfileVanilla = "upstream"
+	UpstreamProfileTephra  = "tephra"
+)

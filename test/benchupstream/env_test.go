@@ -1,0 +1,230 @@
+package benchupstream
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+
+	"github.com/tephra-dev/tephra/plugins/gang"
+	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/queue"
+	"github.com/tephra-dev/tephra/test/bench"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// env is what every run shares: the repository, the copied workload files, where results go.
+type env struct {
+	root, tree, results                       string
+	kubernetesVersion, tephraVersion, modules string
+}
+
+// profileRun is how one profile runs the harness.
+type profileRun struct {
+	name string
+	// schedulerConfig is the configuration the derived workload files name ("" keeps upstream's).
+	schedulerConfig string
+	registry        frameworkruntime.Registry
+	options         []perf.SchedulerPerfOption
+}
+
+// prepare builds etcd (bin/, cached) and puts it on PATH for the harness, copies upstream's
+// workload files to bin/bench-upstream/tree, and points the harness's results there.
+func prepare(b *testing.B) *env {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bins, err := localcluster.Build(ctx, root, os.Stderr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := filepath.Join(root, "bin", "bench-upstream")
+	if err := os.RemoveAll(work); err != nil {
+		b.Fatal(err)
+	}
+	e := &env{root: root, tree: filepath.Join(work, "tree"), results: filepath.Join(work, "results")}
+	pathDir := filepath.Join(work, "path")
+	for _, dir := range []string{pathDir, e.results} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The harness runs the first `etcd` on PATH.
+	if err := os.Symlink(bins.Etcd, filepath.Join(pathDir, "etcd")); err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("PATH", pathDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	out, err := goCommand(ctx, root, "list", "-m", "-f", "{{.Dir}} {{.Version}}", "k8s.io/kubernetes")
+	if err != nil {
+		b.Fatal(err)
+	}
+	moduleDir, version, _ := strings.Cut(out, " ")
+	e.kubernetesVersion = version
+	e.tephraVersion = localcluster.TephraVersion(ctx, root)
+	if err := copyWorkloadFiles(moduleDir, e.tree); err != nil {
+		b.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		// The derived files hold only the selected workloads, without labels.
+		"perf-scheduling-label-filter": "",
+		"data-items-dir":               e.results,
+	} {
+		if err := flag.Set(name, value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return e
+}
+
+func goCommand(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// profile is upstream's default profile (the workload files as they are), or Tephra's: the
+// scheduler configuration that replaces the default scheduler, shipped in manifests/, with Tephra's
+// plugins registered and its CRDs and controllers started before each workload.
+func (e *env) profile(name string) (*profileRun, error) {
+	switch name {
+	case bench.UpstreamProfileVanilla:
+		return &profileRun{name: name}, nil
+	case bench.UpstreamProfileTephra:
+		return &profileRun{
+			name:            name,
+			schedulerConfig: filepath.Join(e.root, "manifests", "overlays", "replace-default", "config-replace-default.yaml"),
+			// As cmd/tephra-scheduler registers them.
+			registry: frameworkruntime.Registry{gang.Name: gang.New, numa.Name: numa.New, queue.Name: queue.New},
+			options:  []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root))},
+		}, nil
+	}
+	return nil, fmt.Errorf("-upstream-profiles: unknown profile %q (upstream, tephra)", name)
+}
+
+// run runs one suite's selected workloads under a profile and returns their throughput.
+func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload) []bench.UpstreamRow {
+	var rows []bench.UpstreamRow
+	var runs []workload
+	for _, w := range selected {
+		if w.suite != suite {
+			continue
+		}
+		if why := unsupportedReason(p.name, w); why != "" {
+			b.Logf("%s: not run under %s: %s", w, p.name, why)
+			rows = append(rows, bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name, NotRun: why})
+			continue
+		}
+		runs = append(runs, w)
+	}
+	if len(runs) == 0 {
+		return rows
+	}
+	file, err := deriveWorkloadFile(e.tree, suite, p.name, p.schedulerConfig, runs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Templates are named relative to the working directory, as upstream's tests run in the
+	// workload file's package.
+	previous, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Chdir(filepath.Join(e.tree, suite)); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = os.Chdir(previous) }()
+	prefix := strings.ReplaceAll(b.Name(), "/", "_") + "_benchmark_"
+	perf.RunBenchmarkPerfScheduling(b, file, suiteName(suite), p.registry, p.options...)
+	items, err := readDataItems(e.results, prefix)
+	if err != nil {
+		b.Error(err)
+	}
+	for _, w := range runs {
+		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name}
+		for _, item := range items {
+			if item.Labels["Metric"] == "SchedulingThroughput" && strings.Contains(item.Labels["Name"], w.testCase+"/"+w.name+"/") {
+				row.Data = item.Data
+			}
+		}
+		if row.Data == nil {
+			row.Failed = "no SchedulingThroughput (see the benchmark's log)"
+			if b.Failed() {
+				row.Failed = "the workload failed (see the benchmark's log)"
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// readDataItems reads the harness's JSON results whose file names start with prefix.
+func readDataItems(dir, prefix string) ([]perf.DataItem, error) {
+	files, err := filepath.Glob(filepath.Join(dir, prefix+"*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var items []perf.DataItem
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var d perf.DataItems
+		if err := json.Unmarshal(data, &d); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		items = append(items, d.DataItems...)
+	}
+	return items, nil
+}
+
+// report prints the results (on stdout: a benchmark's own log shows only when it fails) and,
+// with -upstream-publish, writes them into docs/.
+func (e *env) report(b *testing.B, results *bench.UpstreamResults, publish bool) {
+	results.Finished = time.Now()
+	slices.SortStableFunc(results.Rows, func(x, y bench.UpstreamRow) int {
+		return strings.Compare(x.Suite+x.TestCase+x.Workload, y.Suite+y.TestCase+y.Workload)
+	})
+	for _, r := range results.Rows {
+		if r.Failed != "" || r.NotRun != "" {
+			fmt.Printf("%-8s %s/%s/%s: %s%s\n", r.Profile, r.Suite, r.TestCase, r.Workload, r.Failed, r.NotRun)
+			continue
+		}
+		fmt.Printf("%-8s %s/%s/%s: SchedulingThroughput average %.1f pods/s (p50 %.0f, p90 %.0f)\n", r.Profile, r.Suite, r.TestCase, r.Workload,
+			r.Data["Average"], r.Data["Perc50"], r.Data["Perc90"])
+	}
+	if !publish {
+		return
+	}
+	if err := bench.PublishUpstream(filepath.Join(e.root, "docs"), results); err != nil {
+		b.Fatal(err)
+	}
+	klog.Background().Info("published", "file", filepath.Join(e.root, "docs", "benchmarks.md"))
+}
+
+// pollUntil polls cond every 200 ms until it holds or the timeout passes.
+func pollUntil(ctx context.Context, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, cond)
+}
