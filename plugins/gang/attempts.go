@@ -33,8 +33,10 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		// The attempt ends: its members still reserved or allowed can no longer be let through
 		// (Permit, PreBind), and those it bound are rolled back while the minimum is not bound.
 		s.markFailed(attempt)
-		// The next attempt chooses its domain again, from what is free then.
+		// The next attempt chooses its domain again, from what is free then, and starts with a
+		// pilot again.
 		s.domain = nil
+		s.pilot, s.pilotName, s.admitted = "", "", false
 		if attempt == s.attempt {
 			for uid := range s.waiting {
 				waiting = append(waiting, uid)

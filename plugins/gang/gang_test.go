@@ -244,6 +244,20 @@ func TestLessKeepsGroupsTogetherAndOrdersThemByCreation(t *testing.T) {
 	assert.True(t, f.gang.Less(qNewA, qOldA), "a group that just failed goes behind")
 }
 
+// registeredHintFor is the queueing hint the plugin registers for one event.
+func (f *fixture) registeredHintFor(t *testing.T, event fwk.ClusterEvent) fwk.QueueingHintFn {
+	t.Helper()
+	events, err := f.gang.EventsToRegister(context.Background())
+	require.NoError(t, err)
+	for _, e := range events {
+		if e.Event == event {
+			return e.QueueingHintFn
+		}
+	}
+	t.Fatalf("no hint registered for %v", event)
+	return nil
+}
+
 func TestPreEnqueueWaitsForMinMemberAndTaskMinimums(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -790,4 +804,71 @@ func TestSLAReservationsAreDisjointAndReleased(t *testing.T) {
 			assert.NotNil(t, f.gang.Filter(ctx, nil, other, n), "g2's node %s stays reserved", n.Node().Name)
 		}
 	}
+}
+
+// While a group's minimum is not placed, one member (the pilot) is tried and the others wait at
+// PreEnqueue: a group that cannot fit costs one member's cycles. They follow once the pilot finds
+// room, or TephraQueue evicts pods for it; a deleted pilot hands over to another member.
+func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", 3, nil, f.now)
+	m0, m1, m2 := f.member(t, "m0", "big", ""), f.member(t, "m1", "big", ""), f.member(t, "m2", "big", "")
+	f.member(t, "m3", "big", "") // one more than the minimum: the group outlives its pilot
+	small := framework.NewNodeInfo()
+	small.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj())
+
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "the first member to get there is the pilot")
+	status := f.gang.PreEnqueue(ctx, m1)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "WaitingForPilot: pod m0 of pod group ns/big is tried first; the other members follow once it finds room for the group's minimum", status.Message())
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "the pilot stays the pilot")
+
+	_, status = f.gang.PreFilter(ctx, nil, m0, []fwk.NodeInfo{small})
+	require.Equal(t, fwk.Unschedulable, status.Code(), "3 CPUs do not fit 2")
+	assert.Empty(t, f.handle.activated, "a pilot without room brings no one")
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.PreEnqueue(ctx, m2).Code(), "the others still wait")
+
+	// The pilot is deleted: the others are queued, and the next one to get there pilots.
+	hint, err := f.registeredHintFor(t, fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete})(klog.Background(), m1, m0, nil)
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint)
+	require.NoError(t, f.pods.Delete(m0))
+	require.True(t, f.gang.PreEnqueue(ctx, m1).IsSuccess())
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m2).Message(), "pod m1 of pod group ns/big is tried first")
+	hint, err = f.registeredHintFor(t, fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete})(klog.Background(), m2, m0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.QueueSkip, hint, "m0 is no longer the pilot")
+
+	// A big node is added: the group is counted again, and fits.
+	hint, err = f.registeredHint(t, fwk.Node)(klog.Background(), m1, nil, bigNode().Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint)
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m2).Message(), "is tried first", "an event brings the others back to PreEnqueue only")
+	_, status = f.gang.PreFilter(ctx, nil, m1, []fwk.NodeInfo{bigNode()})
+	require.True(t, status.IsSuccess(), "%v", status)
+	assert.ElementsMatch(t, []string{"ns/m2", "ns/m3"}, f.handle.activated, "room for the minimum brings the others")
+	assert.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess())
+}
+
+// A pilot that TephraQueue's PostFilter evicts pods for is nominated to a node: its group's other
+// members come, to get evictions of their own.
+func TestANominatedPilotBringsItsGroup(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "g", 2, nil, f.now)
+	p0, p1 := f.member(t, "p0", "g", ""), f.member(t, "p1", "g", "")
+	require.True(t, f.gang.PreEnqueue(ctx, p0).IsSuccess())
+	require.False(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
+
+	other := p1.DeepCopy()
+	other.Status.NominatedNodeName = "node"
+	f.gang.pilotNominated(p1, other)
+	assert.Empty(t, f.handle.activated, "only the pilot's nomination counts")
+
+	nominated := p0.DeepCopy()
+	nominated.Status.NominatedNodeName = "node"
+	f.gang.pilotNominated(p0, nominated)
+	assert.Equal(t, []string{"ns/p1"}, f.handle.activated)
+	assert.True(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
 }

@@ -21,6 +21,8 @@ func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWith
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterPodDeleted)},
 		// A node added or grown adds capacity.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(queueGroupMembers)},
+		// A pilot deleted before it found room lets another member try (preEnqueue).
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPilotDeleted},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
 		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.forgettingUnfit(isSchedulableAfterPodGroupChange)},
 	}, nil
@@ -97,6 +99,25 @@ func (g *groupManager) isSchedulableAfterPodDeleted(logger klog.Logger, pod *cor
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// isSchedulableAfterPilotDeleted queues a group's members when the member they wait for at
+// PreEnqueue is deleted.
+func (g *groupManager) isSchedulableAfterPilotDeleted(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	deleted, ok := oldObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, nil // a tombstone: it may have been the pilot
+	}
+	pilot := false
+	g.groups.with(key, func(s *groupState) { pilot = s.pilot == deleted.UID })
+	if pilot {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }
 
 func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {

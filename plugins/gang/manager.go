@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,20 +102,79 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 		g.groups.with(key, func(s *groupState) { s.minimumQueued = false })
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
 	}
-	if !count.placedMeets(pg) {
-		// The minimum exists and heads for the active queue: from now on, elastic pods of other
-		// groups wait for it.
-		now := g.now()
-		armed := false
-		g.groups.with(key, func(s *groupState) {
-			s.wantsMinimum, s.stalled, s.lastActive = true, false, now
-			armed, s.slaArmed = s.slaArmed, true
-		})
-		if !armed {
-			g.armSLA(klog.FromContext(ctx), key, pg)
-		}
+	if count.placedMeets(pg) {
+		// The minimum is placed: the next attempt (members lost and created again) starts with
+		// a pilot again.
+		g.groups.with(key, func(s *groupState) { s.pilot, s.pilotName, s.admitted = "", "", false })
+		return nil
+	}
+	// The minimum exists and heads for the active queue: from now on, elastic pods of other
+	// groups wait for it.
+	now := g.now()
+	armed := false
+	var pilot string
+	g.groups.with(key, func(s *groupState) {
+		s.wantsMinimum, s.stalled, s.lastActive = true, false, now
+		armed, s.slaArmed = s.slaArmed, true
+		pilot = g.pilotLocked(s, pod)
+	})
+	if !armed {
+		g.armSLA(klog.FromContext(ctx), key, pg)
+	}
+	if pilot != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod %s of pod group %s is tried first; the other members follow once it finds room for the group's minimum",
+			v1alpha1.ReasonWaitingForPilot, pilot, key))
 	}
 	return nil
+}
+
+// pilotLocked makes pod its group's pilot unless the group has a pending one or was admitted,
+// and returns the name of the pilot pod waits for ("" when it may go on). Called under the
+// group's lock.
+func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
+	if s.admitted || s.pilot == pod.UID {
+		return ""
+	}
+	if s.pilot != "" {
+		if obj, exists, _ := g.members.GetByKey(s.pilotName); exists {
+			if p := obj.(*corev1.Pod); p.UID == s.pilot && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+				_, name, _ := strings.Cut(s.pilotName, "/")
+				return name
+			}
+		}
+	}
+	s.pilot, s.pilotName = pod.UID, pod.Namespace+"/"+pod.Name
+	return ""
+}
+
+// pilotNominated admits the group of a pilot the scheduler nominated to a node: TephraQueue's
+// PostFilter evicted pods for it (reclaim or preemption), and the group's other members need
+// evictions of their own.
+func (g *groupManager) pilotNominated(oldObj, newObj any) {
+	old, ok := oldObj.(*corev1.Pod)
+	pod, ok2 := newObj.(*corev1.Pod)
+	if !ok || !ok2 || pod.Status.NominatedNodeName == "" || old.Status.NominatedNodeName != "" || !g.queueRunning.Load() {
+		return
+	}
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	pilot := false
+	g.groups.with(key, func(s *groupState) { pilot = s.pilot == pod.UID && !s.admitted })
+	if pilot {
+		g.admit(context.Background(), key, pod)
+	}
+}
+
+// admit lets the group's other members go on: a member's PreFilter found room for the
+// group's minimum.
+func (g *groupManager) admit(ctx context.Context, key groupKey, pod *corev1.Pod) {
+	admitted := true
+	g.groups.with(key, func(s *groupState) { admitted, s.admitted = s.admitted, true })
+	if !admitted {
+		g.handle.Activate(klog.FromContext(ctx), g.pendingMembers(key, pod.UID))
+	}
 }
 
 // less orders the active queue: higher priority first; then jobs by their dominant resource
@@ -237,6 +297,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 	}
 	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
 	if count.bound >= int(pg.Spec.MinMember) {
+		g.admit(ctx, key, pod)
 		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
 	}
 	unplacedRequests := sortedRequests(count.unplaced)
@@ -289,6 +350,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
 	}
+	g.admit(ctx, key, pod)
 	return onDomain(reserved, assigned), nil
 }
 
@@ -296,7 +358,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 // with the same message, and returns the rejection.
 func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
 	now := g.now()
-	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = msg, now })
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt, s.admitted = msg, now, false })
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 

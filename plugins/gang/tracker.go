@@ -73,6 +73,13 @@ type groupState struct {
 	// minimumQueued: the group's minimum of members exists and its members were queued for it
 	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
 	minimumQueued bool
+	// pilot is the member tried first while the group's minimum is not placed (pilotName is
+	// namespace/name), and admitted says its PreFilter found room for the minimum. Until then the
+	// group's other members wait at PreEnqueue: a minimum that cannot fit costs one member's
+	// cycles, events and status writes, not every member's.
+	pilot     types.UID
+	pilotName string
+	admitted  bool
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map

@@ -36,6 +36,9 @@ type UpstreamRow struct {
 	Failed   string             `json:"failed,omitempty"`
 	// NotRun says why the profile cannot run the workload yet.
 	NotRun string `json:"notRun,omitempty"`
+	// Threshold is upstream's pass mark for the workload's average throughput on its CI
+	// machines (0: none), reported, not applied.
+	Threshold float64 `json:"threshold,omitempty"`
 }
 
 // NewUpstreamResults starts the record of a run.
@@ -104,7 +107,9 @@ func upstreamSection(u *UpstreamResults) string {
 		"its workload files unchanged, run in one process against an in-process kube-apiserver: once with upstream's default "+
 		"profile, once with Tephra's (manifests/overlays/replace-default, the same PodGroups mirrored by tephra-controllers "+
 		"running in the same process). SchedulingThroughput is pods bound per second while the measured pods are created, "+
-		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples).\n\n", u.Kubernetes)
+		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples). "+
+		"Upstream's thresholds are its pass marks for the average on its CI machines; they are shown, not applied "+
+		"(a machine smaller than upstream's misses them under either profile).\n\n", u.Kubernetes)
 	m := u.Machine
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, Go %s; Tephra %s; %s, took %.0f min:\n\n    %s\n\n", m.CPUs, m.CPUModel, m.MemoryGB, m.Go,
 		u.Tephra, u.Finished.UTC().Format("2006-01-02"), u.Finished.Sub(u.Started).Minutes(), u.Command)
@@ -119,7 +124,7 @@ func upstreamSection(u *UpstreamResults) string {
 		}
 		byProfile[k][r.Profile] = r
 	}
-	header := []string{"workload", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream"}
+	header := []string{"workload", "upstream's threshold", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream"}
 	var rows [][]string
 	cell := func(r UpstreamRow, ok bool) string {
 		switch {
@@ -139,7 +144,11 @@ func upstreamSection(u *UpstreamResults) string {
 		if upOK && teOK && up.Data["Average"] > 0 && te.Data["Average"] > 0 {
 			ratioCell = fmt.Sprintf("%.2f", te.Data["Average"]/up.Data["Average"])
 		}
-		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), cell(up, upOK), cell(te, teOK), ratioCell})
+		threshold := "–"
+		if t := max(up.Threshold, te.Threshold); t > 0 {
+			threshold = fmt.Sprintf("%.0f", t)
+		}
+		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), threshold, cell(up, upOK), cell(te, teOK), ratioCell})
 	}
 	slices.SortStableFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	writeMarkdownTable(&b, header, rows)

@@ -27,8 +27,8 @@ import (
 
 // env is what every run shares: the repository, the copied workload files, where results go.
 type env struct {
-	root, tree, results                       string
-	kubernetesVersion, tephraVersion, modules string
+	root, tree, results              string
+	kubernetesVersion, tephraVersion string
 }
 
 // profileRun is how one profile runs the harness.
@@ -141,7 +141,7 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 	if len(runs) == 0 {
 		return rows
 	}
-	file, err := deriveWorkloadFile(e.tree, suite, p.name, p.schedulerConfig, runs)
+	file, thresholds, err := deriveWorkloadFile(e.tree, suite, p.name, p.schedulerConfig, runs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 		b.Error(err)
 	}
 	for _, w := range runs {
-		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name}
+		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name, Threshold: thresholds[w]}
 		for _, item := range items {
 			if item.Labels["Metric"] == "SchedulingThroughput" && strings.Contains(item.Labels["Name"], w.testCase+"/"+w.name+"/") {
 				row.Data = item.Data

@@ -70,6 +70,9 @@ const (
 	ReasonInvalidPodGroup = "InvalidPodGroup"
 	// ReasonWaitingForMembers: fewer than minMember (or a task's minTaskMember) pods exist.
 	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonWaitingForPilot: the group's minimum is not placed and another member is tried
+	// first; the others follow once it finds room for the minimum.
+	ReasonWaitingForPilot = "WaitingForPilot"
 	// ReasonTimeout: the group's placed members waited scheduleTimeoutSeconds for the rest.
 	ReasonTimeout = "ScheduleTimeout"
 	// ReasonQueueForbidden: the pod's namespace may not use its queue (the namespaceSelector of

@@ -106,26 +106,27 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{wide: resource.MustParse("5")}
 		createPod(t, env, pod)
 	}
-	// Both PostFilter plugins' reasons reach the pod: TephraQueue's (nothing it may evict, so no
-	// dry run for each member) and the gang's capacity check.
-	framework.Eventually(t, time.Minute, "the members to say that the nodes hold 2 of the 3, and that nothing may be evicted for them", func() (bool, string) {
+	// Both PostFilter plugins' reasons reach the pilot, the one member tried while the others
+	// wait at PreEnqueue: TephraQueue's (nothing it may evict, so no dry run) and the gang's
+	// capacity check.
+	framework.Eventually(t, time.Minute, "the pilot to say that the nodes hold 2 of the 3, and that nothing may be evicted for it", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
-		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "wide-0", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
+		refused := refusedMembers(t, env, ns)
+		if len(refused) == 0 {
+			return false, "no PodScheduled condition yet"
 		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return strings.Contains(c.Message, "the nodes' free capacity holds at most 2 of them") &&
-					strings.Contains(c.Message, "reclaim: no pod may be evicted for it"), c.Message
-			}
+		var msg string
+		for _, m := range refused {
+			msg = m
 		}
-		return false, "no PodScheduled condition yet"
+		return strings.Contains(msg, "the nodes' free capacity holds at most 2 of them") &&
+			strings.Contains(msg, "reclaim: no pod may be evicted for it"), msg
 	})
 	for range 8 {
 		require.Equal(t, 0, boundPods(t, env, ns), "no member is bound")
 		time.Sleep(250 * time.Millisecond)
 	}
+	assert.Len(t, refusedMembers(t, env, ns), 1, "only the pilot was tried: the others got no cycle, event or status write")
 
 	_, err = env.Kube.CoreV1().Nodes().Create(ctx, localcluster.SimulatedNode("wide-extra", shape), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -403,4 +404,21 @@ func TestMissingPodGroupAndForeignLinks(t *testing.T) {
 		}
 		return jobs["later"].running == 3, describe(jobs)
 	})
+}
+
+// refusedMembers maps each pod of the namespace that the scheduler refused (PodScheduled False) to
+// the condition's message.
+func refusedMembers(t *testing.T, env *framework.Env, ns string) map[string]string {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, pod := range pods.Items {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				out[pod.Name] = c.Message
+			}
+		}
+	}
+	return out
 }

@@ -97,18 +97,22 @@ func TestImages(t *testing.T) {
 			// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
 			selector := env.Pool(t, "image-unfit", 2, 4)
 			createGang(t, env, ns, "unfit", 3, "3", "", selector)
-			for i := range 3 {
-				env.WaitPod(t, ns, fmt.Sprintf("unfit-%d", i), 2*time.Minute, "found unschedulable by the container scheduler", func(pod *corev1.Pod) bool {
+			// One member, the pilot, is tried; the others wait for it at PreEnqueue.
+			var pods *corev1.PodList
+			framework.Eventually(t, 2*time.Minute, "a member found unschedulable by the container scheduler", func() (bool, string) {
+				var err error
+				if pods, err = env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+					return false, err.Error()
+				}
+				for _, pod := range pods.Items {
 					for _, c := range pod.Status.Conditions {
 						if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-							return true
+							return true, ""
 						}
 					}
-					return false
-				})
-			}
-			pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			require.NoError(t, err)
+				}
+				return false, "no member has a PodScheduled condition"
+			})
 			for _, pod := range pods.Items {
 				require.Empty(t, pod.Spec.NodeName, "pod %s of a gang that cannot fit was bound", pod.Name)
 			}
