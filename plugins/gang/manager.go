@@ -129,15 +129,16 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 }
 
 // pilotLocked makes pod its group's pilot unless the group has a pending one or was admitted,
-// and returns the name of the pilot pod waits for ("" when it may go on). Called under the
-// group's lock.
+// and returns the name of the pilot pod waits for ("" when it may go on). A pod with scheduling
+// gates is never the pilot: the SchedulingGates plugin holds it, and the others would wait for a
+// pilot that is not tried. Called under the group's lock.
 func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
-	if s.admitted || s.pilot == pod.UID {
+	if s.admitted || s.pilot == pod.UID || len(pod.Spec.SchedulingGates) > 0 {
 		return ""
 	}
 	if s.pilot != "" {
 		if obj, exists, _ := g.members.GetByKey(s.pilotName); exists {
-			if p := obj.(*corev1.Pod); p.UID == s.pilot && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			if p := obj.(*corev1.Pod); p.UID == s.pilot && p.Spec.NodeName == "" && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 {
 				_, name, _ := strings.Cut(s.pilotName, "/")
 				return name
 			}
@@ -358,7 +359,7 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 // with the same message, and returns the rejection.
 func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
 	now := g.now()
-	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt, s.admitted = msg, now, false })
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = msg, now })
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 

@@ -74,9 +74,11 @@ type groupState struct {
 	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
 	minimumQueued bool
 	// pilot is the member tried first while the group's minimum is not placed (pilotName is
-	// namespace/name), and admitted says its PreFilter found room for the minimum. Until then the
-	// group's other members wait at PreEnqueue: a minimum that cannot fit costs one member's
-	// cycles, events and status writes, not every member's.
+	// namespace/name), and admitted says its PreFilter found room for the minimum, or pods were
+	// evicted for it. Until then the group's other members wait at PreEnqueue: a minimum that
+	// cannot fit costs one member's cycles, events and status writes, not every member's. An
+	// admitted group stays admitted until its attempt fails or its minimum is placed: members
+	// that reclaim for themselves keep doing so.
 	pilot     types.UID
 	pilotName string
 	admitted  bool
