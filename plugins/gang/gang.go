@@ -25,9 +25,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -114,7 +116,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
-	return &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now}}
+	return &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now,
+		podGroupCycles: utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)}}
 }
 
 // Name of the plugin.

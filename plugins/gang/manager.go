@@ -37,6 +37,10 @@ type groupManager struct {
 	shares     *jobShares
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
+	// podGroupCycles: kube-scheduler runs with GenericWorkload and schedules the pods of an
+	// upstream PodGroup (spec.schedulingGroup) together, in pod-group cycles of its own; those
+	// groups get no pilot, which would split them.
+	podGroupCycles bool
 	// queueRunning is set by the first preEnqueue: from then on the scheduling queue exists, and
 	// the handle may Activate pods.
 	queueRunning atomic.Bool
@@ -133,7 +137,7 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 // gates is never the pilot: the SchedulingGates plugin holds it, and the others would wait for a
 // pilot that is not tried. Called under the group's lock.
 func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
-	if s.admitted || s.pilot == pod.UID || len(pod.Spec.SchedulingGates) > 0 {
+	if s.admitted || s.pilot == pod.UID || len(pod.Spec.SchedulingGates) > 0 || (g.podGroupCycles && pod.Spec.SchedulingGroup != nil) {
 		return ""
 	}
 	if s.pilot != "" {

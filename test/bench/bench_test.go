@@ -657,3 +657,29 @@ func TestTopologyScenarioIsG8InRacks(t *testing.T) {
 	assert.Equal(t, []string{"B1", "C"}, runs)
 	assert.Equal(t, "r002", benchNode(80).Labels[rackLabel], "racks of 40 nodes")
 }
+
+// make bench-upstream's table joins the own benchmark's report, and each publication keeps the
+// other's: not run, failed and measured rows each say so, with the profiles' ratio.
+func TestPublishUpstreamKeepsTheOwnResults(t *testing.T) {
+	docs := t.TempDir()
+	require.NoError(t, syntheticResults().Publish(docs))
+	u := NewUpstreamResults("make bench-upstream", "v1.37.1", "test")
+	u.Finished = u.Started.Add(20 * time.Minute)
+	u.Rows = []UpstreamRow{
+		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileVanilla, Threshold: 680, Data: map[string]float64{"Average": 200, "Perc50": 180, "Perc90": 350}},
+		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileTephra, Threshold: 680, Data: map[string]float64{"Average": 150, "Perc50": 140, "Perc90": 250}},
+		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileVanilla, Failed: "the workload failed"},
+		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileTephra, NotRun: "no PodGroupPostFilter"},
+	}
+	require.NoError(t, PublishUpstream(docs, u))
+	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "### GI", "the own results stay")
+	assert.Contains(t, string(md), "| misc/SchedulingBasic/5000Nodes_10000Pods | 680 | 200.0 (180, 350) | 150.0 (140, 250) | 0.75 |")
+	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/w | – | failed: the workload failed | not run: no PodGroupPostFilter | – |")
+
+	require.NoError(t, syntheticResults().Publish(docs))
+	md, err = os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "## Upstream's scheduler_perf", "a later make bench keeps the upstream table")
+}

@@ -31,6 +31,10 @@ type env struct {
 	kubernetesVersion, tephraVersion string
 }
 
+// tephraSchedulerOnly is Tephra's profile without its controllers, for workloads without
+// PodGroups: it is not published, and measures what the controllers cost in the one process.
+const tephraSchedulerOnly = "tephra-scheduler"
+
 // profileRun is how one profile runs the harness.
 type profileRun struct {
 	name string
@@ -117,10 +121,14 @@ func (e *env) profile(name string) (*profileRun, error) {
 			schedulerConfig: filepath.Join(e.root, "manifests", "overlays", "replace-default", "config-replace-default.yaml"),
 			// As cmd/tephra-scheduler registers them.
 			registry: frameworkruntime.Registry{gang.Name: gang.New, numa.Name: numa.New, queue.Name: queue.New},
-			options:  []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root))},
+			options:  []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root, true))},
 		}, nil
+	case tephraSchedulerOnly:
+		p, _ := e.profile(bench.UpstreamProfileTephra)
+		p.name, p.options = name, []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root, false))}
+		return p, nil
 	}
-	return nil, fmt.Errorf("-upstream-profiles: unknown profile %q (upstream, tephra)", name)
+	return nil, fmt.Errorf("-upstream-profiles: unknown profile %q (upstream, tephra, tephra-scheduler)", name)
 }
 
 // run runs one suite's selected workloads under a profile and returns their throughput.
@@ -207,14 +215,7 @@ func (e *env) report(b *testing.B, results *bench.UpstreamResults, publish bool)
 	slices.SortStableFunc(results.Rows, func(x, y bench.UpstreamRow) int {
 		return strings.Compare(x.Suite+x.TestCase+x.Workload, y.Suite+y.TestCase+y.Workload)
 	})
-	for _, r := range results.Rows {
-		if r.Failed != "" || r.NotRun != "" {
-			fmt.Printf("%-8s %s/%s/%s: %s%s\n", r.Profile, r.Suite, r.TestCase, r.Workload, r.Failed, r.NotRun)
-			continue
-		}
-		fmt.Printf("%-8s %s/%s/%s: SchedulingThroughput average %.1f pods/s (p50 %.0f, p90 %.0f)\n", r.Profile, r.Suite, r.TestCase, r.Workload,
-			r.Data["Average"], r.Data["Perc50"], r.Data["Perc90"])
-	}
+	printRows(results.Rows)
 	if !publish {
 		return
 	}
@@ -222,6 +223,18 @@ func (e *env) report(b *testing.B, results *bench.UpstreamResults, publish bool)
 		b.Fatal(err)
 	}
 	klog.Background().Info("published", "file", filepath.Join(e.root, "docs", "benchmarks.md"))
+}
+
+// printRows prints each row's throughput, or why it has none.
+func printRows(rows []bench.UpstreamRow) {
+	for _, r := range rows {
+		if r.Failed != "" || r.NotRun != "" {
+			fmt.Printf("%-8s %s/%s/%s: %s%s\n", r.Profile, r.Suite, r.TestCase, r.Workload, r.Failed, r.NotRun)
+			continue
+		}
+		fmt.Printf("%-8s %s/%s/%s: SchedulingThroughput average %.1f pods/s (p50 %.0f, p90 %.0f)\n", r.Profile, r.Suite, r.TestCase, r.Workload,
+			r.Data["Average"], r.Data["Perc50"], r.Data["Perc90"])
+	}
 }
 
 // pollUntil polls cond every 200 ms until it holds or the timeout passes.

@@ -19,12 +19,14 @@ import (
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	tephraclient "github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/setup"
 )
 
@@ -35,7 +37,11 @@ var setLoggerOnce sync.Once
 // it must on a cluster that installs them later. It installs the CRDs of manifests/crds, starts
 // tephra-controllers' controllers in this process (the upstream PodGroup adapter mirrors the
 // workloads' PodGroups; the default queue is created) and stops them when the workload ends.
-func startTephra(root string) perf.HookFn {
+//
+// Without controllers (the tephra-scheduler profile, for workloads without PodGroups: it tells
+// the scheduler's cost from the controllers' in this one process), it creates the root and
+// default queues as the controllers would, and nothing else runs.
+func startTephra(root string, controllers bool) perf.HookFn {
 	return func(tCtx ktesting.TContext) error {
 		// The harness's clients speak protobuf, which Tephra's kinds do not; tephra-controllers
 		// speaks JSON.
@@ -46,6 +52,13 @@ func startTephra(root string) perf.HookFn {
 			return err
 		}
 		setLoggerOnce.Do(func() { ctrl.SetLogger(klog.NewKlogr().WithName("tephra-controllers")) })
+		if !controllers {
+			c, err := client.New(cfg, client.Options{Scheme: setup.Scheme()})
+			if err != nil {
+				return err
+			}
+			return queue.DefaultQueues{Client: c}.Start(ctx)
+		}
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 setup.Scheme(),
 			Metrics:                metricsserver.Options{BindAddress: "0"},
