@@ -29,6 +29,8 @@ import (
 type env struct {
 	root, tree, results              string
 	kubernetesVersion, tephraVersion string
+	// reuse: results already in the results folder stand for their suite and profile.
+	reuse bool
 }
 
 // tephraSchedulerOnly is Tephra's profile without its controllers, for workloads without
@@ -46,7 +48,7 @@ type profileRun struct {
 
 // prepare builds etcd (bin/, cached) and puts it on PATH for the harness, copies upstream's
 // workload files to bin/bench-upstream/tree, and points the harness's results there.
-func prepare(b *testing.B) *env {
+func prepare(b *testing.B, reuse bool) *env {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -59,10 +61,15 @@ func prepare(b *testing.B) *env {
 		b.Fatal(err)
 	}
 	work := filepath.Join(root, "bin", "bench-upstream")
-	if err := os.RemoveAll(work); err != nil {
-		b.Fatal(err)
+	e := &env{root: root, tree: filepath.Join(work, "tree"), results: filepath.Join(work, "results"), reuse: reuse}
+	for _, dir := range []string{e.tree, filepath.Join(work, "path"), e.results} {
+		if dir == e.results && reuse {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
 	}
-	e := &env{root: root, tree: filepath.Join(work, "tree"), results: filepath.Join(work, "results")}
 	pathDir := filepath.Join(work, "path")
 	for _, dir := range []string{pathDir, e.results} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -164,10 +171,17 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 	}
 	defer func() { _ = os.Chdir(previous) }()
 	prefix := strings.ReplaceAll(b.Name(), "/", "_") + "_benchmark_"
-	perf.RunBenchmarkPerfScheduling(b, file, suiteName(suite), p.registry, p.options...)
 	items, err := readDataItems(e.results, prefix)
 	if err != nil {
-		b.Error(err)
+		b.Fatal(err)
+	}
+	if !e.reuse || len(items) == 0 {
+		perf.RunBenchmarkPerfScheduling(b, file, suiteName(suite), p.registry, p.options...)
+		if items, err = readDataItems(e.results, prefix); err != nil {
+			b.Error(err)
+		}
+	} else {
+		b.Logf("reusing the results of %s*.json", prefix)
 	}
 	for _, w := range runs {
 		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name, Threshold: thresholds[w]}
@@ -185,6 +199,18 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// firstResult is when the oldest result in the results folder was written, or since if it is
+// older: a run that reuses results started when they were made.
+func (e *env) firstResult(since time.Time) time.Time {
+	files, _ := filepath.Glob(filepath.Join(e.results, "*.json"))
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil && info.ModTime().Before(since) {
+			since = info.ModTime()
+		}
+	}
+	return since
 }
 
 // readDataItems reads the harness's JSON results whose file names start with prefix.

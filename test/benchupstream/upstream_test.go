@@ -29,6 +29,7 @@ var (
 	profilesFlag  = flag.String("upstream-profiles", bench.UpstreamProfileVanilla+","+bench.UpstreamProfileTephra, "comma-separated profiles to run: upstream, tephra, or tephra-scheduler (Tephra's without its controllers, for workloads without PodGroups; not published)")
 	publish       = flag.Bool("upstream-publish", false, "write the results to docs/benchmarks/upstream.json and render docs/benchmarks.md again")
 	command       = flag.String("upstream-command", "make bench-upstream", "the command reported with published results")
+	reuse         = flag.Bool("upstream-reuse", false, "keep bin/bench-upstream/results and reuse the results of suites and profiles found there instead of running them again (after a run that stopped part way)")
 	podsTimeout   = flag.Duration("upstream-pods-timeout", 0, "how long the harness waits for a workload's pods to be scheduled before it fails the workload (0: its default, 10 min)")
 )
 
@@ -48,8 +49,11 @@ func BenchmarkUpstream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := prepare(b)
+	env := prepare(b, *reuse)
 	results := bench.NewUpstreamResults(*command, env.kubernetesVersion, env.tephraVersion)
+	if *reuse {
+		results.Started = env.firstResult(results.Started)
+	}
 	var profiles []*profileRun
 	for _, name := range strings.Split(*profilesFlag, ",") {
 		p, err := env.profile(name)

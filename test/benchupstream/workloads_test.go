@@ -50,6 +50,11 @@ var unsupported = map[string]map[string]string{
 		// the gangs' placed members time out at TephraGang's Permit (60 s) before the 1000th
 		// is placed, again and again.
 		"podgroup/gangscheduling:GangScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup": "gangs of 1000 in upstream's pod-group cycles (GenericWorkload on, as the harness runs every profile): members time out at TephraGang's Permit (60 s) before the gang is placed",
+		// Seen on 2026-11-25: 916 of the 3000 pods scheduled after 10 minutes (about 1.5 pods/s,
+		// against 2.66x upstream's rate in make bench's T, where the scheduler runs without
+		// GenericWorkload as Tephra ships it); the harness then fails the workload, and
+		// kube-scheduler 1.37 panics in its pod-group cycle while the test tears down.
+		"podgroup/tas:TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods": "topology gangs in upstream's pod-group cycles (GenericWorkload on): 916 of 3000 pods in the harness's 10 minutes",
 	},
 }
 
