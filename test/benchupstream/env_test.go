@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -53,53 +54,37 @@ func prepare(b *testing.B, reuse bool) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root, err := localcluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	bins, err := localcluster.Build(ctx, root, os.Stderr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	work := filepath.Join(root, "bin", "bench-upstream")
 	e := &env{root: root, tree: filepath.Join(work, "tree"), results: filepath.Join(work, "results"), reuse: reuse}
 	for _, dir := range []string{e.tree, filepath.Join(work, "path"), e.results} {
 		if dir == e.results && reuse {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, os.RemoveAll(dir))
 	}
 	pathDir := filepath.Join(work, "path")
 	for _, dir := range []string{pathDir, e.results} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, os.MkdirAll(dir, 0o755))
 	}
 	// The harness runs the first `etcd` on PATH.
-	if err := os.Symlink(bins.Etcd, filepath.Join(pathDir, "etcd")); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, os.Symlink(bins.Etcd, filepath.Join(pathDir, "etcd")))
 	b.Setenv("PATH", pathDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	out, err := goCommand(ctx, root, "list", "-m", "-f", "{{.Dir}} {{.Version}}", "k8s.io/kubernetes")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	moduleDir, version, _ := strings.Cut(out, " ")
 	e.kubernetesVersion = version
 	e.tephraVersion = localcluster.TephraVersion(ctx, root)
-	if err := copyWorkloadFiles(moduleDir, e.tree); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, copyWorkloadFiles(moduleDir, e.tree))
 	for name, value := range map[string]string{
 		// The derived files hold only the selected workloads, without labels.
 		"perf-scheduling-label-filter": "",
 		"data-items-dir":               e.results,
 	} {
-		if err := flag.Set(name, value); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, flag.Set(name, value))
 	}
 	return e
 }
@@ -157,24 +142,16 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 		return rows
 	}
 	file, thresholds, err := deriveWorkloadFile(e.tree, suite, p.name, p.schedulerConfig, runs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	// Templates are named relative to the working directory, as upstream's tests run in the
 	// workload file's package.
 	previous, err := os.Getwd()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Chdir(filepath.Join(e.tree, suite)); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
+	require.NoError(b, os.Chdir(filepath.Join(e.tree, suite)))
 	defer func() { _ = os.Chdir(previous) }()
 	prefix := strings.ReplaceAll(b.Name(), "/", "_") + "_benchmark_"
 	items, err := readDataItems(e.results, prefix)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if !e.reuse || len(items) == 0 {
 		perf.RunBenchmarkPerfScheduling(b, file, suiteName(suite), p.registry, p.options...)
 		if items, err = readDataItems(e.results, prefix); err != nil {
@@ -245,9 +222,7 @@ func (e *env) report(b *testing.B, results *bench.UpstreamResults, publish bool)
 	if !publish {
 		return
 	}
-	if err := bench.PublishUpstream(filepath.Join(e.root, "docs"), results); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, bench.PublishUpstream(filepath.Join(e.root, "docs"), results))
 	klog.Background().Info("published", "file", filepath.Join(e.root, "docs", "benchmarks.md"))
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	_ "k8s.io/component-base/logs/json/register"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
@@ -46,9 +47,7 @@ func TestMain(m *testing.M) {
 // time (the harness starts etcd, an apiserver and the scheduler for each).
 func BenchmarkUpstream(b *testing.B) {
 	selected, err := selection(*workloadSet, *workloadsFlag)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	env := prepare(b, *reuse)
 	results := bench.NewUpstreamResults(*command, env.kubernetesVersion, env.tephraVersion)
 	if *reuse {
@@ -57,9 +56,7 @@ func BenchmarkUpstream(b *testing.B) {
 	var profiles []*profileRun
 	for _, name := range strings.Split(*profilesFlag, ",") {
 		p, err := env.profile(name)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if *podsTimeout > 0 {
 			p.options = append(p.options, perf.WithPodsSchedulingTimeout(*podsTimeout))
 		}

@@ -1,0 +1,92 @@
+package benchupstream
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+// The derived workload file keeps only the selected workloads, without labels or thresholds (which
+// it returns), names Tephra's scheduler configuration when given one, and refuses a selection that
+// upstream's file does not hold or a test case that names its own configuration.
+func TestDeriveWorkloadFileKeepsOnlyTheSelection(t *testing.T) {
+	tree := t.TempDir()
+	suite := "podgroup/gangscheduling"
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, suite), 0o755))
+	write := func(content string) {
+		require.NoError(t, os.WriteFile(filepath.Join(tree, suite, "performance-config.yaml"), []byte(content), 0o644))
+	}
+	write(`
+- name: GangScheduling
+  labels: [performance]
+  featureGates: {GenericWorkload: true}
+  workloadTemplate: [{opcode: createNodes, countParam: $initNodes}]
+  workloads:
+  - name: small
+    labels: [integration-test, short]
+    params: {initNodes: 10}
+  - name: big
+    labels: [performance]
+    threshold: 680
+    params: {initNodes: 5000}
+- name: Other
+  workloadTemplate: [{opcode: createNodes, countParam: $initNodes}]
+  workloads:
+  - name: big
+    threshold: {gangscheduling: 100, other: 5}
+    params: {initNodes: 5000}
+`)
+	selected := []workload{{suite, "GangScheduling", "big"}, {suite, "Other", "big"}}
+	name, thresholds, err := deriveWorkloadFile(tree, suite, "tephra", "/etc/tephra.yaml", selected)
+	require.NoError(t, err)
+	assert.Equal(t, map[workload]float64{selected[0]: 680, selected[1]: 100}, thresholds, "a threshold by topic is the suite's")
+
+	data, err := os.ReadFile(filepath.Join(tree, suite, name))
+	require.NoError(t, err)
+	var got []map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &got))
+	require.Len(t, got, 2)
+	assert.Equal(t, "/etc/tephra.yaml", got[0]["schedulerConfigPath"])
+	assert.NotContains(t, got[0], "labels")
+	assert.Equal(t, map[string]any{"GenericWorkload": true}, got[0]["featureGates"], "the rest of the test case is upstream's")
+	workloads := got[0]["workloads"].([]any)
+	require.Len(t, workloads, 1, "only the selected workload")
+	assert.Equal(t, map[string]any{"name": "big", "params": map[string]any{"initNodes": float64(5000)}}, workloads[0])
+
+	_, _, err = deriveWorkloadFile(tree, suite, "tephra", "", []workload{{suite, "GangScheduling", "huge"}})
+	assert.EqualError(t, err, "workload podgroup/gangscheduling:GangScheduling/huge is not in upstream's podgroup/gangscheduling/performance-config.yaml")
+
+	write(`
+- name: Own
+  schedulerConfigPath: config/own.yaml
+  workloadTemplate: []
+  workloads: [{name: w}]
+`)
+	_, _, err = deriveWorkloadFile(tree, suite, "tephra", "/etc/tephra.yaml", []workload{{suite, "Own", "w"}})
+	assert.ErrorContains(t, err, "names its own scheduler configuration")
+}
+
+func TestSelectionReadsSetsAndLists(t *testing.T) {
+	got, err := selection("full", "misc:SchedulingBasic/5000Nodes, podgroup/tas:TopologyAwareScheduling/10Nodes_3Gangs")
+	require.NoError(t, err)
+	assert.Equal(t, []workload{{"misc", "SchedulingBasic", "5000Nodes"}, {"podgroup/tas", "TopologyAwareScheduling", "10Nodes_3Gangs"}}, got, "a list replaces the set")
+	assert.Equal(t, []string{"misc", "podgroup/tas"}, suitesOf(got))
+
+	got, err = selection("short", "")
+	require.NoError(t, err)
+	assert.Equal(t, shortSet, got)
+
+	_, err = selection("full", "misc-SchedulingBasic")
+	assert.EqualError(t, err, `-upstream-workloads: "misc-SchedulingBasic" is not suite:TestCase/Workload`)
+	_, err = selection("most", "")
+	assert.Error(t, err)
+
+	assert.Equal(t, "", unsupportedReason("upstream", fullSet[0]))
+	assert.Contains(t, unsupportedReason("tephra", workload{"workload_preemption", "GangPreemptionBasic", "any"}), "PodGroupPostFilter", "a suite-wide reason")
+	assert.Contains(t, unsupportedReason("tephra", workload{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_750Gangs_3000Pods"}), "pod-group cycles")
+	assert.Equal(t, "", unsupportedReason("tephra", workload{"podgroup/tas", "TopologyAwareScheduling", "10Nodes_3Gangs"}), "the short TAS workload runs under Tephra")
+}
