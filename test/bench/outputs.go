@@ -89,6 +89,12 @@ func (res *Results) Publish(docsDir string) error {
 	if err != nil {
 		return err
 	}
+	return writeReport(docsDir, matrix, sweep, upstream)
+}
+
+// writeReport renders docsDir/benchmarks.md: the own benchmark's matrix and sweep, then
+// make bench-upstream's table; each may be nil.
+func writeReport(docsDir string, matrix, sweep *Results, upstream *UpstreamResults) error {
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")+upstreamSection(upstream)), 0o644)
 }
 

@@ -76,7 +76,7 @@ func PublishUpstream(docsDir string, u *UpstreamResults) error {
 			*r.into = res
 		}
 	}
-	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")+upstreamSection(u)), 0o644)
+	return writeReport(docsDir, matrix, sweep, u)
 }
 
 // readUpstream reads the upstream run published beside the own benchmark's, if any.
