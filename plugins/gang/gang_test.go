@@ -544,13 +544,59 @@ func TestMemberAddedQueuesTheGroupWhenTheStoreIsAheadOfTheEvents(t *testing.T) {
 	assert.Equal(t, fwk.Queue, hint(w1, w5), "pod group %s complete again", pg.Name)
 }
 
-func TestSignPodBatchesOnlyPodsWithoutAGroup(t *testing.T) {
+// Members of one group sign alike, and differently from other groups' and plain pods, so that
+// kube-scheduler batches consecutive members of a gang only.
+func TestSignPodBatchesTheMembersOfAGroupTogether(t *testing.T) {
 	f := newFixture(t)
-	fragments, status := f.gang.SignPod(context.Background(), f.member(t, "plain", "", ""))
+	ctx := context.Background()
+	fragments, status := f.gang.SignPod(ctx, f.member(t, "plain", "", ""))
 	assert.True(t, status.IsSuccess())
 	assert.Empty(t, fragments)
-	_, status = f.gang.SignPod(context.Background(), f.member(t, "member", "job", ""))
-	assert.Equal(t, fwk.Unschedulable, status.Code(), "group members are not batched")
+	sign := func(pod *corev1.Pod) []fwk.SignFragment {
+		fragments, status := f.gang.SignPod(ctx, pod)
+		require.True(t, status.IsSuccess(), status.Message())
+		return fragments
+	}
+	a0, a1, b0 := sign(f.member(t, "a0", "a", "")), sign(f.member(t, "a1", "a", "")), sign(f.member(t, "b0", "b", ""))
+	assert.Equal(t, []fwk.SignFragment{{Key: podGroupSignerName, Value: "ns/a"}}, a0)
+	assert.Equal(t, a0, a1, "members of one group")
+	assert.NotEqual(t, a0, b0, "members of different groups")
+}
+
+// The framework tries a batching hint without PreFilter's node set: Filter keeps a member on the
+// nodes PreFilter narrowed it to (here its group's reservation), and other pods are not affected.
+func TestFilterKeepsAMemberOnTheNodesPreFilterNarrowedItTo(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "big", 2, nil, f.now)
+	pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	require.NoError(t, f.groups.Update(pg))
+	m0 := f.member(t, "m0", "big", "")
+	f.member(t, "m1", "big", "")
+	nodes := []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1)}
+	f.now = f.now.Add(31 * time.Second)
+
+	state := framework.NewCycleState()
+	result, status := f.gang.PreFilter(ctx, state, m0, nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	require.Equal(t, 2, result.NodeNames.Len())
+	for _, n := range nodes {
+		s := f.gang.Filter(ctx, state, m0, n)
+		if result.NodeNames.Has(n.Node().Name) {
+			assert.Nil(t, s, "node %s is reserved for the member's group", n.Node().Name)
+		} else {
+			assert.Equal(t, fwk.UnschedulableAndUnresolvable, s.Code(), "node %s", n.Node().Name)
+			assert.Contains(t, s.Message(), "outside the nodes of the pod's group")
+		}
+	}
+	plain := framework.NewCycleState()
+	other := f.member(t, "other", "a", "")
+	f.group(t, "a", 1, nil, f.now)
+	result, status = f.gang.PreFilter(ctx, plain, other, nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	assert.True(t, result.AllNodes())
+	_, err := plain.Read(allowedNodesKey)
+	assert.Error(t, err, "nothing narrowed, nothing kept")
 }
 
 // Pods above their group's minimum wait while another group's minimum may take the capacity,
@@ -840,7 +886,11 @@ func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fwk.QueueSkip, hint, "m0 is no longer the pilot")
 
-	// A big node is added: the group is counted again, and fits.
+	// A big node is added: the group is counted again, and fits. The pilot is queued for it; the
+	// members held behind the pilot are not (PreEnqueue would only hold them again).
+	hint, err = f.registeredHint(t, fwk.Node)(klog.Background(), m2, nil, bigNode().Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.QueueSkip, hint, "m2 waits for its pilot, not for capacity")
 	hint, err = f.registeredHint(t, fwk.Node)(klog.Background(), m1, nil, bigNode().Node())
 	require.NoError(t, err)
 	require.Equal(t, fwk.Queue, hint)
@@ -849,6 +899,33 @@ func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
 	require.True(t, status.IsSuccess(), "%v", status)
 	assert.ElementsMatch(t, []string{"ns/m2", "ns/m3"}, f.handle.activated, "room for the minimum brings the others")
 	assert.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess())
+}
+
+// Members held at PreEnqueue because their group lacks members are not queued by capacity
+// events (a node added, a pod deleted), only by the member that completes the minimum.
+func TestCapacityEventsSkipAGroupShortOfMembers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", 2, nil, f.now)
+	m0 := f.member(t, "m0", "big", "")
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.PreEnqueue(ctx, m0).Code(), "1 of 2 members")
+	nodeAdded := f.registeredHint(t, fwk.Node)
+	podDeleted := f.registeredHintFor(t, fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete})
+	gone := f.member(t, "gone", "", "")
+	gone.Spec.NodeName = "n"
+	for name, hint := range map[string]fwk.QueueingHintFn{"node added": nodeAdded, "pod deleted": podDeleted} {
+		h, err := hint(klog.Background(), m0, gone, bigNode().Node())
+		require.NoError(t, err)
+		assert.Equal(t, fwk.QueueSkip, h, name)
+	}
+	m1 := f.member(t, "m1", "big", "")
+	h, err := f.registeredHintFor(t, fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel})(klog.Background(), m0, nil, m1)
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, h, "the member that completes the minimum")
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "m0 pilots")
+	h, err = nodeAdded(klog.Background(), m0, nil, bigNode().Node())
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h, "the pilot waits for capacity")
 }
 
 // A pilot that TephraQueue's PostFilter evicts pods for is nominated to a node: its group's other

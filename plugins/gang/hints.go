@@ -18,9 +18,9 @@ func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWith
 		// A new member may complete its group's minimum.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterMemberAdded)},
 		// A pod that stops frees capacity a group may need.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterPodDeleted)},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted))},
 		// A node added or grown adds capacity.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(queueGroupMembers)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers))},
 		// A pilot deleted before it found room lets another member try (preEnqueue).
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPilotDeleted},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
@@ -37,6 +37,28 @@ func (g *groupManager) forgettingUnfit(hint fwk.QueueingHintFn) fwk.QueueingHint
 			g.groups.clearUnfit(key)
 		}
 		return h, err
+	}
+}
+
+// unlessHeldAtPreEnqueue wraps the hint of a capacity event (a node added, a pod deleted): it
+// skips the members that PreEnqueue holds for something capacity does not change, which would
+// only be held again. Those are the members of a group short of members (a member's addition
+// queues them), and the members that wait for their group's pilot (the pilot gets the event, and
+// its PreFilter admits them). Without it, a scheduler starting with a backlog of gangs ran
+// PreEnqueue for every held member on every node its informer added (886 406 times for 2944
+// pods in 46 gangs of 64 on 1000 nodes, 8.4 s of CPU).
+func (g *groupManager) unlessHeldAtPreEnqueue(hint fwk.QueueingHintFn) fwk.QueueingHintFn {
+	return func(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+		if key, ok := groupOf(pod); ok {
+			held := false
+			g.groups.with(key, func(s *groupState) {
+				held = s.short || (s.pilot != "" && s.pilot != pod.UID && !s.admitted)
+			})
+			if held {
+				return fwk.QueueSkip, nil
+			}
+		}
+		return hint(logger, pod, oldObj, newObj)
 	}
 }
 

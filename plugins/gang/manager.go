@@ -103,13 +103,13 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
 	count := g.countMembers(key, pg, pod)
 	if short := count.shortOf(pg); short != "" {
-		g.groups.with(key, func(s *groupState) { s.minimumQueued = false })
+		g.groups.with(key, func(s *groupState) { s.minimumQueued, s.short = false, true })
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
 	}
 	if count.placedMeets(pg) {
 		// The minimum is placed: the next attempt (members lost and created again) starts with
 		// a pilot again.
-		g.groups.with(key, func(s *groupState) { s.pilot, s.pilotName, s.admitted = "", "", false })
+		g.groups.with(key, func(s *groupState) { s.pilot, s.pilotName, s.admitted, s.short = "", "", false, false })
 		return nil
 	}
 	// The minimum exists and heads for the active queue: from now on, elastic pods of other
@@ -118,7 +118,7 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	armed := false
 	var pilot string
 	g.groups.with(key, func(s *groupState) {
-		s.wantsMinimum, s.stalled, s.lastActive = true, false, now
+		s.wantsMinimum, s.stalled, s.lastActive, s.short = true, false, now, false
 		armed, s.slaArmed = s.slaArmed, true
 		pilot = g.pilotLocked(s, pod)
 	})
@@ -217,19 +217,62 @@ func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 	return e.GetTimestamp(), ""
 }
 
-// signPod lets the scheduler batch pods without a group, which this plugin leaves alone (an
-// enabled PreFilter plugin that signs nothing turns batching off for every pod). Members of a
-// group are not batched: whether they may go on depends on their group's state.
+// podGroupSignerName is the signature fragment of a pod group's members.
+const podGroupSignerName = "v1.Pod.Metadata.TephraPodGroup()"
+
+// signPod lets the scheduler batch pods (OpportunisticBatching): a pod whose cycle follows one of
+// the same signature is tried first on the next node of that cycle's scoring, so that only one
+// node is filtered and scored for it. A pod without a group is signed as its other plugins sign
+// it (an enabled PreFilter plugin that signs nothing would turn batching off for every pod).
+// Members of a group sign with their group: consecutive members of one gang (QueueSort keeps them
+// together) then follow the scoring of its first, and the group's minimum is placed by one full
+// cycle, not one per member. Whether a member may go on still depends on its group's state,
+// which PreFilter decides in every cycle; where PreFilter narrows the nodes (a topology domain,
+// a reservation), Filter keeps a hinted node to them (allowedNodes), since the framework tries
+// the hint without PreFilter's node set.
 func (g *groupManager) signPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if _, ok := groupOf(pod); ok {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "a pod group member's placement depends on its group")
+	if key, ok := groupOf(pod); ok {
+		return []fwk.SignFragment{{Key: podGroupSignerName, Value: key.String()}}, nil
 	}
 	return nil, nil
 }
 
 // preFilter rejects a member of a group that is backing off after a failed attempt, and the
-// first member of an attempt whose group's minimum cannot fit the cluster's free capacity.
+// first member of an attempt whose group's minimum cannot fit the cluster's free capacity. The
+// nodes it narrows a member to are kept in the cycle state for Filter (see signPod).
 func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	result, status := g.decidePreFilter(ctx, state, pod, nodes)
+	if state != nil && status.IsSuccess() && !result.AllNodes() {
+		state.Write(allowedNodesKey, &allowedNodes{result.NodeNames})
+	}
+	return result, status
+}
+
+// allowedNodesKey is the cycle state of the nodes PreFilter narrowed a group's member to.
+const allowedNodesKey fwk.StateKey = Name + "/allowedNodes"
+
+// allowedNodes are the nodes PreFilter narrowed a group's member to. The set is never changed
+// once made, so the clone shares it.
+type allowedNodes struct{ names sets.Set[string] }
+
+func (a *allowedNodes) Clone() fwk.StateData { return a }
+
+// outsideAllowed says whether PreFilter narrowed the pod to nodes that exclude this one: the
+// framework tries a batching hint (signPod) without PreFilter's node set.
+func outsideAllowed(state fwk.CycleState, nodeName string) bool {
+	if state == nil {
+		return false
+	}
+	data, err := state.Read(allowedNodesKey)
+	if err != nil {
+		return false
+	}
+	allowed, ok := data.(*allowedNodes)
+	return ok && !allowed.names.Has(nodeName)
+}
+
+// decidePreFilter is preFilter's decision.
+func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
 		if g.groups.reservationCount() > 0 && !v1alpha1.IsSystemPod(pod) {

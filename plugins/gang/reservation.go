@@ -120,7 +120,12 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 // group past its SLA goes before every pod of its priority or lower there, whatever their age
 // (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
 // are never kept off: PreFilter skips Filter for them, and this check keeps it so if that changes.
-func (g *groupManager) filter(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+// It also keeps a group's member on the nodes PreFilter narrowed it to, which the framework does
+// not when it tries a batching hint first (signPod).
+func (g *groupManager) filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	if outsideAllowed(state, nodeInfo.Node().Name) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is outside the nodes of the pod's group (its topology domain or reservation)")
+	}
 	owner, r, ok := g.groups.reservedFor(nodeInfo.Node().Name)
 	if !ok || v1alpha1.IsSystemPod(pod) {
 		return nil

@@ -82,6 +82,9 @@ type groupState struct {
 	pilot     types.UID
 	pilotName string
 	admitted  bool
+	// short: the last member that reached PreEnqueue found the group's minimum of members
+	// missing, so its members wait there for more members, not for capacity.
+	short bool
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
