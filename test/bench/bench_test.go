@@ -442,6 +442,12 @@ func TestSchedulerConfigs(t *testing.T) {
 	// B1's scheduler needs the gate; CU's runs as shipped, without it (docs/gang.md).
 	assert.False(t, b1.SchedulerWithoutFeatureGates)
 	assert.True(t, cu.SchedulerWithoutFeatureGates)
+	// Upstream's baselines run with upstream's feature gates; Tephra's with its Deployment's.
+	for _, name := range []string{"B0", "B1"} {
+		assert.True(t, configurationByName(name).UpstreamFeatureGates, name)
+	}
+	assert.False(t, c.UpstreamFeatureGates)
+	assert.False(t, cu.UpstreamFeatureGates)
 	cPath, err := c.schedulerConfig(root, t.TempDir())
 	require.NoError(t, err)
 	cuPath, err := cu.schedulerConfig(root, t.TempDir())

@@ -95,6 +95,7 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 		RuntimeConfig:            config.RuntimeConfig,
 
 		TephraSchedulerWithoutFeatureGates: config.SchedulerWithoutFeatureGates,
+		SchedulerWithUpstreamFeatureGates:  config.UpstreamFeatureGates,
 		APIServerArgs:                      apiServerArgs,
 	}
 	if config.schedulerConfig != nil {

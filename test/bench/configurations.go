@@ -46,6 +46,9 @@ type Configuration struct {
 	// (docs/gang.md): with GenericWorkload on, kube-scheduler would schedule upstream PodGroups'
 	// pods in pod-group cycles of its own, beside TephraGang.
 	SchedulerWithoutFeatureGates bool `json:"schedulerWithoutFeatureGates,omitempty"`
+	// UpstreamFeatureGates runs the scheduler without the feature gates of Tephra's Deployment
+	// (NominatedNodeNameForExpectation=false): upstream's scheduler as upstream ships it.
+	UpstreamFeatureGates bool `json:"upstreamFeatureGates,omitempty"`
 
 	// schedulerConfig writes the scheduler's KubeSchedulerConfiguration under dir and returns
 	// its path; nil for L.
@@ -61,18 +64,20 @@ var Configurations = []*Configuration{
 		Binder: true,
 	},
 	{
-		Name:            "B0",
-		Title:           "vanilla: tephra-scheduler with upstream's default profile, no Tephra plugin",
-		Gangs:           NoGangs,
-		schedulerConfig: vanillaSchedulerConfig,
+		Name:                 "B0",
+		Title:                "vanilla: tephra-scheduler with upstream's default profile, no Tephra plugin",
+		Gangs:                NoGangs,
+		UpstreamFeatureGates: true,
+		schedulerConfig:      vanillaSchedulerConfig,
 	},
 	{
-		Name:            "B1",
-		Title:           "upstream gangs: B0 with GenericWorkload (and TopologyAwareWorkloadScheduling, for T), gangs as scheduling.k8s.io/v1beta1 PodGroups",
-		Gangs:           UpstreamGangs,
-		FeatureGates:    "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
-		schedulerConfig: vanillaSchedulerConfig,
+		Name:                 "B1",
+		Title:                "upstream gangs: B0 with GenericWorkload (and TopologyAwareWorkloadScheduling, for T), gangs as scheduling.k8s.io/v1beta1 PodGroups",
+		Gangs:                UpstreamGangs,
+		FeatureGates:         "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		RuntimeConfig:        "scheduling.k8s.io/v1beta1=true",
+		UpstreamFeatureGates: true,
+		schedulerConfig:      vanillaSchedulerConfig,
 	},
 	{
 		Name:            "C",

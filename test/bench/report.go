@@ -494,7 +494,9 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"CU runs only the scenarios with gangs (G8, G64, GI): P's and Q's pods have none, and there CU would be C.\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
 		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast. " +
-		"A gang member that waits at Permit costs a third write in B1 and C: kube-scheduler 1.37 sets its nominatedNodeName first.\n")
+		"A gang member that waits at Permit costs B1 a third write: kube-scheduler 1.37 sets its nominatedNodeName first " +
+		"(NominatedNodeNameForExpectation, on by default). Tephra's Deployment turns that gate off (docs/gang.md), and C and CU run with its flags; " +
+		"B0 and B1 run with upstream's defaults.\n")
 	b.WriteString("\nIn each run the pods are created (32 at a time) while nothing schedules; then the scheduler (or L's binder) starts " +
 		"and drains the backlog. B0 and L get the same pods without gangs.\n\n")
 	b.WriteString("Figures (pods/s, create→bind, gang whole and partial gangs come from an informer of the driver: a pod is bound when the driver sees its spec.nodeName set):\n\n")

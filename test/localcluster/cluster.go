@@ -71,6 +71,9 @@ type Options struct {
 	// as an install does, instead of adding FeatureGates to them: with GenericWorkload on in the
 	// apiserver only, Tephra alone gangs upstream PodGroups (docs/gang.md).
 	TephraSchedulerWithoutFeatureGates bool
+	// SchedulerWithUpstreamFeatureGates runs tephra-scheduler without the --feature-gates of its
+	// Deployment (upstream's defaults, and FeatureGates), for a baseline of upstream's scheduler.
+	SchedulerWithUpstreamFeatureGates bool
 	// RuntimeConfig enables API versions in the apiserver, as in --runtime-config.
 	RuntimeConfig string
 	// APIServerArgs are added to the apiserver's flags.

@@ -115,7 +115,12 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 	if len(container.Command) > 1 {
 		args = append(args, container.Command[1:]...)
 	}
-	args = append(args, container.Args...)
+	for _, arg := range container.Args {
+		if component == Scheduler && c.opts.SchedulerWithUpstreamFeatureGates && strings.HasPrefix(arg, "--feature-gates=") {
+			continue
+		}
+		args = append(args, arg)
+	}
 	for i, arg := range args {
 		args[i] = mounts.Replace(arg)
 	}
