@@ -36,7 +36,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		// The next attempt chooses its domain again, from what is free then, and starts with a
 		// pilot again.
 		s.domain = nil
-		s.pilot, s.pilotName, s.admitted = "", "", false
+		s.pilot, s.pilotName, s.admitted, s.piloted = "", "", false, true
 		if attempt == s.attempt {
 			for uid := range s.waiting {
 				waiting = append(waiting, uid)

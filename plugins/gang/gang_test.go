@@ -864,8 +864,14 @@ func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
 	small := framework.NewNodeInfo()
 	small.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj())
 
+	// Tried for the first time, the group goes on whole: no pilot yet.
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess())
+	require.True(t, f.gang.PreEnqueue(ctx, m1).IsSuccess(), "no pilot before the group was found unfit")
+	_, status := f.gang.PreFilter(ctx, nil, m0, []fwk.NodeInfo{small})
+	require.Equal(t, fwk.Unschedulable, status.Code(), "3 CPUs do not fit 2")
+
 	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "the first member to get there is the pilot")
-	status := f.gang.PreEnqueue(ctx, m1)
+	status = f.gang.PreEnqueue(ctx, m1)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, "WaitingForPilot: pod m0 of pod group ns/big is tried first; the other members follow once it finds room for the group's minimum", status.Message())
 	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "the pilot stays the pilot")
@@ -935,6 +941,8 @@ func TestANominatedPilotBringsItsGroup(t *testing.T) {
 	ctx := context.Background()
 	f.group(t, "g", 2, nil, f.now)
 	p0, p1 := f.member(t, "p0", "g", ""), f.member(t, "p1", "g", "")
+	_, status := f.gang.PreFilter(ctx, nil, p0, []fwk.NodeInfo{cpuNode("tiny", 1)})
+	require.Equal(t, fwk.Unschedulable, status.Code(), "2 CPUs do not fit 1: from now on the group has a pilot")
 	require.True(t, f.gang.PreEnqueue(ctx, p0).IsSuccess())
 	require.False(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
 

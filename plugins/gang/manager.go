@@ -109,7 +109,9 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	if count.placedMeets(pg) {
 		// The minimum is placed: the next attempt (members lost and created again) starts with
 		// a pilot again.
-		g.groups.with(key, func(s *groupState) { s.pilot, s.pilotName, s.admitted, s.short = "", "", false, false })
+		g.groups.with(key, func(s *groupState) {
+			s.pilot, s.pilotName, s.admitted, s.short, s.piloted = "", "", false, false, false
+		})
 		return nil
 	}
 	// The minimum exists and heads for the active queue: from now on, elastic pods of other
@@ -132,12 +134,12 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	return nil
 }
 
-// pilotLocked makes pod its group's pilot unless the group has a pending one or was admitted,
-// and returns the name of the pilot pod waits for ("" when it may go on). A pod with scheduling
-// gates is never the pilot: the SchedulingGates plugin holds it, and the others would wait for a
-// pilot that is not tried. Called under the group's lock.
+// pilotLocked makes pod its group's pilot unless the group needs none (see groupState.piloted),
+// has a pending one or was admitted, and returns the name of the pilot pod waits for ("" when it
+// may go on). A pod with scheduling gates is never the pilot: the SchedulingGates plugin holds it,
+// and the others would wait for a pilot that is not tried. Called under the group's lock.
 func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
-	if s.admitted || s.pilot == pod.UID || len(pod.Spec.SchedulingGates) > 0 || (g.podGroupCycles && pod.Spec.SchedulingGroup != nil) {
+	if !s.piloted || s.admitted || s.pilot == pod.UID || len(pod.Spec.SchedulingGates) > 0 || (g.podGroupCycles && pod.Spec.SchedulingGroup != nil) {
 		return ""
 	}
 	if s.pilot != "" {
@@ -406,7 +408,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 // with the same message, and returns the rejection.
 func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
 	now := g.now()
-	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = msg, now })
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt, s.piloted = msg, now, true })
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 

@@ -539,7 +539,12 @@ func TestReport(t *testing.T) {
 		byText[g.text] = g
 	}
 	assert.Equal(t, goal{text: "P: C at least 0.95 × B0 (C/B0)", measured: "0.50×", met: "no"}, byText["P: C at least 0.95 × B0 (C/B0)"])
-	assert.Equal(t, "–", byText["G8: C at least B1 (C/B1)"].met, "B1 did not run")
+	assert.Equal(t, "–", byText["G8: C at least 2 × B1 (C/B1)"].met, "B1 did not run")
+	assert.Contains(t, byText, "G8: gangs no slower than plain pods (C on G8 / C on P)")
+	for _, text := range []string{"GI: C's sched CPU s/1000 pods at most 1.2 × B0's (C/B0)", "GI: C's sched peak RSS at most 1.2 × B0's (C/B0)"} {
+		require.Contains(t, byText, text)
+		assert.Contains(t, []string{"yes", "no"}, byText[text].met, text)
+	}
 	assert.Equal(t, "no", byText["GI: C at least 0.8 × L (C/L)"].met)
 	assert.Equal(t, "yes", byText["C binds no pod of a gang that is not whole (G8, G64, GI)"].met)
 	partly := syntheticResults()

@@ -365,8 +365,18 @@ type goal struct {
 	met string
 }
 
-// goals checks the run against Tephra's targets: C/B0 ≥ 0.95 on P, C ≥ B1 on G8 and G64,
-// C ≥ 0.8 × L, and no pods bound in incomplete gangs for C.
+// atMost is a goal met when a is at most factor × b (a cost, where less is better).
+func atMost(text string, a, b, factor float64) goal {
+	g := goal{text: text, measured: ratio(a, b), met: "–"}
+	if !math.IsNaN(a) && !math.IsNaN(b) && b > 0 {
+		g.met = map[bool]string{true: "yes", false: "no"}[a <= factor*b]
+	}
+	return g
+}
+
+// goals checks the run against Tephra's targets: C/B0 ≥ 0.95 on P; on G8 and G64, C ≥ 2 × B1
+// and ≥ C on P; in GI, C's scheduler CPU per pod and peak RSS ≤ 1.2 × B0's; C ≥ 0.8 × L; and no
+// pods bound in incomplete gangs for C.
 func goals(res *Results) []goal {
 	nodes := res.Nodes
 	pods := func(config, scenario string) float64 { return summarize(res, config, scenario, nodes).throughput }
@@ -384,10 +394,21 @@ func goals(res *Results) []goal {
 	if has("P") {
 		out = append(out, atLeast("P: C at least 0.95 × B0 (C/B0)", pods("C", "P"), pods("B0", "P"), 0.95))
 	}
+	// Gangs placed once per gang (issue #18): no slower than plain pods, and twice upstream's.
 	for _, sc := range []string{"G8", "G64"} {
 		if has(sc) {
-			out = append(out, atLeast(sc+": C at least B1 (C/B1)", pods("C", sc), pods("B1", sc), 1))
+			out = append(out, atLeast(sc+": C at least 2 × B1 (C/B1)", pods("C", sc), pods("B1", sc), 2))
+			if has("P") {
+				out = append(out, atLeast(sc+": gangs no slower than plain pods (C on "+sc+" / C on P)", pods("C", sc), pods("C", "P"), 1))
+			}
 		}
+	}
+	// Never-fitting gangs cost nothing (issue #18): the scheduler's CPU per pod and memory in GI
+	// within 1.2 × B0's.
+	if has("GI") {
+		c, b0 := summarize(res, "C", "GI", nodes), summarize(res, "B0", "GI", nodes)
+		out = append(out, atMost("GI: C's sched CPU s/1000 pods at most 1.2 × B0's (C/B0)", c.cpuPer1000, b0.cpuPer1000, 1.2))
+		out = append(out, atMost("GI: C's sched peak RSS at most 1.2 × B0's (C/B0)", c.peakRSS, b0.peakRSS, 1.2))
 	}
 	for _, sc := range []string{"P", "G8", "G64", "GI"} {
 		if has(sc) {
