@@ -34,7 +34,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		// (Permit, PreBind), and those it bound are rolled back while the minimum is not bound.
 		s.markFailed(attempt)
 		// The next attempt chooses its domain again, from what is free then, and starts with a
-		// pilot again.
+		// pilot.
 		s.domain = nil
 		s.pilot, s.pilotName, s.admitted, s.piloted = "", "", false, true
 		if attempt == s.attempt {

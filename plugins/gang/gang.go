@@ -16,7 +16,8 @@
 // Gang (gang.go) only adapts the framework: each extension point is one call to the
 // groupManager (manager.go), which owns every group's state through the tracker (tracker.go) and
 // decides; attempts.go ends and rolls back attempts, hints.go holds the queueing hints,
-// reservation.go the SLA reservations, members.go the counting of a group's members.
+// reservation.go the SLA reservations, members.go the counting of a group's members, batching.go
+// the signatures that let kube-scheduler place a gang's members after the first one's scoring.
 package gang
 
 import (
@@ -133,7 +134,7 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 // Less orders the active queue (see groupManager.less).
 func (g *Gang) Less(a, b fwk.QueuedEntityInfo) bool { return g.less(a, b) }
 
-// SignPod lets the scheduler batch pods without a group.
+// SignPod lets the scheduler batch pods, a gang's members with each other.
 func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return g.signPod(ctx, pod)
 }

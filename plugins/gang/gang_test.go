@@ -907,6 +907,36 @@ func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
 	assert.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess())
 }
 
+// A member refused after its group was found unfit goes back through PreEnqueue (Activate), to be
+// held for the group's pilot instead of waiting among the unschedulable pods; the pilot does not.
+func TestRefusedMembersGoBackToWaitForThePilot(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", 3, nil, f.now)
+	m0, m1 := f.member(t, "m0", "big", ""), f.member(t, "m1", "big", "")
+	f.member(t, "m2", "big", "")
+	nodes := []fwk.NodeInfo{cpuNode("small", 2)}
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess())
+	require.True(t, f.gang.PreEnqueue(ctx, m1).IsSuccess(), "tried for the first time: no pilot")
+
+	_, status := f.gang.PreFilter(ctx, nil, m0, nodes)
+	require.Equal(t, fwk.Unschedulable, status.Code())
+	_, _ = f.gang.PostFilter(ctx, nil, m0, nil)
+	assert.Equal(t, []string{"ns/m0"}, f.handle.activated, "no pilot yet: m0 goes back to PreEnqueue")
+	require.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess(), "and pilots")
+
+	f.handle.activated = nil
+	_, status = f.gang.PreFilter(ctx, nil, m1, nodes)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "refused with the group's verdict")
+	_, _ = f.gang.PostFilter(ctx, nil, m1, nil)
+	assert.Equal(t, []string{"ns/m1"}, f.handle.activated)
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m1).Message(), "pod m0 of pod group ns/big is tried first", "m1 is held for the pilot")
+
+	f.handle.activated = nil
+	_, _ = f.gang.PostFilter(ctx, nil, m0, nil)
+	assert.Empty(t, f.handle.activated, "the pilot waits for an event")
+}
+
 // Members held at PreEnqueue because their group lacks members are not queued by capacity
 // events (a node added, a pod deleted), only by the member that completes the minimum.
 func TestCapacityEventsSkipAGroupShortOfMembers(t *testing.T) {

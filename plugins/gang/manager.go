@@ -107,8 +107,8 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonWaitingForMembers, short))
 	}
 	if count.placedMeets(pg) {
-		// The minimum is placed: the next attempt (members lost and created again) starts with
-		// a pilot again.
+		// The minimum is placed: the next attempt (members lost and created again) is tried
+		// whole again, without a pilot until it is found unfit.
 		g.groups.with(key, func(s *groupState) {
 			s.pilot, s.pilotName, s.admitted, s.short, s.piloted = "", "", false, false, false
 		})
@@ -219,26 +219,6 @@ func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 	return e.GetTimestamp(), ""
 }
 
-// podGroupSignerName is the signature fragment of a pod group's members.
-const podGroupSignerName = "v1.Pod.Metadata.TephraPodGroup()"
-
-// signPod lets the scheduler batch pods (OpportunisticBatching): a pod whose cycle follows one of
-// the same signature is tried first on the next node of that cycle's scoring, so that only one
-// node is filtered and scored for it. A pod without a group is signed as its other plugins sign
-// it (an enabled PreFilter plugin that signs nothing would turn batching off for every pod).
-// Members of a group sign with their group: consecutive members of one gang (QueueSort keeps them
-// together) then follow the scoring of its first, and the group's minimum is placed by one full
-// cycle, not one per member. Whether a member may go on still depends on its group's state,
-// which PreFilter decides in every cycle; where PreFilter narrows the nodes (a topology domain,
-// a reservation), Filter keeps a hinted node to them (allowedNodes), since the framework tries
-// the hint without PreFilter's node set.
-func (g *groupManager) signPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if key, ok := groupOf(pod); ok {
-		return []fwk.SignFragment{{Key: podGroupSignerName, Value: key.String()}}, nil
-	}
-	return nil, nil
-}
-
 // preFilter rejects a member of a group that is backing off after a failed attempt, and the
 // first member of an attempt whose group's minimum cannot fit the cluster's free capacity. The
 // nodes it narrows a member to are kept in the cycle state for Filter (see signPod).
@@ -248,29 +228,6 @@ func (g *groupManager) preFilter(ctx context.Context, state fwk.CycleState, pod 
 		state.Write(allowedNodesKey, &allowedNodes{result.NodeNames})
 	}
 	return result, status
-}
-
-// allowedNodesKey is the cycle state of the nodes PreFilter narrowed a group's member to.
-const allowedNodesKey fwk.StateKey = Name + "/allowedNodes"
-
-// allowedNodes are the nodes PreFilter narrowed a group's member to. The set is never changed
-// once made, so the clone shares it.
-type allowedNodes struct{ names sets.Set[string] }
-
-func (a *allowedNodes) Clone() fwk.StateData { return a }
-
-// outsideAllowed says whether PreFilter narrowed the pod to nodes that exclude this one: the
-// framework tries a batching hint (signPod) without PreFilter's node set.
-func outsideAllowed(state fwk.CycleState, nodeName string) bool {
-	if state == nil {
-		return false
-	}
-	data, err := state.Read(allowedNodesKey)
-	if err != nil {
-		return false
-	}
-	allowed, ok := data.(*allowedNodes)
-	return ok && !allowed.names.Has(nodeName)
 }
 
 // decidePreFilter is preFilter's decision.
@@ -438,7 +395,32 @@ func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
 // It answers Unschedulable, not UnschedulableAndUnresolvable: the framework then keeps the
 // reasons of every PostFilter plugin, where UnschedulableAndUnresolvable would keep only this
 // one's, and the pod's event should also say why TephraQueue evicted nothing for it.
-func (g *groupManager) postFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (g *groupManager) postFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	result, status := g.decidePostFilter(ctx, state, pod, m)
+	if key, ok := groupOf(pod); ok {
+		g.holdForPilot(ctx, key, pod)
+	}
+	return result, status
+}
+
+// holdForPilot sends a refused member of a group that now waits for a pilot back through
+// PreEnqueue, which holds it until the pilot finds room. Refused, it would wait among the
+// scheduling queue's unschedulable pods for an event, and the queue asks each such pod's plugins
+// about every pod bound meanwhile; held, only about the events TephraGang registers, none of them
+// a bind. (In GI, with two never-fitting gangs of 1001 refused, that asking was half of the
+// scheduler's CPU.)
+func (g *groupManager) holdForPilot(ctx context.Context, key groupKey, pod *corev1.Pod) {
+	hold := false
+	g.groups.with(key, func(s *groupState) {
+		hold = s.piloted && !s.admitted && s.pilot != pod.UID && len(pod.Spec.SchedulingGates) == 0
+	})
+	if hold && g.queueRunning.Load() {
+		g.handle.Activate(klog.FromContext(ctx), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	}
+}
+
+// decidePostFilter is postFilter's decision.
+func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)

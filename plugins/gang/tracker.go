@@ -73,7 +73,7 @@ type groupState struct {
 	// minimumQueued: the group's minimum of members exists and its members were queued for it
 	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
 	minimumQueued bool
-	// pilot is the member tried first while the group's minimum is not placed (pilotName is
+	// pilot is the member tried first while a piloted group's minimum is not placed (pilotName is
 	// namespace/name), and admitted says its PreFilter found room for the minimum, or pods were
 	// evicted for it. Until then the group's other members wait at PreEnqueue: a minimum that
 	// cannot fit costs one member's cycles, events and status writes, not every member's. An

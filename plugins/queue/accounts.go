@@ -135,7 +135,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 				a.reobserveGroup(pg.Namespace, pg.Name)
 			}
 			if ok1 && ok2 && old.Spec.MinMember != pg.Spec.MinMember {
-				a.ledger.touch() // whether its pending pods are demand may have changed
+				a.ledger.minimumChanged(pg.Namespace + "/" + pg.Name)
 			}
 		},
 		// A group deleted leaves its pods counted nowhere until it exists again (groupAdded).

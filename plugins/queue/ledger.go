@@ -57,6 +57,11 @@ type ledger struct {
 	// demand (view).
 	groupPending map[string]map[string]quota.Amounts
 	groupMembers map[string]int
+	// short holds the groups with pending pods and fewer members than their minimum, which view
+	// leaves out of the demand. It is kept as members come and go (and when a minimum changes,
+	// minimumChanged) so that view does not ask every pending group for its minimum on every
+	// scheduling cycle: with 3750 pending gangs that was a quarter of the scheduler's CPU.
+	short map[string]struct{}
 	// minMember returns a group's minimum (0 when unknown); nil counts every group's pending.
 	minMember func(group string) int
 	// unresolved holds pods whose PodGroup was not known yet, by group.
@@ -81,6 +86,7 @@ func newLedger(schedulerNames ...string) *ledger {
 		groupCount:   map[string]int{},
 		groupPending: map[string]map[string]quota.Amounts{},
 		groupMembers: map[string]int{},
+		short:        map[string]struct{}{},
 		unresolved:   map[string]map[types.UID]*corev1.Pod{},
 		nodes:        map[string]quota.Amounts{},
 		total:        quota.Amounts{},
@@ -241,16 +247,34 @@ func (l *ledger) unassume(uid types.UID) {
 	l.account(e, 1)
 }
 
-// touch marks the ledger changed, for what view derives from other objects (a group's minimum).
-func (l *ledger) touch() {
+// minimumChanged records that a group's minimum changed: whether its pending pods are demand
+// (view) may have too.
+func (l *ledger) minimumChanged(group string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.version++
+	l.refreshShort(group)
+}
+
+// refreshShort decides whether a group is short of members (see ledger.short). Called under the
+// write lock.
+func (l *ledger) refreshShort(group string) {
+	if l.minMember == nil {
+		return
+	}
+	if _, pending := l.groupPending[group]; pending && l.groupMembers[group] < l.minMember(group) {
+		l.short[group] = struct{}{}
+		return
+	}
+	delete(l.short, group)
 }
 
 // account adds (sign 1) or removes (sign -1) an entry's contribution to the sums.
 func (l *ledger) account(e *podEntry, sign int64) {
 	l.version++
+	if e.group != "" {
+		defer l.refreshShort(e.group)
+	}
 	if e.group != "" && e.placed() {
 		addSigned(l.groupPlaced, e.group, e.requests, sign)
 		l.groupCount[e.group] += int(sign)
@@ -354,11 +378,8 @@ func (l *ledger) view() view {
 	if l.minMember == nil {
 		return v
 	}
-	for group, byQueue := range l.groupPending {
-		if l.groupMembers[group] >= l.minMember(group) {
-			continue
-		}
-		for queue, amounts := range byQueue {
+	for group := range l.short {
+		for queue, amounts := range l.groupPending[group] {
 			addSigned(v.pending, queue, amounts, -1)
 		}
 	}

@@ -139,5 +139,6 @@ func TestPendingIsWhatCanRunNow(t *testing.T) {
 	assert.Equal(t, quota.Amounts{gpu: 5}, l.view().pending["team"], "a reserved member still counts as a member")
 
 	minimum["ns/job"] = 4
+	l.minimumChanged("ns/job") // the PodGroup informer's update
 	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().pending["team"], "a raised minimum leaves the group short again")
 }

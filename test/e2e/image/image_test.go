@@ -97,7 +97,7 @@ func TestImages(t *testing.T) {
 			// Two nodes of 4 CPUs hold two members of 3 CPUs, not the three of the minimum.
 			selector := env.Pool(t, "image-unfit", 2, 4)
 			createGang(t, env, ns, "unfit", 3, "3", "", selector)
-			// One member, the pilot, is tried; the others wait for it at PreEnqueue.
+			// Its first member finds the group unfit, and the others are refused with that verdict.
 			var pods *corev1.PodList
 			framework.Eventually(t, 2*time.Minute, "a member found unschedulable by the container scheduler", func() (bool, string) {
 				var err error

@@ -146,8 +146,8 @@ func TestGangAdmission(t *testing.T) {
 
 	waitGroupCondition(t, env, ns, "fits-later", schedulingv1alpha1.ReasonQueueCapability, `capability of queue "gangs"`)
 	waitGroupCondition(t, env, ns, "too-big", schedulingv1alpha1.ReasonNeverFits, "it can never run there")
-	// Only the group's pilot is tried (the other members wait for it at PreEnqueue): one of them
-	// carries the event.
+	// A member carries the event (each is refused once, and after that only the group's pilot is
+	// tried).
 	waitEventOnAny(t, env, ns, []string{"big-0", "big-1", "big-2", "big-3", "big-4", "big-5"}, "ExceedsQueueCapability")
 	holdBound(t, env, ns, map[string]int{"gangs": 2}, 3*time.Second)
 	group, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), "fits-later", metav1.GetOptions{})
