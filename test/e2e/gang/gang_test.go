@@ -126,10 +126,11 @@ func TestGangWhoseMembersDoNotFitNodeByNodeIsNotPlaced(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	// Tried for the first time, the group goes on whole: its first member's PreFilter finds it
-	// unfit, and the others are refused with that verdict, once each (later tries are the
-	// pilot's alone: plugins/gang's unit tests).
+	// unfit, and the members already past PreEnqueue are refused with that verdict, once each;
+	// the others wait for a pilot (later tries are the pilot's alone: plugins/gang's unit tests).
+	// How many were past PreEnqueue depends on when each was created and queued.
 	refused := refusedMembers(t, env, ns)
-	assert.Len(t, refused, 3, "each member refused once")
+	assert.NotEmpty(t, refused)
 	for name, msg := range refused {
 		assert.Contains(t, msg, "the nodes' free capacity holds at most 2 of them", name)
 	}
