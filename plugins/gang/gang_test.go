@@ -568,12 +568,7 @@ func TestSignPodBatchesTheMembersOfAGroupTogether(t *testing.T) {
 func TestFilterKeepsAMemberOnTheNodesPreFilterNarrowedItTo(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	pg := f.group(t, "big", 2, nil, f.now)
-	pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
-	require.NoError(t, f.groups.Update(pg))
-	m0 := f.member(t, "m0", "big", "")
-	f.member(t, "m1", "big", "")
-	nodes := []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1)}
+	m0, nodes := f.slaGroup(t)
 	f.now = f.now.Add(31 * time.Second)
 
 	state := framework.NewCycleState()
@@ -708,18 +703,25 @@ func bigNode() fwk.NodeInfo {
 	return node
 }
 
+// slaGroup makes group "big" (2 members of 1 CPU, SLA waiting time 30s) and three nodes of 1
+// CPU, and returns its first member and the nodes.
+func (f *fixture) slaGroup(t *testing.T) (*corev1.Pod, []fwk.NodeInfo) {
+	t.Helper()
+	pg := f.group(t, "big", 2, nil, f.now)
+	pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	require.NoError(t, f.groups.Update(pg))
+	m0 := f.member(t, "m0", "big", "")
+	f.member(t, "m1", "big", "")
+	return m0, []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1)}
+}
+
 // A group that waits past its SLA gets nodes reserved: later pods of its priority are kept off
 // them, pods of higher priority and other nodes are not, and the reservation ends with the
 // minimum placed.
 func TestSLAReservation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	pg := f.group(t, "big", 2, nil, f.now)
-	pg.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
-	require.NoError(t, f.groups.Update(pg))
-	m0 := f.member(t, "m0", "big", "")
-	f.member(t, "m1", "big", "")
-	nodes := []fwk.NodeInfo{cpuNode("n1", 1), cpuNode("n2", 1), cpuNode("n3", 1)}
+	m0, nodes := f.slaGroup(t)
 
 	_, status := f.gang.PreFilter(ctx, nil, m0, nodes)
 	assert.True(t, status.IsSuccess(), "within its SLA the group is not held")
