@@ -14,11 +14,12 @@ rm -f manifests/crds/*_*.yaml
 rm -f manifests/components/foreign-crds/*_*.yaml
 "$CONTROLLER_GEN" crd paths=./apis/foreign/... output:crd:artifacts:config=manifests/components/foreign-crds
 for crd in manifests/components/foreign-crds/*_*.yaml; do go run ./hack/crdpatch "$crd"; done
-# The Job embeds pod templates; their upstream descriptions make the CRD too large for
+# The Job (and JobTemplate, CronJob) embeds pod templates; their upstream descriptions make the CRD too large for
 # client-side `kubectl apply`. Its plugins without arguments may be null (`svc: null`).
 for crd in manifests/crds/*_*.yaml; do
   case "$crd" in
-    *batch.tephra.dev_jobs.yaml) go run ./hack/crdpatch -nullable-values spec.plugins "$crd" spec.tasks.template ;;
+    *batch.tephra.dev_jobs.yaml|*batch.tephra.dev_jobtemplates.yaml) go run ./hack/crdpatch -nullable-values spec.plugins "$crd" spec.tasks.template ;;
+    *batch.tephra.dev_cronjobs.yaml) go run ./hack/crdpatch -nullable-values spec.jobTemplate.spec.plugins "$crd" spec.jobTemplate.spec.tasks.template ;;
     *) go run ./hack/crdpatch "$crd" ;;
   esac
 done

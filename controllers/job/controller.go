@@ -460,16 +460,20 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 		}
 	}
 	spec := viewSpec(job)
+	topology, problems := TaskTopologyOf(job)
+	if len(problems) > 0 {
+		r.event(job, corev1.EventTypeWarning, "InvalidTaskTopology", "Create", "%s; those parts are ignored", strings.Join(problems, "; "))
+	}
 	var mu sync.Mutex
 	var errs []error
 	var created, taken []string
-	workqueue.ParallelizeUntil(ctx, r.workers(), len(slots), func(i int) {
-		slot := slots[i]
+	create := func(slot Slot) {
 		t, ok := spec.task(slot.Task)
 		if !ok {
 			return
 		}
 		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
+		applyTaskTopology(pod, job, slot.Task, topology)
 		for _, p := range jobPlugins {
 			if err := p.OnPodCreate(pod, job); err != nil {
 				mu.Lock()
@@ -491,7 +495,10 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 		default:
 			errs = append(errs, fmt.Errorf("create pod %s: %w", pod.Name, err))
 		}
-	})
+	}
+	for _, wave := range creationWaves(slots, topology) {
+		workqueue.ParallelizeUntil(ctx, r.workers(), len(wave), func(i int) { create(wave[i]) })
+	}
 	if len(created) > 0 {
 		r.event(job, corev1.EventTypeNormal, "CreatedPods", "Create", "created %d pods for run %d: %s",
 			len(created), job.Status.RetryCount, abbreviate(created))

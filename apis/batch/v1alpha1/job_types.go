@@ -133,6 +133,7 @@ type TaskSpec struct {
 // 1,000,000 a rule may spend, at worst, for 32 tasks; jobs without dependsOn skip it.
 
 // JobSpec is a multi-task batch workload.
+// +kubebuilder:validation:XValidation:rule="!has(self.taskTopology) || !has(self.tasks) || [(has(self.taskTopology.affinity) ? self.taskTopology.affinity.flatten() : []) + (has(self.taskTopology.antiAffinity) ? self.taskTopology.antiAffinity.flatten() : []) + (has(self.taskTopology.order) ? self.taskTopology.order : [])].all(names, names.all(n, self.tasks.exists(t, t.name == n)))",message="taskTopology names a task that is not in the job",fieldPath=".taskTopology"
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || self.minAvailable <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minAvailable must not exceed the total replicas of the job's tasks",fieldPath=".minAvailable"
 // +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",message="dependsOn names a task that is not in the job",fieldPath=".tasks"
@@ -185,10 +186,10 @@ type JobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.filter(p, has(p.exitCode)).map(p, p.exitCode).distinct().size() == self.filter(p, has(p.exitCode)).size()",message="two policies match the same exitCode: each exit code may appear in one policy only"
 	// +optional
 	Policies []LifecyclePolicy `json:"policies,omitempty"`
-	// Plugins to apply to the Job's pods, by name (env, svc, ssh, pytorch, tensorflow, mpi), each
-	// with its arguments.
-	// +kubebuilder:validation:MaxProperties=6
-	// +kubebuilder:validation:XValidation:rule="self.all(name, name in ['env', 'svc', 'ssh', 'pytorch', 'tensorflow', 'mpi'])",message="unknown plugin: the plugins are env, svc, ssh, pytorch, tensorflow and mpi"
+	// Plugins to apply to the Job's pods, by name (env, svc, ssh, pytorch, tensorflow, mpi, ray),
+	// each with its arguments.
+	// +kubebuilder:validation:MaxProperties=7
+	// +kubebuilder:validation:XValidation:rule="self.all(name, name in ['env', 'svc', 'ssh', 'pytorch', 'tensorflow', 'mpi', 'ray'])",message="unknown plugin: the plugins are env, svc, ssh, pytorch, tensorflow, mpi and ray"
 	// +kubebuilder:validation:XValidation:rule="self.all(name, dyn(self[name]) == null || size(self[name]) <= 16)",message="a plugin takes at most 16 arguments"
 	// +kubebuilder:validation:XValidation:rule="self.all(name, dyn(self[name]) == null || lists.range(16).all(i, i >= size(self[name]) || size(self[name][i]) <= 256))",message="a plugin argument must be at most 256 characters long"
 	// +optional
@@ -200,12 +201,49 @@ type JobSpec struct {
 	// it (docs/topology.md).
 	// +optional
 	Topology *schedulingv1alpha1.PodGroupTopology `json:"topology,omitempty"`
+	// TaskTopology places the pods of some tasks on the same nodes (a parameter server next to
+	// its workers) or on different ones (replicas spread), and says which tasks to create first.
+	// Without it, the Job's annotations volcano.sh/task-topology-affinity, -anti-affinity and
+	// -task-order are read instead (docs/job.md).
+	// +optional
+	TaskTopology *TaskTopology `json:"taskTopology,omitempty"`
 	// Tasks of the Job.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
 	Tasks []TaskSpec `json:"tasks"`
+}
+
+// TaskSet is a set of a job's tasks, by name.
+// +kubebuilder:validation:MinItems=1
+// +kubebuilder:validation:MaxItems=32
+// +kubebuilder:validation:items:MaxLength=63
+// +listType=set
+type TaskSet []string
+
+// TaskTopology places a job's tasks relative to each other. Affinity and anti-affinity are
+// preferences the scheduler scores (the pods' preferred inter-pod affinity, per node): they never
+// keep a gang from being placed, nor move it out of its topology domain.
+type TaskTopology struct {
+	// Affinity lists sets of tasks whose pods prefer each other's nodes: [[ps, worker]] places
+	// workers on the nodes of the parameter servers while they fit.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Affinity []TaskSet `json:"affinity,omitempty"`
+	// AntiAffinity lists sets of tasks whose pods prefer nodes without each other: [[worker]]
+	// spreads the workers one per node while there are nodes for them.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	AntiAffinity []TaskSet `json:"antiAffinity,omitempty"`
+	// Order lists tasks whose pods are created, and so queued for scheduling, before the
+	// others, in that order: [ps, worker] places parameter servers first and workers next to
+	// them.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	Order []string `json:"order,omitempty"`
 }
 
 // JobPhase is where a Job is in its life.

@@ -27,6 +27,9 @@ func Resource(resource string) schema.GroupResource {
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&Job{}, &JobList{},
+		&JobTemplate{}, &JobTemplateList{},
+		&JobFlow{}, &JobFlowList{},
+		&CronJob{}, &CronJobList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

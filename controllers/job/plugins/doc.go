@@ -9,6 +9,8 @@
 //     job and kept in a Secret.
 //   - pytorch, tensorflow and mpi set what those frameworks read to form a cluster
 //     (MASTER_ADDR/RANK/WORLD_SIZE, TF_CONFIG, MPI_HOST), from the names svc gives the pods.
+//   - ray starts a Ray cluster: `ray start --head` in the head task, `ray start --address` in
+//     the workers, and a Service <job>-head-svc for the head's GCS, dashboard and client ports.
 //
 // They follow Volcano's job plugins of the same names, so that Volcano manifests keep working:
 // Volcano's VC_ (and VK_) variables are set beside Tephra's TEPHRA_ ones. Objects a plugin
@@ -16,7 +18,7 @@
 //
 // A variable, volume, mount or port that the pod template already has is left as the user wrote
 // it: plugins only add, except that svc sets the pods' hostname and subdomain, which its names
-// depend on. The pytorch, tensorflow and mpi plugins need svc (and mpi ssh); ForJob adds them to
+// depend on. The pytorch, tensorflow, mpi and ray plugins need svc (and mpi ssh); ForJob adds them to
 // a job that does not list them.
 //
 // OnJobAdd reads the Services, ConfigMaps and Secrets it manages through the client it is given;

@@ -36,6 +36,7 @@ const (
 	MPIPlugin        = "mpi"
 	PyTorchPlugin    = "pytorch"
 	TensorFlowPlugin = "tensorflow"
+	RayPlugin        = "ray"
 )
 
 // deps are a job's objects that plugins read and create.
@@ -58,6 +59,7 @@ var builders = []struct {
 	{name: MPIPlugin, build: newMPI, implies: []string{SvcPlugin, SSHPlugin}},
 	{name: PyTorchPlugin, build: newPyTorch, implies: []string{SvcPlugin}},
 	{name: TensorFlowPlugin, build: newTensorFlow, implies: []string{SvcPlugin}},
+	{name: RayPlugin, build: newRay, implies: []string{SvcPlugin}},
 }
 
 // Known lists the plugin names New accepts, in the order ForJob applies them.
@@ -80,8 +82,8 @@ func New(c client.Client, scheme *runtime.Scheme, name string, args []string) (P
 }
 
 // ForJob builds every plugin of job.Spec.Plugins in a stable order (that of Known), adding the
-// plugins the listed ones need with no arguments: svc for pytorch, tensorflow and mpi, and ssh
-// for mpi.
+// plugins the listed ones need with no arguments: svc for pytorch, tensorflow, mpi and ray,
+// and ssh for mpi.
 func ForJob(c client.Client, scheme *runtime.Scheme, job *batchv1alpha1.Job) ([]Plugin, error) {
 	wanted := map[string][]string{}
 	for name, args := range job.Spec.Plugins {

@@ -11,7 +11,7 @@ import (
 )
 
 func TestKnown(t *testing.T) {
-	assert.Equal(t, []string{"env", "svc", "ssh", "mpi", "pytorch", "tensorflow"}, Known())
+	assert.Equal(t, []string{"env", "svc", "ssh", "mpi", "pytorch", "tensorflow", "ray"}, Known())
 	for _, name := range Known() {
 		p := mustNew(t, name)
 		assert.Equal(t, name, p.Name())
@@ -71,7 +71,8 @@ func TestForJobAddsImpliedPluginsInAStableOrder(t *testing.T) {
 		{map[string][]string{"tensorflow": nil, "env": {}}, []string{"env", "svc", "tensorflow"}},
 		{map[string][]string{"pytorch": {"--port=1234"}, "svc": {"--publish-not-ready-addresses=false"}}, []string{"svc", "pytorch"}},
 		{map[string][]string{"mpi": nil}, []string{"svc", "ssh", "mpi"}},
-		{map[string][]string{"ssh": nil, "svc": nil, "env": nil, "mpi": nil, "pytorch": nil, "tensorflow": nil}, Known()},
+		{map[string][]string{"ray": nil}, []string{"svc", "ray"}},
+		{map[string][]string{"ssh": nil, "svc": nil, "env": nil, "mpi": nil, "pytorch": nil, "tensorflow": nil, "ray": nil}, Known()},
 	} {
 		job := newJob(tc.plugins, task("worker", 1))
 		for range 5 { // map order must not show

@@ -45,8 +45,14 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=batch.tephra.dev, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("cronjobs"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Batch().V1alpha1().CronJobs().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("jobs"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Batch().V1alpha1().Jobs().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("jobflows"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Batch().V1alpha1().JobFlows().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("jobtemplates"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Batch().V1alpha1().JobTemplates().Informer()}, nil
 
 		// Group=scheduling.tephra.dev, Version=v1alpha1
 	case schedulingv1alpha1.SchemeGroupVersion.WithResource("podgroups"):

@@ -8,6 +8,14 @@ Licensed under the Apache License, Version 2.0.
 
 package v1alpha1
 
+// CronJobListerExpansion allows custom methods to be added to
+// CronJobLister.
+type CronJobListerExpansion interface{}
+
+// CronJobNamespaceListerExpansion allows custom methods to be added to
+// CronJobNamespaceLister.
+type CronJobNamespaceListerExpansion interface{}
+
 // JobListerExpansion allows custom methods to be added to
 // JobLister.
 type JobListerExpansion interface{}
@@ -15,3 +23,19 @@ type JobListerExpansion interface{}
 // JobNamespaceListerExpansion allows custom methods to be added to
 // JobNamespaceLister.
 type JobNamespaceListerExpansion interface{}
+
+// JobFlowListerExpansion allows custom methods to be added to
+// JobFlowLister.
+type JobFlowListerExpansion interface{}
+
+// JobFlowNamespaceListerExpansion allows custom methods to be added to
+// JobFlowNamespaceLister.
+type JobFlowNamespaceListerExpansion interface{}
+
+// JobTemplateListerExpansion allows custom methods to be added to
+// JobTemplateLister.
+type JobTemplateListerExpansion interface{}
+
+// JobTemplateNamespaceListerExpansion allows custom methods to be added to
+// JobTemplateNamespaceLister.
+type JobTemplateNamespaceListerExpansion interface{}

@@ -14,8 +14,14 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// CronJobs returns a CronJobInformer.
+	CronJobs() TypedCronJobInformer
 	// Jobs returns a JobInformer.
 	Jobs() TypedJobInformer
+	// JobFlows returns a JobFlowInformer.
+	JobFlows() TypedJobFlowInformer
+	// JobTemplates returns a JobTemplateInformer.
+	JobTemplates() TypedJobTemplateInformer
 }
 
 type version struct {
@@ -29,7 +35,22 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
+// CronJobs returns a TypedCronJobInformer.
+func (v *version) CronJobs() TypedCronJobInformer {
+	return &cronJobInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
 // Jobs returns a TypedJobInformer.
 func (v *version) Jobs() TypedJobInformer {
 	return &jobInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// JobFlows returns a TypedJobFlowInformer.
+func (v *version) JobFlows() TypedJobFlowInformer {
+	return &jobFlowInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// JobTemplates returns a TypedJobTemplateInformer.
+func (v *version) JobTemplates() TypedJobTemplateInformer {
+	return &jobTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -18,7 +18,10 @@ import (
 
 type BatchV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	CronJobsGetter
 	JobsGetter
+	JobFlowsGetter
+	JobTemplatesGetter
 }
 
 // BatchV1alpha1Client is used to interact with features provided by the batch.tephra.dev group.
@@ -26,8 +29,20 @@ type BatchV1alpha1Client struct {
 	restClient rest.Interface
 }
 
+func (c *BatchV1alpha1Client) CronJobs(namespace string) CronJobInterface {
+	return newCronJobs(c, namespace)
+}
+
 func (c *BatchV1alpha1Client) Jobs(namespace string) JobInterface {
 	return newJobs(c, namespace)
+}
+
+func (c *BatchV1alpha1Client) JobFlows(namespace string) JobFlowInterface {
+	return newJobFlows(c, namespace)
+}
+
+func (c *BatchV1alpha1Client) JobTemplates(namespace string) JobTemplateInterface {
+	return newJobTemplates(c, namespace)
 }
 
 // NewForConfig creates a new BatchV1alpha1Client for the given config.

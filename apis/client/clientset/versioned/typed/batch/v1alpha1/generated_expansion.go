@@ -8,4 +8,10 @@ Licensed under the Apache License, Version 2.0.
 
 package v1alpha1
 
+type CronJobExpansion interface{}
+
 type JobExpansion interface{}
+
+type JobFlowExpansion interface{}
+
+type JobTemplateExpansion interface{}

@@ -18,8 +18,20 @@ type FakeBatchV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeBatchV1alpha1) CronJobs(namespace string) v1alpha1.CronJobInterface {
+	return newFakeCronJobs(c, namespace)
+}
+
 func (c *FakeBatchV1alpha1) Jobs(namespace string) v1alpha1.JobInterface {
 	return newFakeJobs(c, namespace)
+}
+
+func (c *FakeBatchV1alpha1) JobFlows(namespace string) v1alpha1.JobFlowInterface {
+	return newFakeJobFlows(c, namespace)
+}
+
+func (c *FakeBatchV1alpha1) JobTemplates(namespace string) v1alpha1.JobTemplateInterface {
+	return newFakeJobTemplates(c, namespace)
 }
 
 // RESTClient returns a RESTClient that is used to communicate
