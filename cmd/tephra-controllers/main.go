@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+	// CronJobs name IANA time zones; the image, built from scratch, has no zoneinfo of its own.
+	_ "time/tzdata"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"

@@ -4,11 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -19,52 +22,101 @@ import (
 // ExamplesDir holds the example Jobs, relative to this package.
 const examplesDir = "../../manifests/examples"
 
-// Every example is a Job that decodes strictly (no field the API does not have), that the
-// state machine starts (no invalid spec), whose plugins accept their arguments, and whose
-// simulated run times parse.
-func TestExamplesAreValidJobs(t *testing.T) {
+// Every example decodes strictly (no field the API does not have). Every Job, and every Job a
+// JobTemplate or a CronJob makes, is one the state machine starts (no invalid spec), whose
+// plugins accept their arguments, and whose simulated run times parse. A JobFlow's flows have
+// their JobTemplates in the same file; a CronJob's schedule and time zone are valid.
+func TestExamplesAreValid(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 5, "TensorFlow, PyTorch, MPI, restart policy and dependsOn examples")
+	require.Len(t, files, 9, "TensorFlow, PyTorch, MPI, restart policy, dependsOn, ps/worker topology and Ray jobs, a JobFlow and a CronJob")
+	kinds := map[string]int{}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			job := &batchv1alpha1.Job{}
-			require.NoError(t, yaml.UnmarshalStrict(data, job))
-			assert.Equal(t, "batch.tephra.dev/v1alpha1", job.APIVersion)
-			assert.Equal(t, "Job", job.Kind)
-			assert.NotEmpty(t, job.Name)
-
-			job.Namespace, job.UID = "examples", "uid"
-			d := Decide(Observed{Job: job, Now: t0})
-			require.Equal(t, batchv1alpha1.JobPending, d.Status.State.Phase, d.Status.State.Message)
-			assert.NotEmpty(t, d.Create)
-			require.NotNil(t, d.PodGroup)
-
-			ps, err := plugins.ForJob(nil, runtime.NewScheme(), job)
-			require.NoError(t, err)
-			for _, slot := range d.Create {
-				spec := viewSpec(job)
-				task, _ := spec.task(slot.Task)
-				pod := NewPod(job, task.spec, slot.Index, 0, 0)
-				for _, p := range ps {
-					require.NoError(t, p.OnPodCreate(pod, job), "plugin %s on pod %s", p.Name(), pod.Name)
+			templates := map[string]bool{}
+			var flows []*batchv1alpha1.JobFlow
+			for _, doc := range strings.Split(string(data), "\n---\n") {
+				var meta metav1.TypeMeta
+				require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
+				assert.Equal(t, "batch.tephra.dev/v1alpha1", meta.APIVersion)
+				kinds[meta.Kind]++
+				switch meta.Kind {
+				case "Job":
+					job := &batchv1alpha1.Job{}
+					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), job))
+					checkExampleJob(t, job, filepath.Base(file) != "ray.yaml")
+				case "JobTemplate":
+					tmpl := &batchv1alpha1.JobTemplate{}
+					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), tmpl))
+					templates[tmpl.Name] = true
+					checkExampleJob(t, &batchv1alpha1.Job{ObjectMeta: metav1.ObjectMeta{Name: "flow-" + tmpl.Name}, Spec: tmpl.Spec}, true)
+				case "JobFlow":
+					jf := &batchv1alpha1.JobFlow{}
+					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), jf))
+					flows = append(flows, jf)
+				case "CronJob":
+					cj := &batchv1alpha1.CronJob{}
+					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), cj))
+					_, err := cron.ParseStandard(cj.Spec.Schedule)
+					require.NoError(t, err)
+					if cj.Spec.TimeZone != nil {
+						_, err := time.LoadLocation(*cj.Spec.TimeZone)
+						require.NoError(t, err)
+					}
+					checkExampleJob(t, &batchv1alpha1.Job{ObjectMeta: metav1.ObjectMeta{Name: cj.Name + "-1"}, Spec: cj.Spec.JobTemplate.Spec}, true)
+				default:
+					t.Fatalf("unexpected kind %q", meta.Kind)
 				}
 			}
-			for _, task := range job.Spec.Tasks {
-				annotations := task.Template.Annotations
-				if v, ok := annotations["sim.tephra.dev/duration"]; ok {
-					_, err := time.ParseDuration(v)
-					assert.NoError(t, err, "task %s: sim.tephra.dev/duration", task.Name)
+			for _, jf := range flows {
+				for _, f := range jf.Spec.Flows {
+					assert.True(t, templates[f.Name], "flow %s has its JobTemplate in the file", f.Name)
 				}
-				if v, ok := annotations["sim.tephra.dev/exit-code"]; ok {
-					_, err := strconv.Atoi(v)
-					assert.NoError(t, err, "task %s: sim.tephra.dev/exit-code", task.Name)
-				}
-				assert.NotEmpty(t, task.Template.Spec.Containers[0].Resources.Requests, "task %s asks for resources", task.Name)
 			}
 		})
+	}
+	assert.Equal(t, map[string]int{"Job": 7, "JobTemplate": 4, "JobFlow": 1, "CronJob": 1}, kinds)
+}
+
+// checkExampleJob checks a Job of the examples; requests says whether its tasks must ask for
+// resources (Volcano's ray example, kept as it is, does not).
+func checkExampleJob(t *testing.T, job *batchv1alpha1.Job, requests bool) {
+	t.Helper()
+	assert.NotEmpty(t, job.Name)
+	job.Namespace, job.UID = "examples", "uid"
+	d := Decide(Observed{Job: job, Now: t0})
+	require.Equal(t, batchv1alpha1.JobPending, d.Status.State.Phase, d.Status.State.Message)
+	assert.NotEmpty(t, d.Create)
+	require.NotNil(t, d.PodGroup)
+
+	ps, err := plugins.ForJob(nil, runtime.NewScheme(), job)
+	require.NoError(t, err)
+	topology, problems := TaskTopologyOf(job)
+	assert.Empty(t, problems)
+	for _, slot := range d.Create {
+		spec := viewSpec(job)
+		task, _ := spec.task(slot.Task)
+		pod := NewPod(job, task.spec, slot.Index, 0, 0)
+		applyTaskTopology(pod, job, slot.Task, topology)
+		for _, p := range ps {
+			require.NoError(t, p.OnPodCreate(pod, job), "plugin %s on pod %s", p.Name(), pod.Name)
+		}
+	}
+	for _, task := range job.Spec.Tasks {
+		annotations := task.Template.Annotations
+		if v, ok := annotations["sim.tephra.dev/duration"]; ok {
+			_, err := time.ParseDuration(v)
+			assert.NoError(t, err, "task %s: sim.tephra.dev/duration", task.Name)
+		}
+		if v, ok := annotations["sim.tephra.dev/exit-code"]; ok {
+			_, err := strconv.Atoi(v)
+			assert.NoError(t, err, "task %s: sim.tephra.dev/exit-code", task.Name)
+		}
+		if requests {
+			assert.NotEmpty(t, task.Template.Spec.Containers[0].Resources.Requests, "task %s asks for resources", task.Name)
+		}
 	}
 }
 
@@ -77,6 +129,7 @@ func TestExamplesEndAsDescribed(t *testing.T) {
 		"mpi.yaml":            batchv1alpha1.JobCompleted,
 		"restart-policy.yaml": batchv1alpha1.JobCompleted,
 		"depends-on.yaml":     batchv1alpha1.JobCompleted,
+		"ps-worker.yaml":      batchv1alpha1.JobCompleted,
 	} {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(examplesDir, file))

@@ -2,6 +2,7 @@ package jobflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -97,9 +98,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	d := Decide(Observed{Flow: jf, Jobs: jobs, Now: r.now()})
-	missing := r.create(ctx, jf, &d)
+	missing, createErr := r.create(ctx, jf, &d)
 	setTemplatesCondition(&d.Status, jf.Generation, missing)
-	return ctrl.Result{}, r.writeStatus(ctx, jf, d.Status)
+	// A failed creation is tried again with backoff; a missing template, when it is created.
+	return ctrl.Result{}, errors.Join(r.writeStatus(ctx, jf, d.Status), createErr)
 }
 
 // jobsOf maps flow names to the JobFlow's Jobs. A Job the status records as created but the cache
@@ -133,8 +135,8 @@ func (r *Reconciler) jobsOf(ctx context.Context, jf *batchv1alpha1.JobFlow) (map
 
 // create makes the Jobs Decide asks for, from their templates. A flow whose template is missing,
 // or whose creation fails, goes back to Waiting with the reason; the names of missing templates
-// are returned.
-func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *Decision) (missing []string) {
+// are returned, and the other failures.
+func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *Decision) (missing []string, failed error) {
 	for _, flow := range d.Create {
 		entry := entryOf(&d.Status, flow)
 		tmpl := &batchv1alpha1.JobTemplate{}
@@ -143,6 +145,8 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 			if apierrors.IsNotFound(err) {
 				missing = append(missing, flow)
 				err = fmt.Errorf("JobTemplate %s/%s not found: create it, and the flow starts", jf.Namespace, flow)
+			} else {
+				failed = errors.Join(failed, err)
 			}
 			r.notCreated(jf, entry, err)
 			continue
@@ -161,6 +165,7 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 			}
 		}
 		if err != nil {
+			failed = errors.Join(failed, err)
 			r.notCreated(jf, entry, err)
 			continue
 		}
@@ -170,7 +175,7 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 	if len(d.Create) > 0 {
 		d.Status = summarize(jf, entriesOf(d.Status))
 	}
-	return missing
+	return missing, failed
 }
 
 func (r *Reconciler) notCreated(jf *batchv1alpha1.JobFlow, entry *batchv1alpha1.FlowJobStatus, err error) {

@@ -209,7 +209,7 @@ func describeState(t *batchv1alpha1.FlowJobStatus) string {
 
 // summarize builds the status from the entries: the lists and counts by state, and the phase.
 func summarize(jf *batchv1alpha1.JobFlow, entries map[string]*batchv1alpha1.FlowJobStatus) batchv1alpha1.JobFlowStatus {
-	s := batchv1alpha1.JobFlowStatus{Flows: int32(len(jf.Spec.Flows)), Conditions: jf.Status.Conditions}
+	s := batchv1alpha1.JobFlowStatus{Flows: int32(len(jf.Spec.Flows)), Conditions: slices.Clone(jf.Status.Conditions)}
 	created, open, anyFailed := false, false, false
 	for _, f := range jf.Spec.Flows {
 		e := entries[f.Name]

@@ -16,8 +16,10 @@ import (
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/cronjob"
 	"github.com/tephra-dev/tephra/controllers/foreign"
 	"github.com/tephra-dev/tephra/controllers/job"
+	"github.com/tephra-dev/tephra/controllers/jobflow"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/upstream"
@@ -60,6 +62,14 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("job controller: %w", err)
+	}
+	flows := &jobflow.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(jobflow.ControllerName)}
+	if err := flows.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("jobflow controller: %w", err)
+	}
+	crons := &cronjob.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(cronjob.ControllerName)}
+	if err := crons.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("cronjob controller: %w", err)
 	}
 	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues: only those whose
 	// CRDs are installed run.

@@ -40,6 +40,9 @@ var usedWithoutARequest = map[string]string{
 	// create a pod or PodGroup whose owner reference blocks the Job's deletion; the test checks
 	// that such pods exist instead.
 	"batch.tephra.dev jobs/finalizers update": "blockOwnerDeletion",
+	// The same for the Jobs a JobFlow or a CronJob creates.
+	"batch.tephra.dev jobflows/finalizers update": "blockOwnerDeletion",
+	"batch.tephra.dev cronjobs/finalizers update": "blockOwnerDeletion",
 	// client-go's events recorder patches an event into a series when it repeats within minutes.
 	"events.k8s.io events patch": "event series",
 }
@@ -51,8 +54,9 @@ const listedByWatch = "list"
 
 // Tephra's shipped RBAC grants exactly what its components use: a Job with the svc and ssh plugins
 // runs, is restarted by its policy, has its Service, hosts ConfigMap and PodGroup put back after a
-// user edits them, completes and is deleted by its TTL; the webhooks' certificate is renewed;
-// meanwhile the controllers' metrics are scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
+// user edits them, completes and is deleted by its TTL; the webhooks' certificate is renewed; a
+// JobFlow runs and is deleted, a CronJob is created; meanwhile the controllers' metrics are
+// scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
 // appears in the apiserver's audit log of their requests (the suite already fails on any request
 // they were refused).
 func TestRBACIsWhatTheComponentsUse(t *testing.T) {
@@ -113,6 +117,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	exerciseForeignAdapters(t, env, ns)
+	exerciseFlowsAndCronJobs(t, env, ns, pool)
 	upstreamGangRuns(t, env, ns, pool)
 	unreadyGangIsEvicted(t, env, ns, pool)
 	webhookCertificateIsRenewed(t, env)
