@@ -126,7 +126,7 @@ tephra-controllers. Logs are in %s/logs/.
   kubectl tephra job describe tf-mnist         # the demo Job: tasks, pods, policies, events
   kubectl tephra why pod/NAME                  # why a pod (or podgroup/NAME, job/NAME) waits
   kubectl get nodes,queues,podgroups,tjob
-  kubectl apply -f manifests/examples/         # more Jobs: PyTorch, MPI, restart policies, dependsOn
+  kubectl apply -f manifests/examples/         # more: PyTorch, MPI, Ray, ps/worker jobs, a JobFlow, a CronJob
   kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
 

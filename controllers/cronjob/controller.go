@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,7 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, fmt.Errorf("delete job %s: %w", j.Name, err))
 			continue
 		}
-		r.event(cj, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted job %s", j.Name)
+		r.eventAbout(cj, j, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted job %s", j.Name)
 	}
 	if d.Create != nil {
 		if err := r.create(ctx, cj, *d.Create); err != nil {
@@ -109,7 +110,9 @@ func (r *Reconciler) create(ctx context.Context, cj *batchv1alpha1.CronJob, t ti
 		r.event(cj, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating job: %v", err)
 		return err
 	}
-	r.event(cj, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created job %s", j.Name)
+	// The Job is the event's related object: events of one reason on one object that differ
+	// only in their note would be merged into one series.
+	r.eventAbout(cj, j, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created job %s", j.Name)
 	return nil
 }
 
@@ -138,8 +141,13 @@ func NewJob(cj *batchv1alpha1.CronJob, t time.Time) *batchv1alpha1.Job {
 }
 
 func (r *Reconciler) event(cj *batchv1alpha1.CronJob, eventType, reason, action, note string, args ...any) {
+	r.eventAbout(cj, nil, eventType, reason, action, note, args...)
+}
+
+// eventAbout records an event on the CronJob whose related object is related.
+func (r *Reconciler) eventAbout(cj *batchv1alpha1.CronJob, related runtime.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(cj, nil, eventType, reason, action, note, args...)
+	r.Recorder.Eventf(cj, related, eventType, reason, action, note, args...)
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -170,7 +171,9 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 			continue
 		}
 		entry.CreationTimestamp = &j.CreationTimestamp
-		r.event(jf, corev1.EventTypeNormal, "CreatedJob", "Create", "created job %s from JobTemplate %s", j.Name, flow)
+		// The Job is the event's related object: events of one reason on one object that differ
+		// only in their note would be merged into one series.
+		r.eventAbout(jf, j, corev1.EventTypeNormal, "CreatedJob", "Create", "created job %s from JobTemplate %s", j.Name, flow)
 	}
 	if len(d.Create) > 0 {
 		d.Status = summarize(jf, entriesOf(d.Status))
@@ -297,6 +300,11 @@ func retainPolicy(jf *batchv1alpha1.JobFlow) batchv1alpha1.RetainPolicy {
 }
 
 func (r *Reconciler) event(jf *batchv1alpha1.JobFlow, eventType, reason, action, note string, args ...any) {
+	r.eventAbout(jf, nil, eventType, reason, action, note, args...)
+}
+
+// eventAbout records an event on the JobFlow whose related object is related.
+func (r *Reconciler) eventAbout(jf *batchv1alpha1.JobFlow, related runtime.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder == nil {
 		return
 	}
@@ -304,5 +312,5 @@ func (r *Reconciler) event(jf *batchv1alpha1.JobFlow, eventType, reason, action,
 	if len(msg) > 1000 {
 		msg = msg[:997] + "..."
 	}
-	r.Recorder.Eventf(jf, nil, eventType, reason, action, "%s", msg)
+	r.Recorder.Eventf(jf, related, eventType, reason, action, "%s", msg)
 }

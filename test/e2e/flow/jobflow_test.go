@@ -229,8 +229,32 @@ func TestBadJobFlowsAreRefused(t *testing.T) {
 		require.Error(t, err, tc.name)
 		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
+	// The largest JobFlow: 32 flows in a chain is accepted, and closed into a cycle refused,
+	// within the CEL cost limits of the rule and of its message.
+	chain := func(cycle bool) []batchv1alpha1.Flow {
+		var flows []batchv1alpha1.Flow
+		for i := range 32 {
+			f := flow(fmt.Sprintf("f%02d", i), "")
+			if i > 0 || cycle {
+				f = flow(f.Name, "", fmt.Sprintf("f%02d", (i+31)%32))
+			}
+			flows = append(flows, f)
+		}
+		return flows
+	}
+	_, err := env.Tephra.BatchV1alpha1().JobFlows(ns).Create(context.Background(), &batchv1alpha1.JobFlow{
+		ObjectMeta: metav1.ObjectMeta{Name: "long"}, Spec: batchv1alpha1.JobFlowSpec{Flows: chain(false)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Tephra.BatchV1alpha1().JobFlows(ns).Create(context.Background(), &batchv1alpha1.JobFlow{
+		ObjectMeta: metav1.ObjectMeta{Name: "ring"}, Spec: batchv1alpha1.JobFlowSpec{Flows: chain(true)},
+	}, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dependsOn must not form a cycle: flows f00, f01, f02")
+	assert.Contains(t, err.Error(), "f30, f31 wait for each other")
+
 	probe := `{"apiVersion":"batch.tephra.dev/v1alpha1","kind":"JobFlow","metadata":{"name":"probe"},"spec":{"flows":[{"name":"a"},{"name":"b","dependsOn":{"targets":["a"],"probe":{"tcpSocketList":[{"taskName":"x","port":80}]}}}]}}`
-	err := env.Tephra.BatchV1alpha1().RESTClient().Post().Namespace(ns).Resource("jobflows").Body([]byte(probe)).Do(context.Background()).Error()
+	err = env.Tephra.BatchV1alpha1().RESTClient().Post().Namespace(ns).Resource("jobflows").Body([]byte(probe)).Do(context.Background()).Error()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "probe is not supported by Tephra")
 	patch := `{"apiVersion":"batch.tephra.dev/v1alpha1","kind":"JobFlow","metadata":{"name":"patch"},"spec":{"flows":[{"name":"a","patch":{"jobSpec":{"queue":"x"}}}]}}`

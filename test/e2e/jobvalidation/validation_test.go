@@ -209,7 +209,13 @@ func TestInvalidJobsAreRejected(t *testing.T) {
 	}, {
 		mistake: "unknown plugin",
 		spec:    with(func(s *batchv1alpha1.JobSpec) { s.Plugins = map[string][]string{"svc": nil, "horovod": nil} }),
-		want:    []string{"spec.plugins", "unknown plugin: the plugins are env, svc, ssh, pytorch, tensorflow and mpi"},
+		want:    []string{"spec.plugins", "unknown plugin: the plugins are env, svc, ssh, pytorch, tensorflow, mpi and ray"},
+	}, {
+		mistake: "taskTopology naming a task the job does not have",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.TaskTopology = &batchv1alpha1.TaskTopology{Affinity: []batchv1alpha1.TaskSet{{"ps", "chief"}}}
+		}),
+		want: []string{"spec.taskTopology", "taskTopology names a task that is not in the job"},
 	}, {
 		mistake: "plugin with too many arguments",
 		spec: with(func(s *batchv1alpha1.JobSpec) {
