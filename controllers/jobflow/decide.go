@@ -78,12 +78,11 @@ func Decide(o Observed) Decision {
 		condition := conditionOf(f)
 		var waitFor []string
 		for _, target := range targetsOf(f) {
-			t, ok := entries[target]
-			if !ok {
+			if _, ok := entries[target]; !ok {
 				e.State, e.Message = batchv1alpha1.FlowJobSkipped, fmt.Sprintf("dependsOn names flow %s, which the jobflow does not have", target)
 				return e
 			}
-			t = resolve(target)
+			t := resolve(target)
 			switch dependency(t, condition) {
 			case unmet:
 				e.State = batchv1alpha1.FlowJobSkipped
