@@ -160,8 +160,7 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 			if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(j), have); err == nil && !metav1.IsControlledBy(have, jf) {
 				err = fmt.Errorf("job %s exists and does not belong to this jobflow: delete it, or rename the jobflow", j.Name)
 			} else if err == nil {
-				created := have.CreationTimestamp
-				entry.CreationTimestamp = &created
+				entry.CreationTimestamp = createdAt(have, r.now())
 				continue
 			}
 		}
@@ -170,7 +169,7 @@ func (r *Reconciler) create(ctx context.Context, jf *batchv1alpha1.JobFlow, d *D
 			r.notCreated(jf, entry, err)
 			continue
 		}
-		entry.CreationTimestamp = &j.CreationTimestamp
+		entry.CreationTimestamp = createdAt(j, r.now())
 		// The Job is the event's related object: events of one reason on one object that differ
 		// only in their note would be merged into one series.
 		r.eventAbout(jf, j, corev1.EventTypeNormal, "CreatedJob", "Create", "created job %s from JobTemplate %s", j.Name, flow)

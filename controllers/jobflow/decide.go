@@ -132,8 +132,7 @@ func observe(jobFlow, flow string, j *batchv1alpha1.Job, prev batchv1alpha1.Flow
 	}
 	e.State = string(phase)
 	e.RestartCount = j.Status.RetryCount
-	created := j.CreationTimestamp
-	e.CreationTimestamp = &created
+	e.CreationTimestamp = createdAt(j, now)
 	e.StartTimestamp, e.EndTimestamp = prev.StartTimestamp, prev.EndTimestamp
 	if e.StartTimestamp == nil && (phase == batchv1alpha1.JobRunning || phase == batchv1alpha1.JobCompleting || phase == batchv1alpha1.JobCompleted) {
 		e.StartTimestamp = now.DeepCopy()
@@ -142,6 +141,15 @@ func observe(jobFlow, flow string, j *batchv1alpha1.Job, prev batchv1alpha1.Flow
 		e.EndTimestamp = now.DeepCopy()
 	}
 	return e
+}
+
+// createdAt is when a Job was created, or now for one that does not say (yet): the status
+// marks a flow as created by this time being set, so it must never be empty for a Job.
+func createdAt(j *batchv1alpha1.Job, now metav1.Time) *metav1.Time {
+	if j.CreationTimestamp.IsZero() {
+		return now.DeepCopy()
+	}
+	return j.CreationTimestamp.DeepCopy()
 }
 
 func conditionOf(f batchv1alpha1.Flow) batchv1alpha1.FlowCondition {
