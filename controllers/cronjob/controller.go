@@ -32,6 +32,9 @@ type Reconciler struct {
 // SetupWithManager runs the reconciler for every change of a CronJob or of its Jobs; Decide's
 // RequeueAfter brings it back at the next scheduled time.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := registerMetrics(); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&batchv1alpha1.CronJob{}).
@@ -108,8 +111,10 @@ func (r *Reconciler) create(ctx context.Context, cj *batchv1alpha1.CronJob, t ti
 			return nil
 		}
 		r.event(cj, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating job: %v", err)
+		runs.WithLabelValues("failed").Inc()
 		return err
 	}
+	runs.WithLabelValues("created").Inc()
 	// The Job is the event's related object: events of one reason on one object that differ
 	// only in their note would be merged into one series.
 	r.eventAbout(cj, j, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created job %s", j.Name)

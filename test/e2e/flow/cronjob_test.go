@@ -74,6 +74,7 @@ func TestCronJobForbidSkipsWhileARunIsActive(t *testing.T) {
 	assert.True(t, metav1.IsControlledBy(job, got))
 	assert.Equal(t, "recsys", job.Labels["team"], "the jobTemplate's labels")
 	assert.Equal(t, first.UTC().Format(time.RFC3339), job.Annotations[batchv1alpha1.ScheduledTimeAnnotation])
+	waitMetric(t, env, `tephra_cronjob_runs_total\{outcome="created"\} [2-9]`)
 }
 
 // A schedule the parser cannot read, or a time zone that does not exist, is reported on the

@@ -87,6 +87,7 @@ func TestFlowRunsInDependencyOrder(t *testing.T) {
 	assert.Equal(t, "Skipped", jf.Status.JobStatusList[4].State)
 	assert.Equal(t, "flow b's job is Completed, not Failed", jf.Status.JobStatusList[4].Message)
 	assert.Len(t, eventNotes(t, env, ns, "diamond", "CreatedJob"), 4)
+	waitMetric(t, env, `tephra_jobflows\{phase="Succeed"\} [1-9]`)
 
 	require.NoError(t, env.Tephra.BatchV1alpha1().JobFlows(ns).Delete(context.Background(), "diamond", metav1.DeleteOptions{}))
 	framework.Eventually(t, time.Minute, "the jobflow gone, its jobs kept without it", func() (bool, string) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -157,4 +158,17 @@ func decode[T any](t *testing.T, doc string) *T {
 	out := new(T)
 	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), out))
 	return out
+}
+
+// waitMetric waits until the controllers' /metrics match pattern.
+func waitMetric(t *testing.T, env *framework.Env, pattern string) {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	framework.Eventually(t, 30*time.Second, "the controllers' metric "+pattern, func() (bool, string) {
+		metrics, err := env.Cluster.ControllersMetrics(context.Background(), localcluster.Controllers)
+		if err != nil {
+			return false, err.Error()
+		}
+		return re.MatchString(metrics), "not matched"
+	})
 }
