@@ -157,4 +157,3 @@ func keys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
-
