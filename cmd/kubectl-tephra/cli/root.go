@@ -49,6 +49,8 @@ what Tephra Jobs do, why a pod, gang or job waits, and who uses what.`,
 		newQueuesCommand(o),
 		newJobsCommand(o),
 		newJobCommand(o),
+		newFlowsCommand(o),
+		newFlowCommand(o),
 		newWhyCommand(o),
 		newTopCommand(o),
 	)
