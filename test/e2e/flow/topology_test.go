@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/job"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // boundPods waits until the job has count pods bound, and maps each to its node.
@@ -134,4 +136,68 @@ func TestAntiAffineTasksSpreadOnePerNode(t *testing.T) {
 			return err == nil && len(pods.Items) == 0, fmt.Sprint(err)
 		})
 	}
+}
+
+// Task topology never takes a gang out of its topology domain: four anti-affine workers whose
+// Job requires one rack of two nodes spread over that rack's two nodes, two per node, rather
+// than over the four nodes of both racks.
+func TestTaskTopologyStaysInsideTheGangsDomain(t *testing.T) {
+	t.Parallel()
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	const rackLabel = "e2e.tephra.dev/rack"
+	pool := map[string]string{framework.PoolLabel: "domain"}
+	var nodes []string
+	for rack := range 2 {
+		names, err := env.Cluster.CreateNodes(context.Background(), fmt.Sprintf("domain-r%d", rack), 2, localcluster.NodeShape{
+			CPU: "8", Memory: "32Gi", Pods: 110, Labels: map[string]string{framework.PoolLabel: "domain", rackLabel: fmt.Sprintf("r%d", rack)},
+		})
+		require.NoError(t, err)
+		nodes = append(nodes, names...)
+	}
+	t.Cleanup(func() {
+		for _, node := range nodes {
+			_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+		}
+	})
+	_, err := env.Tephra.SchedulingV1alpha1().Topologies().Create(context.Background(), &schedulingv1alpha1.Topology{
+		ObjectMeta: metav1.ObjectMeta{Name: "flow-racks"},
+		Spec:       schedulingv1alpha1.TopologySpec{Levels: []schedulingv1alpha1.TopologyLevel{{NodeLabel: rackLabel}, {NodeLabel: corev1.LabelHostname}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Tephra.SchedulingV1alpha1().Topologies().Delete(context.Background(), "flow-racks", metav1.DeleteOptions{})
+	})
+
+	spec := simSpec(4, "", 0)
+	spec.Tasks[0].Name = "worker"
+	delete(spec.Tasks[0].Template.Annotations, simDuration)
+	spec.Tasks[0].Template.Spec.NodeSelector = pool
+	spec.Tasks[0].Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+	spec.Topology = &schedulingv1alpha1.PodGroupTopology{Name: "flow-racks", Required: rackLabel}
+	spec.TaskTopology = &batchv1alpha1.TaskTopology{AntiAffinity: []batchv1alpha1.TaskSet{{"worker"}}}
+	_, err = env.Tephra.BatchV1alpha1().Jobs(ns).Create(context.Background(), &batchv1alpha1.Job{ObjectMeta: metav1.ObjectMeta{Name: "racked"}, Spec: spec}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	placed := boundPods(t, env, ns, "racked", 4)
+	perNode := map[string]int{}
+	for _, node := range placed {
+		perNode[node]++
+	}
+	racks := map[string]bool{}
+	for node := range perNode {
+		n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		require.NoError(t, err)
+		racks[n.Labels[rackLabel]] = true
+	}
+	assert.Len(t, racks, 1, "one rack: %v", placed)
+	assert.Equal(t, []int{2, 2}, sortedCounts(perNode), "spread over the rack's two nodes: %v", placed)
+}
+
+func sortedCounts(m map[string]int) []int {
+	var out []int
+	for _, n := range m {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
 }
