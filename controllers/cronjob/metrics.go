@@ -1,10 +1,9 @@
 package cronjob
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/tephra-dev/tephra/internal/countmetric"
 )
 
 // runs counts the CronJob runs started, by outcome: created (the run's Job was created) or
@@ -14,10 +13,4 @@ var runs = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Runs of CronJobs started, by outcome: created, or failed to create the Job.",
 }, []string{"outcome"})
 
-func registerMetrics() error {
-	err := metrics.Registry.Register(runs)
-	if _, already := errors.AsType[prometheus.AlreadyRegisteredError](err); err != nil && !already {
-		return err
-	}
-	return nil
-}
+func registerMetrics() error { return countmetric.Register(runs) }

@@ -354,7 +354,7 @@ func TestJobsMetric(t *testing.T) {
 		newStoredJob(func(j *batchv1alpha1.Job) { j.Name = "eval"; j.Spec.Queue = "research" }),
 	)
 	elected := make(chan struct{})
-	collector := phaseCollector{jobs: f.client, elected: elected}
+	collector := phaseCollector(f.client, elected)
 	assert.Equal(t, 0, testutil.CollectAndCount(collector), "not the leader: nothing reported")
 	close(elected)
 	assert.Equal(t, 2, testutil.CollectAndCount(collector))

@@ -31,7 +31,7 @@ func TestPhaseCollector(t *testing.T) {
 	).Build()
 
 	elected := make(chan struct{})
-	collector := phaseCollector{groups: reader, elected: elected}
+	collector := phaseCollector(reader, elected)
 	assert.Equal(t, 0, testutil.CollectAndCount(collector), "a replica that does not lead reports nothing")
 
 	close(elected)

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,41 +32,14 @@ type flowRow struct {
 }
 
 func newFlowsCommand(o *Options) *cobra.Command {
-	var out output
-	var all bool
-	cmd := &cobra.Command{
-		Use:   "flows",
-		Short: "JobFlows: phase, flows completed, running, failed, waiting and skipped, age",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			rows, err := o.flowRows(all)
-			if err != nil {
-				return err
-			}
-			if out.structured() {
-				return out.print(o.Out, rows)
-			}
-			return printFlows(o, rows, all, out.wide())
-		},
-	}
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list the jobflows of every namespace")
-	out.add(cmd)
-	return cmd
+	return newListCommand(o, "flows", "JobFlows: phase, flows completed, running, failed, waiting and skipped, age", "jobflows",
+		o.flowRows, func(rows []flowRow, all, wide bool) error { return printFlows(o, rows, all, wide) })
 }
 
 func (o *Options) flowRows(all bool) ([]flowRow, error) {
-	if err := o.clients(); err != nil {
+	ns, err := o.listNamespace(all)
+	if err != nil {
 		return nil, err
-	}
-	ns := metav1.NamespaceAll
-	if !all {
-		var err error
-		if ns, err = o.namespace(); err != nil {
-			return nil, err
-		}
 	}
 	ctx, cancel := o.context()
 	defer cancel()
@@ -74,13 +47,7 @@ func (o *Options) flowRows(all bool) ([]flowRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := list.Items[i], list.Items[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	slices.SortFunc(list.Items, func(a, b batchv1alpha1.JobFlow) int { return byNamespaceAndName(&a, &b) })
 	rows := make([]flowRow, 0, len(list.Items))
 	for i := range list.Items {
 		rows = append(rows, newFlowRow(&list.Items[i], o.Now()))

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,41 +31,14 @@ type jobRow struct {
 }
 
 func newJobsCommand(o *Options) *cobra.Command {
-	var out output
-	var all bool
-	cmd := &cobra.Command{
-		Use:   "jobs",
-		Short: "Tephra Jobs: phase, queue, running pods against their minimum, age",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			rows, err := o.jobRows(all)
-			if err != nil {
-				return err
-			}
-			if out.structured() {
-				return out.print(o.Out, rows)
-			}
-			return printJobs(o, rows, all, out.wide())
-		},
-	}
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list the jobs of every namespace")
-	out.add(cmd)
-	return cmd
+	return newListCommand(o, "jobs", "Tephra Jobs: phase, queue, running pods against their minimum, age", "jobs",
+		o.jobRows, func(rows []jobRow, all, wide bool) error { return printJobs(o, rows, all, wide) })
 }
 
 func (o *Options) jobRows(all bool) ([]jobRow, error) {
-	if err := o.clients(); err != nil {
+	ns, err := o.listNamespace(all)
+	if err != nil {
 		return nil, err
-	}
-	ns := metav1.NamespaceAll
-	if !all {
-		var err error
-		if ns, err = o.namespace(); err != nil {
-			return nil, err
-		}
 	}
 	ctx, cancel := o.context()
 	defer cancel()
@@ -73,13 +46,7 @@ func (o *Options) jobRows(all bool) ([]jobRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := list.Items[i], list.Items[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	slices.SortFunc(list.Items, func(a, b batchv1alpha1.Job) int { return byNamespaceAndName(&a, &b) })
 	rows := make([]jobRow, 0, len(list.Items))
 	for i := range list.Items {
 		rows = append(rows, newJobRow(&list.Items[i], o.Now()))
