@@ -110,8 +110,8 @@ func TestABindFailureRollsTheAttemptBack(t *testing.T) {
 	assert.Contains(t, drainEvents(f), "GangAttemptRolledBack")
 }
 
-// Deleting a PodGroup rejects its members waiting at Permit at once, and drops its state and
-// timers.
+// Deleting a PodGroup rejects its members waiting at Permit at once, brings back those held at
+// PreEnqueue, and drops its state and timers.
 func TestPodGroupDeletionRejectsWaitingMembersAndForgetsTheGroup(t *testing.T) {
 	f := newFixture(t)
 	f.group(t, "trio", 3, nil, f.now)
@@ -121,11 +121,18 @@ func TestPodGroupDeletionRejectsWaitingMembersAndForgetsTheGroup(t *testing.T) {
 	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
 	f.gang.groups.after(groupKey{"ns", "trio"}, time.Hour, func() { t.Error("a timer of a deleted group fired") })
 
+	c := f.member(t, "c", "trio", "")
+	f.gang.queueRunning.Store(true)
+	f.handle.activated = nil
+
 	f.gang.forgetGroup(klog.Background(), groupKey{"ns", "trio"})
 	assert.Contains(t, f.handle.waiting[a.UID].rejected, "was deleted")
 	assert.Contains(t, f.handle.waiting[b.UID].rejected, "was deleted")
 	assert.Equal(t, 0, f.gang.groups.groupCount())
 	assert.Equal(t, 0, f.gang.groups.waitingCount())
+	// A member held at PreEnqueue (for the group's pilot, say) has no other event to bring it
+	// back and learn that its group is gone.
+	assert.Contains(t, f.handle.activated, "ns/"+c.Name, "the pending members are tried again")
 }
 
 func (f *fixture) podGroup(t *testing.T, name string) *v1alpha1.PodGroup {

@@ -132,8 +132,9 @@ func (g *groupManager) rollBack(logger klog.Logger, key groupKey, pg *v1alpha1.P
 	}()
 }
 
-// forgetGroup drops a deleted PodGroup: its members waiting at Permit are rejected at once, its
-// reservation is given back, and its state and timers go.
+// forgetGroup drops a deleted PodGroup: its members waiting at Permit are rejected at once, those
+// held at PreEnqueue are brought back (to wait for the group again), its reservation is given
+// back, and its state and timers go.
 func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
 	g.releaseReservation(logger, key)
 	for _, uid := range g.groups.forget(key) {
@@ -142,6 +143,11 @@ func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
 		}
 	}
 	waitingPods.Set(float64(g.groups.waitingCount()))
+	// Members held at PreEnqueue for the group (waiting for its pilot, say) get no other event:
+	// brought back, they learn that the group is gone (PodGroupNotFound) and wait for it.
+	if g.queueRunning.Load() {
+		g.handle.Activate(logger, g.pendingMembers(key, ""))
+	}
 }
 
 // unreadyBackoff is how long a group whose bound pods tephra-controllers evicted for missing its
