@@ -14,11 +14,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -58,6 +61,8 @@ type Queue struct {
 	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
 	synced func() bool
+	// queueRunning is set once the scheduling queue calls PreEnqueue: pods may be activated.
+	queueRunning atomic.Bool
 }
 
 var (
@@ -91,6 +96,9 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		ledger:     a.ledger,
 		accounts:   a,
 		synced:     a.synced,
+	}
+	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded}); err != nil {
+		return nil, err
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("queues"), Registration: a.queueReg},
@@ -209,9 +217,39 @@ func (q *Queue) workloadOf(pod *corev1.Pod) (workload, *fwk.Status) {
 	return workload{queue: v1alpha1.QueueOfPod(pod, pg.Spec.Queue), group: pod.Namespace + "/" + name, pg: pg}, nil
 }
 
+// queueAdded brings back the pending pods of a queue this plugin's informer now shows. The
+// scheduler learns of a new Queue from an informer of its own, which may be ahead of this one: a
+// pod it requeued on that event may have been refused again by PreEnqueue (QueueUnavailable),
+// with no event left to bring it back (as TephraGang's podGroupAdded for PodGroups).
+func (q *Queue) queueAdded(obj any) {
+	queue, ok := obj.(*v1alpha1.Queue)
+	if !ok || !q.queueRunning.Load() {
+		return
+	}
+	objs, err := q.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
+	if err != nil {
+		return
+	}
+	pending := map[string]*corev1.Pod{}
+	for _, pod := range objs {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != q.handle.ProfileName() || !q.ledger.counts(pod) {
+			continue
+		}
+		if w, status := q.workloadOf(pod); status == nil && w.queue == queue.Name {
+			pending[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if len(pending) > 0 {
+		q.handle.Activate(klog.Background(), pending)
+	}
+}
+
 // PreEnqueue holds back pods whose queue cannot take them at all: a queue that is missing, not a
 // leaf, or closed, or a gang whose minimum is larger than its queue's capability.
 func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	if !q.queueRunning.Load() {
+		q.queueRunning.Store(true)
+	}
 	if !q.ledger.counts(pod) {
 		return nil // a system pod: no queue holds it
 	}

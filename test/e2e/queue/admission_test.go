@@ -89,7 +89,7 @@ func TestCapabilityHoldsUnderBurst(t *testing.T) {
 }
 
 // A closed queue runs nothing new and says why; opening it lets its work run. Missing and
-// non-leaf queues hold workloads back with a reason too.
+// non-leaf queues hold workloads back with a reason too; a missing queue created runs its pod.
 func TestClosedMissingAndParentQueues(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
@@ -122,6 +122,10 @@ func TestClosedMissingAndParentQueues(t *testing.T) {
 	require.NoError(t, err)
 	waitBound(t, env, ns, map[string]int{"closed-team": 3}, time.Minute)
 	waitGroupPhase(t, env, ns, "closed-gang", schedulingv1alpha1.PodGroupRunning)
+
+	// The missing queue created, its pod runs.
+	createQueue(t, env, "no-such-queue", nil)
+	waitBound(t, env, ns, map[string]int{"closed-team": 3, "no-such-queue": 1}, time.Minute)
 }
 
 // A gang enters its queue only when its minimum fits under the queue's capability; one larger
