@@ -989,35 +989,3 @@ func TestANominatedPilotBringsItsGroup(t *testing.T) {
 	assert.Equal(t, []string{"ns/p1"}, f.handle.activated)
 	assert.True(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
 }
-
-// A member nominated before it became its group's pilot (TephraQueue evicted for it in the very
-// cycle that found the group unfit) brings the group when it pilots: no later update of it would
-// tell pilotNominated.
-func TestAPilotNominatedBeforeItPilotedBringsItsGroup(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.group(t, "g", 2, nil, f.now)
-	p0, p1 := f.member(t, "p0", "g", ""), f.member(t, "p1", "g", "")
-	_, status := f.gang.PreFilter(ctx, nil, p0, []fwk.NodeInfo{cpuNode("tiny", 1)})
-	require.Equal(t, fwk.Unschedulable, status.Code(), "2 CPUs do not fit 1: from now on the group has a pilot")
-
-	// The nomination comes while the group has no pilot yet.
-	f.gang.queueRunning.Store(true)
-	nominated := p0.DeepCopy()
-	nominated.Status.NominatedNodeName = "node"
-	f.gang.pilotNominated(p0, nominated)
-	assert.Equal(t, []string{"ns/p1"}, f.handle.activated, "the nominated member pilots, and brings the group")
-	assert.True(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
-
-	// The same when the update came before the group was found unfit: the nominated pilot's
-	// PreEnqueue admits the group.
-	f2 := newFixture(t)
-	f2.group(t, "g", 2, nil, f2.now)
-	q0, q1 := f2.member(t, "q0", "g", ""), f2.member(t, "q1", "g", "")
-	_, status = f2.gang.PreFilter(ctx, nil, q0, []fwk.NodeInfo{cpuNode("tiny", 1)})
-	require.Equal(t, fwk.Unschedulable, status.Code())
-	q0.Status.NominatedNodeName = "node"
-	require.True(t, f2.gang.PreEnqueue(ctx, q0).IsSuccess(), "q0 pilots")
-	assert.Equal(t, []string{"ns/q1"}, f2.handle.activated, "with its nomination, it brings the group")
-	assert.True(t, f2.gang.PreEnqueue(ctx, q1).IsSuccess())
-}

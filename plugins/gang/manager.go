@@ -119,21 +119,13 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	now := g.now()
 	armed := false
 	var pilot string
-	nominatedPilot := false
 	g.groups.with(key, func(s *groupState) {
 		s.wantsMinimum, s.stalled, s.lastActive, s.short = true, false, now, false
 		armed, s.slaArmed = s.slaArmed, true
 		pilot = g.pilotLocked(s, pod)
-		nominatedPilot = pilot == "" && s.piloted && !s.admitted && s.pilot == pod.UID && pod.Status.NominatedNodeName != ""
 	})
 	if !armed {
 		g.armSLA(klog.FromContext(ctx), key, pg)
-	}
-	if nominatedPilot {
-		// The pilot holds a nomination, from evictions made for it (possibly before it became
-		// the pilot, when no update of it is left to tell pilotNominated): the others need
-		// evictions of their own.
-		g.admit(ctx, key, pod)
 	}
 	if pilot != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod %s of pod group %s is tried first; the other members follow once it finds room for the group's minimum",
@@ -176,11 +168,7 @@ func (g *groupManager) pilotNominated(oldObj, newObj any) {
 		return
 	}
 	pilot := false
-	g.groups.with(key, func(s *groupState) {
-		// A member nominated while its group had no pilot yet (the first one found the group
-		// unfit, and TephraQueue evicted for it in the same cycle) pilots.
-		pilot = s.piloted && !s.admitted && (s.pilot == pod.UID || s.pilot == "")
-	})
+	g.groups.with(key, func(s *groupState) { pilot = s.pilot == pod.UID && !s.admitted })
 	if pilot {
 		g.admit(context.Background(), key, pod)
 	}
