@@ -98,6 +98,9 @@ type Reconciler struct {
 	Now func() time.Time
 	// Workers bounds concurrent pod creations and deletions per job (8 if 0).
 	Workers int
+
+	// gone remembers pods deleted before a decision saw them end.
+	gone gonePods
 }
 
 // SetupWithManager indexes pods by their job, registers the job metrics, and runs the reconciler
@@ -128,7 +131,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&batchv1alpha1.Job{}).
-		Owns(&corev1.Pod{}).
+		Watches(&corev1.Pod{}, r.podHandler()).
 		Owns(&schedulingv1alpha1.PodGroup{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
@@ -156,6 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	job := &batchv1alpha1.Job{}
 	if err := r.Get(ctx, req.NamespacedName, job); err != nil {
 		// A deleted job's pods and PodGroup go with it: they are owned by it.
+		if apierrors.IsNotFound(err) {
+			r.gone.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if job.DeletionTimestamp != nil {
@@ -165,7 +171,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{ControllerIndex: string(job.UID)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", req.NamespacedName, err)
 	}
-	d := Decide(Observed{Job: job, Pods: pods.Items, Now: r.now()})
+	now := r.now()
+	nodesDown, err := r.nodesDown(ctx, pods.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := Decide(Observed{Job: job, Pods: pods.Items, Gone: r.gone.of(req.NamespacedName, pods.Items, now), NodesDown: nodesDown, Now: now})
 
 	var jobPlugins []Plugin
 	if len(job.Spec.Plugins) > 0 && (len(d.Create) > 0 || d.Finished) {
@@ -432,7 +443,15 @@ func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, del
 	workqueue.ParallelizeUntil(ctx, r.workers(), len(deletions), func(i int) {
 		del := deletions[i]
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: del.Name, Namespace: job.Namespace}}
-		err := r.Delete(ctx, pod, client.Preconditions{UID: &del.UID})
+		opts := []client.DeleteOption{client.Preconditions{UID: &del.UID}}
+		if del.Force {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		err := r.Delete(ctx, pod, opts...)
+		if err == nil && del.Force {
+			r.event(job, corev1.EventTypeWarning, "ForceDeleted", "Delete",
+				"pod %s: its grace period is over and its node is gone or not Ready, so no kubelet will confirm its end: deleted it at once", del.Name)
+		}
 		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return
 		}
@@ -596,4 +615,42 @@ func queueOf(job *batchv1alpha1.Job) string {
 		return schedulingv1alpha1.DefaultQueue
 	}
 	return job.Spec.Queue
+}
+
+// nodesDown returns the nodes of the job's terminating pods that are gone or not Ready, from the
+// cache (the Queue controller watches nodes already).
+func (r *Reconciler) nodesDown(ctx context.Context, pods []corev1.Pod) (map[string]bool, error) {
+	var down map[string]bool
+	for i := range pods {
+		name := pods[i].Spec.NodeName
+		if pods[i].DeletionTimestamp == nil || name == "" {
+			continue
+		}
+		if _, seen := down[name]; seen {
+			continue
+		}
+		if down == nil {
+			down = map[string]bool{}
+		}
+		node := &corev1.Node{}
+		err := r.Get(ctx, client.ObjectKey{Name: name}, node)
+		switch {
+		case apierrors.IsNotFound(err):
+			down[name] = true
+		case err != nil:
+			return nil, fmt.Errorf("get node %s of terminating pod %s: %w", name, pods[i].Name, err)
+		default:
+			down[name] = !nodeReady(node)
+		}
+	}
+	return down, nil
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

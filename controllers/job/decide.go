@@ -22,7 +22,14 @@ type Observed struct {
 	Job *batchv1alpha1.Job
 	// Pods are the pods controlled by the job (its controller owner reference).
 	Pods []corev1.Pod
-	Now  time.Time
+	// Gone are pods of the job deleted by others since the controller last decided, as it last
+	// saw them: a pod force-deleted, or failed and deleted at once by the pod garbage collector
+	// when its node went away, may be gone before any decision saw it end.
+	Gone []corev1.Pod
+	// NodesDown are the nodes of the job's terminating pods that are gone or not Ready: a pod
+	// on such a node never finishes terminating, as no kubelet confirms it.
+	NodesDown map[string]bool
+	Now       time.Time
 }
 
 // Decision is what the state machine decided for a job. The reconciler applies it in order:
@@ -63,6 +70,9 @@ type PodDeletion struct {
 	Name   string
 	UID    types.UID
 	Reason string
+	// Force deletes the pod at once (grace period 0): its node is down and will never confirm
+	// a graceful deletion.
+	Force bool
 }
 
 // Slot is a task's pod index.
@@ -115,6 +125,12 @@ const (
 	ReasonPhaseCleanup = "JobNotRunning"
 	// ReasonRestartingAllPods: RestartJob or a resume starts the job from nothing.
 	ReasonRestartingAllPods = "RestartingJob"
+	// ReasonReplaceEvicted: the pod ended because it was disrupted, and no policy handles
+	// PodEvicted: it is replaced, not counted as a failure.
+	ReasonReplaceEvicted = "Evicted"
+	// ReasonNodeDown: the pod was deleted, its grace period is over, and its node is gone or
+	// not Ready: no kubelet will confirm the deletion, so it is forced.
+	ReasonNodeDown = "NodeDown"
 )
 
 // Condition types of a Job.
@@ -156,13 +172,26 @@ type machine struct {
 	rec           runRecord
 	recordChanged bool
 	pods          []observedPod
-	d             Decision
-	now           metav1.Time
+	// gone are the observed pods of Observed.Gone, classified as pods are, each with a
+	// deletionTimestamp (goneDeleted).
+	gone        []observedPod
+	goneDeleted []corev1.Pod
+	d           Decision
+	now         metav1.Time
 }
 
 func newMachine(o Observed) *machine {
 	m := &machine{o: o, job: o.Job, spec: viewSpec(o.Job), now: metav1.NewTime(o.Now).Rfc3339Copy()}
 	m.rec = readRecord(o.Job).clone()
+	// A gone pod was deleted, whether or not the last state seen of it says so: a force
+	// deletion leaves no terminating state to see.
+	for _, pod := range o.Gone {
+		if pod.DeletionTimestamp == nil {
+			pod = *pod.DeepCopy()
+			pod.DeletionTimestamp = &m.now
+		}
+		m.goneDeleted = append(m.goneDeleted, pod)
+	}
 	m.d.Status = *o.Job.Status.DeepCopy()
 	m.classify()
 	return m
@@ -172,6 +201,7 @@ func newMachine(o Observed) *machine {
 // makes every pod of the previous retry stale.
 func (m *machine) classify() {
 	m.pods = classify(m.job, &m.spec, m.d.Status.RetryCount, m.rec, m.o.Pods)
+	m.gone = classify(m.job, &m.spec, m.d.Status.RetryCount, m.rec, m.goneDeleted)
 }
 
 // plan is what one phase wants done to the pods and group, before the machine knows whether
@@ -228,6 +258,7 @@ func (m *machine) run() {
 		}
 		m.transition(*next)
 	}
+	m.forceStuck(&p)
 	m.d.Delete, m.d.Create, m.d.PodGroup, m.d.RequeueAfter = p.deletes, p.creates, p.podGroup, p.requeue
 	m.d.JobMinMember = m.spec.min
 	if m.recordChanged {
@@ -378,6 +409,8 @@ func (m *machine) active() (plan, *change) {
 			p.delete(pod, ReasonStale)
 		case m.rec.restarting(pod.UID):
 			p.delete(pod, string(batchv1alpha1.RestartPodAction))
+		case pod.kind == current && evictedFailure(pod.Pod) && !handled[pod.UID]:
+			p.delete(pod, ReasonReplaceEvicted)
 		}
 	}
 	if next := m.outcome(handled); next != nil {
@@ -426,7 +459,7 @@ func (m *machine) countTasks() map[string]taskCounts {
 		c := out[pod.task]
 		c.present++
 		switch {
-		case m.rec.restarting(pod.UID):
+		case m.rec.restarting(pod.UID), evictedFailure(pod.Pod):
 			c.live++ // it will be created again
 		case pod.Status.Phase == corev1.PodSucceeded:
 			c.succeeded++
@@ -540,7 +573,7 @@ func (m *machine) outcome(handled map[types.UID]bool) *change {
 	}
 	failedByTask := map[string]int32{}
 	for _, pod := range m.pods {
-		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && !m.rec.restarting(pod.UID) && !handled[pod.UID] {
+		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && !evictedFailure(pod.Pod) && !m.rec.restarting(pod.UID) && !handled[pod.UID] {
 			failed++
 			failedByTask[pod.task]++
 		}
@@ -664,146 +697,6 @@ func (m *machine) setConditions() {
 	} else {
 		set(ConditionFinished, false, string(phase), fmt.Sprintf("the job is %s", phase))
 	}
-}
-
-// jobEvent is something that happened to a pod or task, for the policies.
-type jobEvent struct {
-	event    batchv1alpha1.Event
-	task     string
-	pod      *observedPod
-	exitCode int32
-	// since is when the event started to hold; a policy's timeout counts from it.
-	since time.Time
-}
-
-func (e jobEvent) describe() string {
-	switch {
-	case e.pod != nil && e.event == batchv1alpha1.PodFailedEvent:
-		return fmt.Sprintf("pod %s failed (exit code %d)", e.pod.Name, e.exitCode)
-	case e.pod != nil && e.event == batchv1alpha1.PodEvictedEvent:
-		return fmt.Sprintf("pod %s was evicted", e.pod.Name)
-	case e.pod != nil && e.event == batchv1alpha1.PodGroupUnreadyEvent:
-		return fmt.Sprintf("pod %s was evicted: its pod group's minimum was not bound and Running within its ready timeout", e.pod.Name)
-	case e.pod != nil && e.event == batchv1alpha1.PodPendingEvent:
-		return fmt.Sprintf("pod %s has been pending since %s", e.pod.Name, e.since.UTC().Format(time.RFC3339))
-	case e.pod != nil && e.event == batchv1alpha1.UnknownEvent:
-		return fmt.Sprintf("pod %s is in phase Unknown", e.pod.Name)
-	case e.event == batchv1alpha1.TaskCompletedEvent:
-		return fmt.Sprintf("task %s completed", e.task)
-	case e.event == batchv1alpha1.TaskFailedEvent:
-		return fmt.Sprintf("task %s ran out of restarts", e.task)
-	}
-	return string(e.event)
-}
-
-// podEvents lists what happened to the job's current pods, and the tasks whose pods all
-// succeeded, in a stable order.
-func (m *machine) podEvents() []jobEvent {
-	var events []jobEvent
-	for i := range m.pods {
-		pod := &m.pods[i]
-		if pod.kind != current || m.rec.restarting(pod.UID) {
-			continue
-		}
-		ev := jobEvent{task: pod.task, pod: pod}
-		switch {
-		case unreadyEviction(pod.Pod) != nil && pod.live():
-			// tephra-controllers evicts the bound pods of a group that missed its ready timeout.
-			ev.event, ev.since = batchv1alpha1.PodGroupUnreadyEvent, unreadyEviction(pod.Pod).LastTransitionTime.Time
-		case pod.terminating() && pod.live():
-			// The controller deletes only stale pods and those it restarts while the job runs:
-			// someone else is taking this one away.
-			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, pod.DeletionTimestamp.Time
-		case disrupted(pod.Pod) != nil && pod.live():
-			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, disrupted(pod.Pod).LastTransitionTime.Time
-		case pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted":
-			ev.event, ev.since = batchv1alpha1.PodEvictedEvent, finishTime(pod.Pod)
-		case pod.Status.Phase == corev1.PodFailed:
-			ev.event, ev.since, ev.exitCode = batchv1alpha1.PodFailedEvent, finishTime(pod.Pod), exitCode(pod.Pod)
-		case pod.Status.Phase == corev1.PodUnknown:
-			ev.event, ev.since = batchv1alpha1.UnknownEvent, pod.CreationTimestamp.Time
-		case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
-			ev.event, ev.since = batchv1alpha1.PodPendingEvent, pod.CreationTimestamp.Time
-		default:
-			continue
-		}
-		events = append(events, ev)
-	}
-	counts := m.countTasks()
-	for _, t := range m.spec.tasks {
-		if t.replicas > 0 && counts[t.name].succeeded == t.replicas {
-			var last time.Time
-			for _, pod := range m.pods {
-				if pod.kind == current && pod.task == t.name && finishTime(pod.Pod).After(last) {
-					last = finishTime(pod.Pod)
-				}
-			}
-			events = append(events, jobEvent{event: batchv1alpha1.TaskCompletedEvent, task: t.name, since: last})
-		}
-	}
-	return events
-}
-
-// disrupted returns the pod's DisruptionTarget condition if it is True: Kubernetes is about to
-// evict or preempt it.
-func disrupted(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
-}
-
-// unreadyEviction returns the pod's DisruptionTarget condition if tephra-controllers set it to
-// evict the pod because its group missed its ready timeout.
-func unreadyEviction(pod *corev1.Pod) *corev1.PodCondition {
-	if c := disrupted(pod); c != nil && c.Reason == schedulingv1alpha1.ReasonPodGroupUnready {
-		return c
-	}
-	return nil
-}
-
-// exitCode is the first non-zero exit code of the pod's containers, in the order of the spec
-// (Volcano reads the first container's).
-func exitCode(pod *corev1.Pod) int32 {
-	for _, c := range pod.Spec.Containers {
-		for _, s := range pod.Status.ContainerStatuses {
-			if s.Name == c.Name && s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
-				return s.State.Terminated.ExitCode
-			}
-		}
-	}
-	for _, s := range pod.Status.ContainerStatuses {
-		if s.State.Terminated != nil && s.State.Terminated.ExitCode != 0 {
-			return s.State.Terminated.ExitCode
-		}
-	}
-	return 0
-}
-
-// finishTime is when the pod's last container ended, or failing that when it stopped being
-// ready, or was created.
-func finishTime(pod *corev1.Pod) time.Time {
-	var last time.Time
-	for _, s := range pod.Status.ContainerStatuses {
-		if s.State.Terminated != nil && s.State.Terminated.FinishedAt.After(last) {
-			last = s.State.Terminated.FinishedAt.Time
-		}
-	}
-	if !last.IsZero() {
-		return last
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && c.LastTransitionTime.After(last) {
-			last = c.LastTransitionTime.Time
-		}
-	}
-	if !last.IsZero() {
-		return last
-	}
-	return pod.CreationTimestamp.Time
 }
 
 // isFailure says whether `*` matches the event: it stands for the events that report trouble.
@@ -1058,7 +951,7 @@ func (m *machine) pruneRestarting() {
 		return
 	}
 	seen := map[types.UID]bool{}
-	for _, pod := range m.pods {
+	for _, pod := range slices.Concat(m.pods, m.gone) {
 		seen[pod.UID] = true
 	}
 	kept := m.rec.RestartingPods[:0:0]

@@ -213,3 +213,20 @@ func addResources(sum, add corev1.ResourceList) {
 		sum[name] = total
 	}
 }
+
+// forceStuck force-deletes the job's pods whose deletion's grace period is over on a node that
+// is gone or not Ready: no kubelet will confirm their end, and a pod's fixed name keeps its slot
+// (and a restarting job) waiting until the object is gone. Such a pod still on its grace period
+// is looked at again when it ends.
+func (m *machine) forceStuck(p *plan) {
+	for _, pod := range m.pods {
+		if !pod.terminating() || !m.o.NodesDown[pod.Spec.NodeName] || pod.Spec.NodeName == "" {
+			continue
+		}
+		if left := pod.DeletionTimestamp.Sub(m.o.Now); left > 0 {
+			p.requeueAfter(left)
+			continue
+		}
+		p.deletes = append(p.deletes, PodDeletion{Name: pod.Name, UID: pod.UID, Reason: ReasonNodeDown, Force: true})
+	}
+}
