@@ -134,13 +134,25 @@ func observe(jobFlow, flow string, j *batchv1alpha1.Job, prev batchv1alpha1.Flow
 	e.RestartCount = j.Status.RetryCount
 	e.CreationTimestamp = createdAt(j, now)
 	e.StartTimestamp, e.EndTimestamp = prev.StartTimestamp, prev.EndTimestamp
-	if e.StartTimestamp == nil && (phase == batchv1alpha1.JobRunning || phase == batchv1alpha1.JobCompleting || phase == batchv1alpha1.JobCompleted) {
+	// The Job's own transition times, not this decision's: a status write lost to a conflict
+	// would otherwise date the end after a dependent Job created on it.
+	if e.StartTimestamp == nil && phase == batchv1alpha1.JobRunning {
+		e.StartTimestamp = transitionTime(j, now)
+	} else if e.StartTimestamp == nil && (phase == batchv1alpha1.JobCompleting || phase == batchv1alpha1.JobCompleted) {
 		e.StartTimestamp = now.DeepCopy()
 	}
 	if e.EndTimestamp == nil && job.Finished(phase) {
-		e.EndTimestamp = now.DeepCopy()
+		e.EndTimestamp = transitionTime(j, now)
 	}
 	return e
+}
+
+// transitionTime is when the Job entered its current phase, or now if it does not say.
+func transitionTime(j *batchv1alpha1.Job, now metav1.Time) *metav1.Time {
+	if t := j.Status.State.LastTransitionTime; !t.IsZero() {
+		return t.DeepCopy()
+	}
+	return now.DeepCopy()
 }
 
 // createdAt is when a Job was created, or now for one that does not say (yet): the status

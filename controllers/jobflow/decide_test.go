@@ -180,3 +180,18 @@ func TestCyclesDoNotHang(t *testing.T) {
 	assert.Empty(t, d.Create)
 	assert.Equal(t, "dependsOn names flow missing, which the jobflow does not have", d.Status.JobStatusList[2].Message)
 }
+
+// A flow's end is when its Job ended, not when a decision first saw it: a status write lost to a
+// conflict must not date the end after the dependent Job was created on it.
+func TestEndTimestampIsTheJobsOwn(t *testing.T) {
+	r := newRun(t, diamond())
+	require.Equal(t, []string{"a"}, r.step())
+	ended := metav1.NewTime(r.now.Add(500 * time.Millisecond))
+	r.set("a", batchv1alpha1.JobCompleted)
+	r.jobs["a"].Status.State.LastTransitionTime = ended
+	r.now = r.now.Add(time.Minute) // the decision that sees it comes late
+	r.step()
+	e := r.jf.Status.JobStatusList[0]
+	require.NotNil(t, e.EndTimestamp)
+	assert.Equal(t, ended, *e.EndTimestamp)
+}
