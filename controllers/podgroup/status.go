@@ -13,6 +13,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/disruption"
 )
 
 // Condition reasons this controller sets besides the scheduler's (v1alpha1.Reason*).
@@ -246,7 +247,21 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d pods exist (minMember %d)", c.live(), minMember, minMember)
 	if c.failed > 0 {
-		fmt.Fprintf(&b, ", not counting %d failed", c.failed)
+		// A member that ended because it was disrupted (its node lost, an eviction) is named
+		// as such: it is no failure of the workload, and its job may replace it.
+		var evicted []string
+		for i := range pods {
+			if cause, disrupted := disruption.Of(&pods[i]); disrupted && pods[i].Status.Phase == corev1.PodFailed {
+				evicted = append(evicted, fmt.Sprintf("%s: %s", pods[i].Name, cause.Message))
+			}
+		}
+		slices.Sort(evicted)
+		if failed := int(c.failed) - len(evicted); failed > 0 {
+			fmt.Fprintf(&b, ", not counting %d failed", failed)
+		}
+		if len(evicted) > 0 {
+			fmt.Fprintf(&b, ", not counting %d evicted (%s)", len(evicted), strings.Join(evicted, "; "))
+		}
 	}
 	short = c.live() < minMember
 

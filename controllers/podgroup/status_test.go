@@ -173,6 +173,20 @@ func TestUnschedulableCondition(t *testing.T) {
 			status: metav1.ConditionTrue, reason: "WaitingForMembers", message: "2 of 6 pods exist (minMember 6), not counting 1 failed",
 		},
 		{
+			name: "a member lost with its node is evicted, not failed", group: group(3, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodRunning), member("b", corev1.PodFailed),
+				member("c", corev1.PodFailed, func(p *corev1.Pod) {
+					p.Spec.NodeName = "node-7"
+					p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+						Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByPodGC"})
+				}),
+			},
+			phase:  schedulingv1alpha1.PodGroupPending,
+			status: metav1.ConditionTrue, reason: "WaitingForMembers",
+			message: "1 of 3 pods exist (minMember 3), not counting 1 failed, not counting 1 evicted (c: its node node-7 is gone (the pod garbage collector removed it))",
+		},
+		{
 			name:  "short tasks are named, in order",
 			group: group(3, map[string]int32{"worker": 2, "ps": 1, "chief": 1}),
 			pods: []corev1.Pod{

@@ -12,6 +12,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/disruption"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
@@ -21,6 +22,9 @@ const (
 	blockerNotTried    = "NotTriedYet"
 	blockerNodes       = corev1.PodReasonUnschedulable
 	blockerJobFinished = "JobFinished"
+	// blockerEvicted: the pod was taken away by the infrastructure (its node lost, an eviction,
+	// a preemption), not failed by its program; a Job's PodEvicted policy decides what follows.
+	blockerEvicted = "Evicted"
 )
 
 // verdict is `kubectl tephra why`'s answer.
@@ -108,6 +112,10 @@ func (o *Options) why(target string) (*verdict, error) {
 			return nil, err
 		}
 		v := &verdict{Target: "pod " + ns + "/" + name}
+		if cause, disrupted := disruption.Of(pod); disrupted {
+			v.Blocker, v.Reason = blockerEvicted, "it was evicted: "+cause.Message
+			return v, nil
+		}
 		if pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			v.Blocker, v.Reason = blockerNone, fmt.Sprintf("it is %s on node %s", pod.Status.Phase, orNone(pod.Spec.NodeName))
 			return v, nil
@@ -137,6 +145,10 @@ func (o *Options) why(target string) (*verdict, error) {
 		case phase == batchv1alpha1.JobCompleted || phase == batchv1alpha1.JobFailed || phase == batchv1alpha1.JobTerminated:
 			v.Blocker, v.Reason = blockerJobFinished, fmt.Sprintf("it is %s", phase)
 			return v, nil
+		}
+		if phase == batchv1alpha1.JobRestarting {
+			// The message names what the restart is for, e.g. a pod evicted with its node.
+			v.Details = append(v.Details, "the job is restarting: "+job.Status.State.Message)
 		}
 		// A Job's PodGroup has the Job's name.
 		return o.whyGroup(v, ns, name, nil)
@@ -177,7 +189,12 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 	}
 	v.Queue = queue
 	var placed, waiting, gated int
+	var evicted []string
 	for _, pod := range members {
+		if cause, disrupted := disruption.Of(&pod); disrupted {
+			evicted = append(evicted, fmt.Sprintf("pod %s was evicted: %s", pod.Name, cause.Message))
+			continue
+		}
 		switch {
 		case pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil:
 		case pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded:
@@ -195,6 +212,7 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		counts += fmt.Sprintf(", %d behind scheduling gates", gated)
 	}
 	v.Details = append(v.Details, counts)
+	v.Details = append(v.Details, evicted...)
 	if placed >= minMember && member != nil {
 		return o.whyPods(v, ns, queue, []corev1.Pod{*member})
 	}
