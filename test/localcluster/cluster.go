@@ -386,6 +386,9 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			"--config=" + filepath.Join(c.opts.Root, "manifests", "kwok", "stages.yaml"),
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			// A label too, which the apiserver filters: a node whose label changes leaves
+			// kwok's watch, and kwok stops simulating it (LoseNode).
+			"--manage-nodes-with-label-selector="+kwokManagedLabel+"="+kwokManagedValue,
 			fmt.Sprintf("--server-address=127.0.0.1:%d", c.Port(Kwok)),
 			"--node-lease-duration-seconds=40",
 		}, []string{"HOME=" + dir}, nil

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	topologyv1alpha2 "github.com/tephra-dev/tephra/apis/topology/v1alpha2"
@@ -17,8 +18,15 @@ import (
 // GPUResource is the extended resource simulated nodes offer as GPUs.
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-// KwokNodeAnnotation marks a node as simulated by kwok; any node with it is managed.
+// KwokNodeAnnotation marks a node as simulated by kwok; any node with it (and kwokManagedLabel)
+// is managed.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// kwokManagedLabel=kwokManagedValue is on every simulated node; kwok manages only nodes with it.
+const (
+	kwokManagedLabel = "type"
+	kwokManagedValue = "kwok"
+)
 
 // NodeShape is what a simulated node offers.
 type NodeShape struct {
@@ -69,7 +77,7 @@ func SimulatedNode(name string, shape NodeShape) *corev1.Node {
 		resources[name] = *resource.NewQuantity(v, resource.DecimalSI)
 	}
 	labels := map[string]string{
-		"type":                   "kwok",
+		kwokManagedLabel:         kwokManagedValue,
 		"kubernetes.io/hostname": name,
 		"kubernetes.io/os":       "linux",
 		"kubernetes.io/arch":     "amd64",
@@ -179,4 +187,14 @@ func nodeReady(node *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// LoseNode makes a simulated node stop reporting, as a node whose kubelet or network is gone:
+// kwok no longer renews its lease or status, nor ends its pods, so the node lifecycle controller
+// finds it unreachable after its grace period, taints it, and evicts its pods once their
+// toleration is over; the evicted pods stay Terminating, as on a real unreachable node.
+func (c *Cluster) LoseNode(ctx context.Context, name string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"lost"}}}`, kwokManagedLabel)
+	_, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
