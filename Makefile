@@ -61,6 +61,10 @@ test: ## Unit tests with -race, e2e tests against real local control planes, and
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 20m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x $(TEST_FLAGS) ./test/benchupstream -args -upstream-set=short -upstream-pods-timeout=3m
 
+.PHONY: soak
+soak: ## Run the gang, queue, elastic, flow and upstream e2e packages SOAK_RUNS times in a row (default 10, about 15 min each on 2 cores); writes docs/soak.md.
+	hack/soak.sh
+
 .PHONY: test-unit
 test-unit: ## Unit tests only (e2e tests skip themselves under -short).
 	$(GO) test -short -timeout 10m $(TEST_FLAGS) ./...
