@@ -447,6 +447,7 @@ func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, del
 		if del.Force {
 			opts = append(opts, client.GracePeriodSeconds(0))
 		}
+		r.gone.deleting(del.UID, r.now())
 		err := r.Delete(ctx, pod, opts...)
 		if err == nil && del.Force {
 			r.event(job, corev1.EventTypeWarning, "ForceDeleted", "Delete",

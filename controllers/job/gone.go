@@ -32,6 +32,11 @@ const goneTTL = 10 * time.Minute
 type gonePods struct {
 	mu   sync.Mutex
 	pods map[types.NamespacedName]map[types.UID]gonePod
+	// ours are the pods the controller itself deletes (restarts, clean-up, force deletions),
+	// with when: their end was decided, so they are not remembered. A resumed job starts a run
+	// with the same retry number as the one it aborted, whose pods it deleted: remembered, they
+	// would read as evictions of the new run.
+	ours map[types.UID]time.Time
 }
 
 type gonePod struct {
@@ -39,13 +44,36 @@ type gonePod struct {
 	seen time.Time
 }
 
-// remember records a deleted pod of a job, if its end can matter: it had not succeeded.
+// deleting notes that the controller deletes a pod itself, before it asks the apiserver to.
+func (g *gonePods) deleting(uid types.UID, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ours == nil {
+		g.ours = map[types.UID]time.Time{}
+	}
+	if len(g.ours) > 1024 {
+		// Deletions whose event never came (the pod was gone already) are forgotten in time.
+		for uid, at := range g.ours {
+			if now.Sub(at) > goneTTL {
+				delete(g.ours, uid)
+			}
+		}
+	}
+	g.ours[uid] = now
+}
+
+// remember records a deleted pod of a job, if its end can matter: someone else deleted it, and
+// it had not succeeded.
 func (g *gonePods) remember(job types.NamespacedName, pod *corev1.Pod, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ours := g.ours[pod.UID]; ours {
+		delete(g.ours, pod.UID)
+		return
+	}
 	if pod.Status.Phase == corev1.PodSucceeded {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.pods == nil {
 		g.pods = map[types.NamespacedName]map[types.UID]gonePod{}
 	}
