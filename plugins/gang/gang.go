@@ -88,9 +88,6 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
 		return nil, err
 	}
-	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: g.pilotNominated}); err != nil {
-		return nil, err
-	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: g.podGroupAdded,
 		DeleteFunc: func(obj any) {
@@ -117,8 +114,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
-	return &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now,
+	g := &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now,
 		podGroupCycles: utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)}}
+	setup.OnEvictionsFor(handle, g.evictingFor)
+	return g
 }
 
 // Name of the plugin.

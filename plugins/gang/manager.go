@@ -154,23 +154,24 @@ func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
 	return ""
 }
 
-// pilotNominated admits the group of a pilot the scheduler nominated to a node: TephraQueue's
-// PostFilter evicted pods for it (reclaim or preemption), and the group's other members need
-// evictions of their own.
-func (g *groupManager) pilotNominated(oldObj, newObj any) {
-	old, ok := oldObj.(*corev1.Pod)
-	pod, ok2 := newObj.(*corev1.Pod)
-	if !ok || !ok2 || pod.Status.NominatedNodeName == "" || old.Status.NominatedNodeName != "" || !g.queueRunning.Load() {
-		return
-	}
+// evictingFor admits the group of a member that TephraQueue's PostFilter evicts pods for
+// (reclaim or preemption): its other members need evictions of their own, and get them only by
+// being tried. TephraQueue evicts for a gang's member only when the free capacity and what may be
+// evicted cover the rest of the minimum, so the evictions of any member, the pilot or not, show
+// that room can be made for the group. It is told in the cycle that evicts (setup.EvictingFor).
+// The member's nomination, as the pod informer shows it later, is no signal: the evictions are
+// often made in the cycle that found the group unfit, before any member is its pilot, and a
+// nomination that came before its pod became the pilot was ignored; that pilot, allowed one
+// eviction per victimsGrace, then freed one GPU per 10 s while its siblings waited at PreEnqueue.
+func (g *groupManager) evictingFor(ctx context.Context, pod *corev1.Pod) {
 	key, ok := groupOf(pod)
-	if !ok {
+	if !ok || !g.queueRunning.Load() {
 		return
 	}
-	pilot := false
-	g.groups.with(key, func(s *groupState) { pilot = s.pilot == pod.UID && !s.admitted })
-	if pilot {
-		g.admit(context.Background(), key, pod)
+	held := false
+	g.groups.with(key, func(s *groupState) { held = s.piloted && !s.admitted })
+	if held {
+		g.admit(ctx, key, pod)
 	}
 }
 

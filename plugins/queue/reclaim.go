@@ -281,6 +281,8 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
 		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
+		// TephraGang lets the pod's group go on: its other members need evictions of their own.
+		setup.EvictingFor(ctx, q.handle, pod)
 	}
 	if msg := status.Message(); msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
