@@ -88,6 +88,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
 		return nil, err
 	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.memberCreated}); err != nil {
+		return nil, err
+	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: g.podGroupAdded,
 		DeleteFunc: func(obj any) {

@@ -1007,3 +1007,55 @@ func TestEvictionsInTheCycleThatFoundTheGroupUnfitBringIt(t *testing.T) {
 	assert.True(t, f.gang.PreEnqueue(ctx, p1).IsSuccess())
 	assert.ElementsMatch(t, []string{"ns/p0", "ns/p1"}, f.handle.activated, "brought back, wherever they wait")
 }
+
+// A PodGroup's status is written by tephra-controllers from its members' conditions; an update of
+// the status alone queues nobody, since it cannot let a member go on, and each refusal of a member
+// would otherwise come back as an update that queues it again.
+func TestOnlyAPodGroupsSpecOrAnnotationsQueueItsMembers(t *testing.T) {
+	f := newFixture(t)
+	pg := f.group(t, "g", 2, nil, f.now)
+	m0 := f.member(t, "m0", "g", "")
+	hint := f.registeredHint(t, podGroupEvent)
+	pg.Generation = 1
+	status := pg.DeepCopy()
+	status.Status.Phase = v1alpha1.PodGroupPending
+	h, err := hint(klog.Background(), m0, pg, status)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.QueueSkip, h, "status only")
+
+	lowered := pg.DeepCopy()
+	lowered.Spec.MinMember, lowered.Generation = 1, 2
+	h, err = hint(klog.Background(), m0, pg, lowered)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h, "minimum lowered")
+
+	annotated := pg.DeepCopy()
+	annotated.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	h, err = hint(klog.Background(), m0, pg, annotated)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h, "SLA set")
+
+	h, err = hint(klog.Background(), m0, nil, pg)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h, "created")
+}
+
+// kube-scheduler asks no queueing hint about a created pod (unless GenericWorkload is on): the
+// plugin brings back the members held for want of members itself when the minimum is complete.
+func TestTheMemberThatCompletesTheMinimumBringsTheOthers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "g", 3, nil, f.now)
+	m0, m1 := f.member(t, "m0", "g", ""), f.member(t, "m1", "g", "")
+	require.False(t, f.gang.PreEnqueue(ctx, m0).IsSuccess())
+	f.gang.memberCreated(m1)
+	require.False(t, f.gang.PreEnqueue(ctx, m1).IsSuccess())
+	assert.Empty(t, f.handle.activated, "2 of 3")
+
+	m2 := f.member(t, "m2", "g", "")
+	f.gang.memberCreated(m2)
+	assert.ElementsMatch(t, []string{"ns/m0", "ns/m1"}, f.handle.activated)
+	f.handle.activated = nil
+	f.gang.memberCreated(f.member(t, "m3", "g", ""))
+	assert.Empty(t, f.handle.activated, "an extra member brings nobody")
+}

@@ -3,8 +3,11 @@ package gang
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -90,6 +93,31 @@ func (g *groupManager) isSchedulableAfterMemberAdded(logger klog.Logger, pod *co
 	return hint, nil
 }
 
+// memberCreated brings back the members of a group that PreEnqueue holds for want of members when
+// a created pod completes its minimum. kube-scheduler asks the queueing hints about a created
+// pod only with its GenericWorkload gate on (isSchedulableAfterMemberAdded is not called
+// otherwise): without this, the held members came back only when tephra-controllers next wrote
+// the PodGroup's status, and a group was not tried whole the first time but its last member
+// alone, the others following at no fixed time.
+func (g *groupManager) memberCreated(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != "" || !g.queueRunning.Load() {
+		return
+	}
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	queued := false
+	g.groups.with(key, func(s *groupState) { queued = s.minimumQueued })
+	if queued {
+		return // no member found the minimum short since it was queued: none waits for members
+	}
+	if g.memberAddedHint(key, pod) == fwk.Queue {
+		g.handle.Activate(klog.Background(), g.pendingMembers(key, pod.UID))
+	}
+}
+
 // memberAddedHint decides isSchedulableAfterMemberAdded for one added member of group key.
 func (g *groupManager) memberAddedHint(key groupKey, added *corev1.Pod) fwk.QueueingHint {
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
@@ -149,20 +177,33 @@ func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHi
 	return fwk.QueueSkip, nil
 }
 
-func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+// isSchedulableAfterPodGroupChange queues a group's members when their PodGroup is created or its
+// spec or annotations change (its minimum lowered, its SLA set). Not when only its status does:
+// tephra-controllers derives the status from the members' PodScheduled conditions, which the
+// scheduler writes when it refuses a member, so each refusal whose message changed (a backoff
+// or a grace period counting down) came back as a PodGroup update that queued the members for
+// another refusal. The status holds nothing that lets a member go on.
+func isSchedulableAfterPodGroupChange(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	obj, ok := newObj.(interface {
-		GetNamespace() string
-		GetName() string
-	})
-	if !ok {
+	obj, err := meta.Accessor(newObj)
+	if err != nil {
 		return fwk.Queue, nil
 	}
-	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
-		return fwk.Queue, nil
+	if obj.GetNamespace() != key.namespace || obj.GetName() != key.name {
+		return fwk.QueueSkip, nil
 	}
-	return fwk.QueueSkip, nil
+	if old, err := meta.Accessor(oldObj); err == nil && oldObj != nil && statusOnly(old, obj) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// statusOnly says whether an update of a PodGroup changed nothing but its status and bookkeeping:
+// with the status subresource, the apiserver bumps metadata.generation on every change of the
+// spec, and on nothing else but the metadata.
+func statusOnly(old, obj metav1.Object) bool {
+	return obj.GetGeneration() != 0 && old.GetGeneration() == obj.GetGeneration() && maps.Equal(old.GetAnnotations(), obj.GetAnnotations())
 }
