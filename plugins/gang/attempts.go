@@ -150,6 +150,23 @@ func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
 	}
 }
 
+// backoffVerdict says why the group's members wait ("" if they need not): a backoff after a
+// failed attempt, or after its bound pods were evicted for missing its ready timeout. The first
+// arms a timer in fail; the second, read from the PodGroup's status, arms one here.
+func (g *groupManager) backoffVerdict(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, now time.Time) string {
+	if wait := g.unreadyBackoff(pg, now); wait > 0 {
+		g.activateAfterUnreadyBackoff(logger, key, now.Add(wait))
+		return fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
+			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions)
+	}
+	var backoff time.Duration
+	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
+	if backoff > 0 {
+		return fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond))
+	}
+	return ""
+}
+
 // unreadyBackoff is how long a group whose bound pods tephra-controllers evicted for missing its
 // ready timeout (status.unreadyEvictions in a row, the last at lastUnreadyEvictionTime) still
 // waits before it is placed again: the group backoff doubled per eviction, capped as failed

@@ -18,6 +18,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
@@ -1008,6 +1009,75 @@ func TestEvictionsInTheCycleThatFoundTheGroupUnfitBringIt(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ns/p0", "ns/p1"}, f.handle.activated, "brought back, wherever they wait")
 }
 
+// A group that backs off after a failed attempt is tried no more often than its backoff allows.
+// Members that reach PreEnqueue wait there until the backoff's timer brings them back; no event
+// queues them meanwhile; and a member already on its way, refused at PreFilter, neither fails the
+// attempt again nor comes straight back. It used to: PostFilter failed the attempt again, which
+// dropped the group's pilot, so holdForPilot activated the very member in its own cycle; the
+// scheduling queue tried it again at once, PreEnqueue made it the pilot, PreFilter refused it
+// for the backoff, and so on, every 10 ms for as long as the backoff lasted
+// (TestPartlyBoundGangIsEvictedAfterItsReadyTimeout, test/e2e/gang: 672 cycles of one member).
+func TestABackingOffGroupIsNotTriedUntilItsBackoffEnds(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "g", 4, nil, f.now)
+	m0, m1, m2, m3 := f.member(t, "m0", "g", ""), f.member(t, "m1", "g", ""), f.member(t, "m2", "g", ""), f.member(t, "m3", "g", "")
+	f.bind(t, m0, "n") // bound by hand, as the e2e test does: the group is partly placed
+	f.bind(t, m1, "n")
+	nodes := []fwk.NodeInfo{cpuNode("n", 1)} // what is left beside m0 and m1
+	require.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess())
+	require.True(t, f.gang.PreEnqueue(ctx, m3).IsSuccess())
+
+	_, status := f.gang.PreFilter(ctx, nil, m2, nodes)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "2 more members do not fit the CPU left")
+	rejected := counterValue(t, groupsRejected.WithLabelValues("post-filter"))
+	_, status = f.gang.PostFilter(ctx, nil, m2, nil)
+	require.Equal(t, "NotEnoughResources: 2 of 4 pods of pod group ns/g could be placed; releasing them", status.Message())
+	assert.Equal(t, []string{"ns/m2"}, f.handle.activated, "sent back to PreEnqueue, to wait there")
+	f.handle.activated = nil
+
+	status = f.gang.PreEnqueue(ctx, m2)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "NotEnoughResources: pod group ns/g is backing off for 1s after a failed attempt", status.Message())
+
+	// m3 was on its way: refused at PreFilter, it fails nothing again and does not come back.
+	cycles := counterValue(t, backoffCycles)
+	_, status = f.gang.PreFilter(ctx, nil, m3, nodes)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, cycles+1, counterValue(t, backoffCycles))
+	_, status = f.gang.PostFilter(ctx, nil, m3, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Equal(t, rejected+1, counterValue(t, groupsRejected.WithLabelValues("post-filter")), "one failure")
+	assert.Equal(t, []string{"ns/m3"}, f.handle.activated, "sent back to PreEnqueue")
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m3).Message(), "is backing off for 1s", "which holds it, and elects no pilot")
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m2).Message(), "is backing off for 1s")
+
+	// No event queues them while the backoff lasts, not even one that lets the group fit.
+	gone := f.member(t, "gone", "", "")
+	gone.Spec.NodeName = "n"
+	for name, hint := range map[string]fwk.QueueingHintFn{
+		"node added":  f.registeredHint(t, fwk.Node),
+		"pod deleted": f.registeredHintFor(t, fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}),
+	} {
+		h, err := hint(klog.Background(), m2, gone, bigNode().Node())
+		require.NoError(t, err)
+		assert.Equal(t, fwk.QueueSkip, h, name)
+	}
+	changed := pg.DeepCopy()
+	changed.Generation, pg.Generation = 2, 1
+	h, err := f.registeredHint(t, podGroupEvent)(klog.Background(), m2, pg, changed)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.QueueSkip, h, "the PodGroup changed")
+
+	// The backoff over, its timer brings them back and they are tried.
+	f.now = f.now.Add(time.Second)
+	require.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess(), "the first back pilots")
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m3).Message(), "WaitingForPilot")
+	h, err = f.registeredHint(t, fwk.Node)(klog.Background(), m2, nil, bigNode().Node())
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h)
+}
+
 // A PodGroup's status is written by tephra-controllers from its members' conditions; an update of
 // the status alone queues nobody, since it cannot let a member go on, and each refusal of a member
 // would otherwise come back as an update that queues it again.
@@ -1058,4 +1128,37 @@ func TestTheMemberThatCompletesTheMinimumBringsTheOthers(t *testing.T) {
 	f.handle.activated = nil
 	f.gang.memberCreated(f.member(t, "m3", "g", ""))
 	assert.Empty(t, f.handle.activated, "an extra member brings nobody")
+}
+
+func counterValue(t *testing.T, c metrics.CounterMetric) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(c)
+	require.NoError(t, err)
+	return v
+}
+
+// A member refused at PreFilter because its group waits out an unready eviction's backoff fails
+// no attempt: nothing was tried. It used to count as a failed attempt of a partly placed group
+// (a rejection, a Warning event, a backoff of its own).
+func TestAMemberRefusedForItsGroupsBackoffFailsNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "g", 3, nil, f.now)
+	m0, m1 := f.member(t, "m0", "g", ""), f.member(t, "m1", "g", "")
+	f.member(t, "m2", "g", "")
+	f.bind(t, m0, "n")
+	evicted := pg.DeepCopy()
+	evicted.Status.UnreadyEvictions = 1
+	evicted.Status.LastUnreadyEvictionTime = &metav1.Time{Time: f.now}
+	require.NoError(t, f.groups.Update(evicted))
+
+	assert.Contains(t, f.gang.PreEnqueue(ctx, m1).Message(), "BackingOff: pod group ns/g is backing off for 1s")
+	_, status := f.gang.PreFilter(ctx, nil, m1, []fwk.NodeInfo{bigNode()})
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	rejected := counterValue(t, groupsRejected.WithLabelValues("post-filter"))
+	_, status = f.gang.PostFilter(ctx, nil, m1, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Empty(t, status.Message())
+	assert.Equal(t, rejected, counterValue(t, groupsRejected.WithLabelValues("post-filter")))
+	assert.Empty(t, f.handle.recorder.Events)
 }

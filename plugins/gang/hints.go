@@ -19,16 +19,33 @@ import (
 func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		// A new member may complete its group's minimum.
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.forgettingUnfit(g.isSchedulableAfterMemberAdded)},
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.isSchedulableAfterMemberAdded))},
 		// A pod that stops frees capacity a group may need.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted))},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted)))},
 		// A node added or grown adds capacity.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers))},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers)))},
 		// A pilot deleted before it found room lets another member try (preEnqueue).
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPilotDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.isSchedulableAfterPilotDeleted)},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
-		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.forgettingUnfit(isSchedulableAfterPodGroupChange)},
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(isSchedulableAfterPodGroupChange))},
 	}, nil
+}
+
+// unlessBackingOff wraps every hint: no event queues a member of a group that waits out a backoff
+// (after a failed attempt or an unready eviction). The backoff's timer brings the members back
+// when it ends; queued before, each would only be refused again. What the event means for the
+// group's capacity verdict still counts (forgettingUnfit, inside).
+func (g *groupManager) unlessBackingOff(hint fwk.QueueingHintFn) fwk.QueueingHintFn {
+	return func(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+		h, err := hint(logger, pod, oldObj, newObj)
+		if h != fwk.Queue {
+			return h, err
+		}
+		if key, ok := groupOf(pod); ok && g.groups.backingOff(key, g.now()) {
+			return fwk.QueueSkip, nil
+		}
+		return h, err
+	}
 }
 
 // forgettingUnfit wraps a queueing hint: when it queues a group's member, the event may let the

@@ -114,9 +114,15 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 		})
 		return nil
 	}
+	now := g.now()
+	if msg := g.backoffVerdict(klog.FromContext(ctx), key, pg, now); msg != "" {
+		// Held here, not refused by PreFilter: a scheduling cycle could only refuse the member
+		// again, and the backoff's timer brings every member back when it ends (fail,
+		// activateAfterUnreadyBackoff).
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	// The minimum exists and heads for the active queue: from now on, elastic pods of other
 	// groups wait for it.
-	now := g.now()
 	armed := false
 	var pilot string
 	g.groups.with(key, func(s *groupState) {
@@ -246,35 +252,30 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
 	}
 	now := g.now()
-	if wait := g.unreadyBackoff(pg, now); wait > 0 {
-		g.activateAfterUnreadyBackoff(klog.FromContext(ctx), key, now.Add(wait))
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v: its bound pods were evicted %d times in a row for missing its ready timeout",
-			v1alpha1.ReasonBackingOff, key, wait.Round(time.Millisecond), pg.Status.UnreadyEvictions))
+	if msg := g.backoffVerdict(klog.FromContext(ctx), key, pg, now); msg != "" {
+		// A member on its way to its cycle when its group's attempt failed: the others wait at
+		// PreEnqueue. UnschedulableAndUnresolvable: evicting pods would not help a group that
+		// waits out its backoff, so no PostFilter tries.
+		backoffCycles.Inc()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	constraint, problem := g.constraintOf(pg, pod)
 	if problem != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
 	}
 	// The group's state, read once for the whole decision.
-	var backoff time.Duration
 	var waiting int
 	var unfit string
 	var reserved []string
 	var assigned *domain
 	var inAttempt bool
 	g.groups.with(key, func(s *groupState) {
-		backoff = s.backoffUntil.Sub(now)
 		waiting = len(s.waiting)
 		unfit = s.keptUnfit(now)
 		reserved = s.reserved
 		assigned = s.domain
 		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
-	if backoff > 0 {
-		// UnschedulableAndUnresolvable: evicting pods would not help a group that waits out its
-		// backoff, so no PostFilter tries.
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s is backing off for %v after a failed attempt", v1alpha1.ReasonNotEnoughResources, key, backoff.Round(time.Millisecond)))
-	}
 	if waiting > 0 {
 		// An attempt is under way: members wait at Permit for the rest of the minimum, which
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
@@ -430,8 +431,15 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	settled := false
 	now := g.now()
+	if g.groups.backingOff(key, now) {
+		// Refused by PreFilter for its group's backoff: the attempt that started the backoff has
+		// failed already, and nothing of this one is placed. Failing it again also dropped the
+		// group's pilot, so that holdForPilot sent this very member back to the scheduling queue,
+		// which tried it again at once: every 10 ms while the backoff lasted.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	settled := false
 	g.groups.with(key, func(s *groupState) {
 		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now) != ""
 	})

@@ -45,6 +45,14 @@ var (
 		Help:           "Pod groups waiting past their SLA waiting time that have nodes reserved.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	backoffCycles = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "tephra",
+		Subsystem: "gang",
+		Name:      "backoff_cycles_total",
+		Help: "Scheduling cycles spent on members of pod groups that were backing off (refused at PreFilter). " +
+			"PreEnqueue holds such members until the backoff ends, so this counts only the members already on their way when an attempt failed.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 	// rejectionReasons are the reasons of tephra_gang_rejected_total (groupManager.fail's callers).
 	rejectionReasons = []string{"post-filter", "timeout", "unreserve"}
@@ -52,7 +60,7 @@ var (
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations)
+		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations, backoffCycles)
 		// Served at 0 from the start, so that alerts and dashboards see a rate of 0, not nothing.
 		for _, reason := range rejectionReasons {
 			groupsRejected.WithLabelValues(reason)

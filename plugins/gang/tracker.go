@@ -240,6 +240,15 @@ func (s *groupState) keptUnfit(now time.Time) string {
 	return ""
 }
 
+// backingOff says whether the group waits out a backoff, after a failed attempt or an unready
+// eviction, whose timer will bring its members back. It creates no state for a group not seen.
+func (t *tracker) backingOff(key groupKey, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.groups[key]
+	return s != nil && (s.backoffUntil.After(now) || s.unreadyUntil.After(now))
+}
+
 // clearUnfit forgets a group's failed capacity check: something happened that may let it fit.
 func (t *tracker) clearUnfit(key groupKey) {
 	t.mu.Lock()
