@@ -102,8 +102,14 @@ func TestVolcanoRayExample(t *testing.T) {
 		return fmt.Sprint(addresses) == fmt.Sprint([]string{head.Status.PodIP}) &&
 			fmt.Sprint(ports) == "[client-server:10001 dashboard:8265 gcs:6379]", fmt.Sprint(addresses, ports)
 	})
-	got, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "ray-cluster-job", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, batchv1alpha1.JobRunning, got.Status.State.Phase)
+	// The Job's status follows its pods' by one reconcile, which may come after the endpoints.
+	var got *batchv1alpha1.Job
+	framework.Eventually(t, 30*time.Second, "the Job to be Running", func() (bool, string) {
+		got, err = env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "ray-cluster-job", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.State.Phase == batchv1alpha1.JobRunning, fmt.Sprintf("%s: %s", got.Status.State.Phase, got.Status.State.Message)
+	})
 	assert.Equal(t, int32(3), got.Status.MinAvailable)
 }
