@@ -18,6 +18,30 @@ commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 started=$(date -u +%Y-%m-%dT%H:%MZ)
 rows=()
 failures=0
+# write_report writes what the runs so far gave, after each run, so that a soak cut short still
+# says how far it got.
+write_report() {
+	{
+		echo "# Soak"
+		echo
+		echo "\`make soak\` runs the e2e packages most exposed to races ${runs} times in a row, each run on"
+		echo "fresh local control planes, on one machine (2 cores). A flaky test is a bug: any failure here"
+		echo "is investigated, never retried away. Logs of failed runs are kept in \`$logs\`."
+		echo
+		echo "Commit \`$commit\`, started $started: **$failures of $done_runs runs failed** ($done_runs of $runs done)."
+		echo
+		header="| run |"
+		rule="| --- |"
+		for pkg in "${packages[@]}"; do
+			header+=" ${pkg#./test/e2e/} |"
+			rule+=" --- |"
+		done
+		echo "$header time |"
+		echo "$rule --- |"
+		printf '%s\n' "${rows[@]}"
+	} >"$report"
+}
+
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
 	begin=$(date +%s)
@@ -43,26 +67,9 @@ for i in $(seq 1 "$runs"); do
 	row="| $i | $(IFS='|'; echo "${cells[*]}" | sed 's/|/ | /g') | ${secs} s |"
 	rows+=("$row")
 	echo "soak run $i of $runs: exit $status in ${secs} s"
+	done_runs=$i
+	write_report
 done
 
-{
-	echo "# Soak"
-	echo
-	echo "\`make soak\` runs the e2e packages most exposed to races ${runs} times in a row, each run on"
-	echo "fresh local control planes, on one machine (2 cores). A flaky test is a bug: any failure here"
-	echo "is investigated, never retried away. Logs of failed runs are kept in \`$logs\`."
-	echo
-	echo "Commit \`$commit\`, started $started: **$failures of $runs runs failed.**"
-	echo
-	header="| run |"
-	rule="| --- |"
-	for pkg in "${packages[@]}"; do
-		header+=" ${pkg#./test/e2e/} |"
-		rule+=" --- |"
-	done
-	echo "$header time |"
-	echo "$rule --- |"
-	printf '%s\n' "${rows[@]}"
-} >"$report"
 echo "wrote $report: $failures of $runs runs failed"
 [ "$failures" -eq 0 ]
