@@ -126,7 +126,7 @@ func (r *reclaimer) evict(ctx context.Context, pod, victim *corev1.Pod, plugin s
 		Type:    corev1.DisruptionTarget,
 		Status:  corev1.ConditionTrue,
 		Reason:  corev1.PodReasonPreemptionByScheduler,
-		Message: fmt.Sprintf("%s: making room in queue %q", pod.Spec.SchedulerName, queue),
+		Message: fmt.Sprintf("%s: making room in queue %q for pod %s/%s", pod.Spec.SchedulerName, queue, pod.Namespace, pod.Name),
 	}
 	status := victim.Status.DeepCopy()
 	if apipod.UpdatePodCondition(status, condition) {
