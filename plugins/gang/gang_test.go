@@ -92,9 +92,21 @@ func (h *fakeHandle) wait(pod *corev1.Pod) *fakeWaitingPod {
 }
 
 func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for key := range pods {
 		h.activated = append(h.activated, key)
 	}
+}
+
+// takeActivated returns the pods activated so far and forgets them. A test that lets a group's
+// backoff timer run reads them so: the timer activates from its own goroutine.
+func (h *fakeHandle) takeActivated() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	activated := h.activated
+	h.activated = nil
+	return activated
 }
 
 func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return h.recorder }
@@ -1033,8 +1045,7 @@ func TestABackingOffGroupIsNotTriedUntilItsBackoffEnds(t *testing.T) {
 	rejected := counterValue(t, groupsRejected.WithLabelValues("post-filter"))
 	_, status = f.gang.PostFilter(ctx, nil, m2, nil)
 	require.Equal(t, "NotEnoughResources: 2 of 4 pods of pod group ns/g could be placed; releasing them", status.Message())
-	assert.Equal(t, []string{"ns/m2"}, f.handle.activated, "sent back to PreEnqueue, to wait there")
-	f.handle.activated = nil
+	assert.Equal(t, []string{"ns/m2"}, f.handle.takeActivated(), "sent back to PreEnqueue, to wait there")
 
 	status = f.gang.PreEnqueue(ctx, m2)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
@@ -1048,7 +1059,7 @@ func TestABackingOffGroupIsNotTriedUntilItsBackoffEnds(t *testing.T) {
 	_, status = f.gang.PostFilter(ctx, nil, m3, nil)
 	assert.Equal(t, fwk.Unschedulable, status.Code())
 	assert.Equal(t, rejected+1, counterValue(t, groupsRejected.WithLabelValues("post-filter")), "one failure")
-	assert.Equal(t, []string{"ns/m3"}, f.handle.activated, "sent back to PreEnqueue")
+	assert.Equal(t, []string{"ns/m3"}, f.handle.takeActivated(), "sent back to PreEnqueue")
 	assert.Contains(t, f.gang.PreEnqueue(ctx, m3).Message(), "is backing off for 1s", "which holds it, and elects no pilot")
 	assert.Contains(t, f.gang.PreEnqueue(ctx, m2).Message(), "is backing off for 1s")
 

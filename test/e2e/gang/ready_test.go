@@ -3,10 +3,13 @@ package gang
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +31,7 @@ func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
 	ns := env.Namespace(t)
 	pool := env.Pool(t, "unready", 1, 3) // 3 CPUs: a gang of 4 one-CPU pods does not fit
 
+	backoffCyclesBefore := backoffCycles(t, env)
 	createPodGroup(t, env, ns, "unready", 4, func(pg *schedulingv1alpha1.PodGroup) {
 		pg.Spec.ReadyTimeoutSeconds = ptr.To[int32](10)
 	})
@@ -117,6 +121,24 @@ func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
 		return running == 4 && ready && pg.Status.UnreadyEvictions == 0,
 			fmt.Sprintf("%d running, PodsReady %v, unreadyEvictions %d", running, ready, pg.Status.UnreadyEvictions)
 	})
+
+	// The gang backed off after each failed attempt and after the eviction: its members waited at
+	// PreEnqueue, and only those on their way when an attempt failed were tried meanwhile, at
+	// most its 4 members per failure. One member used to be tried every 10 ms while the group
+	// backed off (672 times in this test).
+	assert.LessOrEqual(t, backoffCycles(t, env)-backoffCyclesBefore, 40, "scheduling cycles of members of a group backing off")
+}
+
+// backoffCycles reads tephra_gang_backoff_cycles_total from the scheduler.
+func backoffCycles(t *testing.T, env *framework.Env) int {
+	t.Helper()
+	metrics, err := env.Cluster.SchedulerMetrics(context.Background())
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^tephra_gang_backoff_cycles_total (\S+)`).FindStringSubmatch(metrics)
+	require.NotNil(t, m, "the scheduler exports tephra_gang_backoff_cycles_total")
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return int(v)
 }
 
 // nodeOfPool returns the name of a node of the pool.
