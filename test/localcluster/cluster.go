@@ -87,6 +87,9 @@ type Options struct {
 	// new nodes, so that admission plugin is turned off too; nodes then stay Ready, with nothing
 	// watching their heartbeats.
 	WithoutControllerManager bool
+	// RestartTephraOnExit starts tephra-scheduler and tephra-controllers again whenever their
+	// process exits, as the kubelet restarts their pods' containers (supervise.go).
+	RestartTephraOnExit bool
 }
 
 // Cluster is a running local control plane.
@@ -111,6 +114,8 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
+
+	supervisor *supervisor // with Options.RestartTephraOnExit
 }
 
 // Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,
@@ -203,6 +208,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		fmt.Fprintf(log, "%-24s ready in %v\n", step, time.Since(start).Round(10*time.Millisecond))
 	}
+	if opts.RestartTephraOnExit {
+		c.superviseTephra()
+	}
 	return c, nil
 }
 
@@ -239,7 +247,9 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	if err := c.waitHealthy(ctx, name, p); err != nil {
 		return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, p.logPath, tail(p.logPath, 30))
 	}
-	if name == APIServer {
+	if name == APIServer && c.Config == nil {
+		// Only at the first start: a restarted apiserver keeps its address and credentials, so
+		// the clients handed out already reconnect by themselves (RestartComponent).
 		return c.connect()
 	}
 	return nil
@@ -261,6 +271,8 @@ func (c *Cluster) KillComponent(name string) {
 
 // Stop stops every component, the most dependent first.
 func (c *Cluster) Stop() {
+	// Nothing may start a component again while the cluster stops.
+	c.stopSupervisor()
 	c.mu.Lock()
 	var tephra []string
 	for name := range c.procs {
@@ -388,7 +400,7 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			// A label too, which the apiserver filters: a node whose label changes leaves
 			// kwok's watch, and kwok stops simulating it (LoseNode).
-			"--manage-nodes-with-label-selector="+kwokManagedLabel+"="+kwokManagedValue,
+			"--manage-nodes-with-label-selector=" + kwokManagedLabel + "=" + kwokManagedValue,
 			fmt.Sprintf("--server-address=127.0.0.1:%d", c.Port(Kwok)),
 			"--node-lease-duration-seconds=40",
 		}, []string{"HOME=" + dir}, nil
