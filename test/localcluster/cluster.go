@@ -90,6 +90,9 @@ type Options struct {
 	// RestartTephraOnExit starts tephra-scheduler and tephra-controllers again whenever their
 	// process exits, as the kubelet restarts their pods' containers (supervise.go).
 	RestartTephraOnExit bool
+	// SchedulerThroughProxy points tephra-scheduler's kubeconfig at a TCP proxy in front of the
+	// apiserver, which PartitionScheduler cuts and HealScheduler restores (proxy.go).
+	SchedulerThroughProxy bool
 }
 
 // Cluster is a running local control plane.
@@ -116,6 +119,8 @@ type Cluster struct {
 	procs map[string]*process
 
 	supervisor *supervisor // with Options.RestartTephraOnExit
+	proxyMu    sync.Mutex
+	proxy      *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started
 }
 
 // Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,
@@ -273,6 +278,7 @@ func (c *Cluster) KillComponent(name string) {
 func (c *Cluster) Stop() {
 	// Nothing may start a component again while the cluster stops.
 	c.stopSupervisor()
+	defer c.closeSchedulerProxy()
 	c.mu.Lock()
 	var tephra []string
 	for name := range c.procs {

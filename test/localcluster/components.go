@@ -107,6 +107,11 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if component == Scheduler && c.opts.SchedulerThroughProxy {
+		if kubeconfig, err = c.throughSchedulerProxy(kubeconfig); err != nil {
+			return "", nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	mounts, err := c.mountVolumes(name, d, container)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("%s: %w", name, err)
