@@ -9,14 +9,19 @@ import (
 )
 
 // auditPolicy records, without bodies, every request of a service account in tephra-system:
-// what Tephra's components ask of the apiserver, and nothing else. A watch is logged when its
-// response starts, since it completes only when the component stops.
+// what Tephra's components ask of the apiserver. A watch is logged when its response starts,
+// since it completes only when the component stops. It also records every deletion of a pod,
+// whoever asks for it, so that a pod's history is whole: which of its deletions were Tephra's
+// and which the nodes' (kwok), the garbage collector's or a test's.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   userGroups: ["system:serviceaccounts:tephra-system"]
+- level: Metadata
+  verbs: ["delete", "deletecollection"]
+  resources: [{group: "", resources: ["pods"]}]
 - level: None
 `
 

@@ -78,8 +78,8 @@ type Options struct {
 	RuntimeConfig string
 	// APIServerArgs are added to the apiserver's flags.
 	APIServerArgs []string
-	// AuditTephra makes the apiserver log every request of Tephra's service accounts, for
-	// AuditedRequests.
+	// AuditTephra makes the apiserver log every request of Tephra's service accounts, and every
+	// deletion of a pod, for AuditedRequests.
 	AuditTephra bool
 	// WithoutControllerManager leaves kube-controller-manager out, e.g. for a benchmark that
 	// keeps the node lifecycle controller's traffic out of its measurements. Without it nothing
