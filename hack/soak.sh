@@ -30,8 +30,8 @@ write_report() {
 		echo
 		echo "Commit \`$commit\`, started $started: **$failures of $done_runs runs failed** ($done_runs of $runs done)."
 		echo
-		header="| run |"
-		rule="| --- |"
+		header="| run | commit |"
+		rule="| --- | --- |"
 		for pkg in "${packages[@]}"; do
 			header+=" ${pkg#./test/e2e/} |"
 			rule+=" --- |"
@@ -44,6 +44,7 @@ write_report() {
 
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
+	at=$(git describe --always --dirty 2>/dev/null || echo unknown)
 	begin=$(date +%s)
 	CGO_ENABLED=0 go test -count=1 -timeout 40m "${packages[@]}" >"$log" 2>&1
 	status=$?
@@ -64,7 +65,7 @@ for i in $(seq 1 "$runs"); do
 	else
 		rm -f "$log"
 	fi
-	row="| $i | $(IFS='|'; echo "${cells[*]}" | sed 's/|/ | /g') | ${secs} s |"
+	row="| $i | \`$at\` | $(IFS='|'; echo "${cells[*]}" | sed 's/|/ | /g') | ${secs} s |"
 	rows+=("$row")
 	echo "soak run $i of $runs: exit $status in ${secs} s"
 	done_runs=$i
