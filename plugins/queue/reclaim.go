@@ -518,6 +518,22 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no pod on the node may be reclaimed or preempted")
 	}
 	node := nodeInfo.Node().Name
+	// Pods on their way out (terminating, or victims of the last preemptions that do not show as
+	// terminating yet) free their room whatever is chosen here, and the pods nominated to the
+	// node before this one wait for that room: the dry run counts the node without them, or the
+	// preemptor would take a victim for room already coming, and a second for the room the
+	// nominated pods take.
+	var leaving []*corev1.Pod
+	for _, pi := range nodeInfo.GetPods() {
+		if p := pi.GetPod(); p.DeletionTimestamp != nil || r.going[p.UID] {
+			leaving = append(leaving, p)
+		}
+	}
+	for _, p := range leaving {
+		if err := nodeInfo.RemovePod(klog.FromContext(ctx), p); err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+	}
 	freed := map[string]quota.Amounts{}
 	remove := func(u *unit, sign int64) *fwk.Status {
 		for _, p := range u.pods {
@@ -548,6 +564,12 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 			return false
 		}
 		return r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess()
+	}
+	if len(leaving) > 0 && fits() {
+		// No victim is needed: the pod fits once those leaving are gone. The evaluator takes no
+		// candidate without victims, so the node is left out, and the pod is tried again when
+		// they are gone.
+		return nil, 0, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s has room for the pod once %d pods on their way out are gone", node, len(leaving)))
 	}
 	var chosen []*unit
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
