@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -256,4 +257,49 @@ func TestMembersComeBackWhenTheirPodGroupArrives(t *testing.T) {
 	pg := f.group(t, "late", 2, nil, f.now)
 	f.gang.podGroupAdded(pg)
 	assert.ElementsMatch(t, []string{"ns/a", "ns/b"}, f.handle.activated)
+}
+
+// A member bound by someone this scheduler does not know of (its predecessor, which lost its
+// lease in the middle of an attempt; or a bind whose answer was lost although it was committed)
+// is rolled back once the group's next attempt fails, while the group's minimum has never run:
+// otherwise it holds its capacity for good. Once the minimum has run, such members are what is
+// left of a gang that ran, and stay.
+func TestMembersBoundUnbeknownAreRolledBackWithAFailedAttempt(t *testing.T) {
+	for _, ran := range []bool{false, true} {
+		t.Run(fmt.Sprintf("minimum ran %v", ran), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			pg := f.group(t, "trio", 3, nil, f.now)
+			if ran {
+				pg.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue}}
+				require.NoError(t, f.groups.Update(pg))
+			}
+			var pods []*corev1.Pod
+			for _, name := range []string{"a", "b", "c"} {
+				pod := f.member(t, name, "trio", "")
+				_, err := f.handle.clientset.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
+				require.NoError(t, err)
+				pods = append(pods, pod)
+			}
+			a, b, c := pods[0], pods[1], pods[2]
+			f.bind(t, a, "node") // by the scheduler before this one
+			require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+
+			_, status := f.gang.PostFilter(ctx, nil, c, nil)
+			assert.Equal(t, "NotEnoughResources: 2 of 3 pods of pod group ns/trio could be placed; releasing them", status.Message())
+			assert.Equal(t, status.Message(), f.handle.waiting[b.UID].rejected)
+			if !ran {
+				require.Eventually(t, func() bool {
+					_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+					return apierrors.IsNotFound(err)
+				}, 10*time.Second, 10*time.Millisecond, "a, bound by a predecessor, is deleted")
+				assert.Contains(t, drainEvents(f), "were bound before this scheduler started, or by binds whose answer was lost")
+				return
+			}
+			// rollBack records its event before it deletes anything: none came.
+			assert.NotContains(t, drainEvents(f), "GangAttemptRolledBack")
+			_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+			assert.NoError(t, err, "a member of a gang whose minimum ran stays")
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -23,7 +24,7 @@ import (
 func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGroup, msg, reason string, attempt uint64) {
 	now := g.now()
 	var waiting []types.UID
-	var rollback []*corev1.Pod
+	var rollback, leftover []*corev1.Pod
 	alreadyFailed := false
 	g.groups.with(key, func(s *groupState) {
 		alreadyFailed = !s.lastFailure.IsZero() && s.backoffUntil.After(now)
@@ -46,6 +47,9 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		}
 		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
 			rollback = g.boundInAttempt(s, key, attempt)
+			if !minimumHasRun(pg) {
+				leftover = g.boundUnbeknown(s, key)
+			}
 		}
 		if alreadyFailed {
 			return
@@ -65,6 +69,9 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 	if len(rollback) > 0 {
 		g.rollBack(logger, key, pg, rollback, msg)
 	}
+	if len(leftover) > 0 {
+		g.rollBack(logger, key, pg, leftover, msg+"; these members were bound before this scheduler started, or by binds whose answer was lost, and do not make up the minimum")
+	}
 	if alreadyFailed {
 		return
 	}
@@ -76,6 +83,36 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 	backoff := time.Duration(0)
 	g.groups.with(key, func(s *groupState) { backoff = s.backoffUntil.Sub(now) })
 	g.groups.after(key, backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+}
+
+// boundUnbeknown lists the members bound and alive that this scheduler did not bind, under the
+// group's lock: a predecessor's binds (it lost its lease, say, during an apiserver outage, in
+// the middle of an attempt that it could not roll back), or binds whose answer was lost (a
+// reset connection, a 504) although the apiserver committed them. While the group's minimum has
+// never run, they can only be the remains of an attempt that did not bind its minimum, and they
+// hold capacity the rest of the gang may need: once an attempt fails they are rolled back too.
+func (g *groupManager) boundUnbeknown(s *groupState, key groupKey) []*corev1.Pod {
+	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		_, ours := s.bound[pod.UID]
+		_, binding := s.allowed[pod.UID] // bound by this scheduler, its PostBind still to come
+		if ours || binding || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// minimumHasRun says whether the group's minimum has ever been bound (the Scheduled condition
+// tephra-controllers sets): members of such a group that are bound while it is short are what is
+// left of a gang that ran, not of an attempt.
+func minimumHasRun(pg *v1alpha1.PodGroup) bool {
+	return meta.IsStatusConditionTrue(pg.Status.Conditions, v1alpha1.PodGroupScheduled) ||
+		pg.Status.Phase == v1alpha1.PodGroupRunning || pg.Status.Phase == v1alpha1.PodGroupCompleted
 }
 
 // boundInAttempt lists the members this scheduler bound in the given attempt that are still

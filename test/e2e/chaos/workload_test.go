@@ -49,11 +49,9 @@ const (
 	reclaimNodes, unitsPerNode = 2, 4
 	hogPods                    = 8
 	reclaimers                 = 4
-	// A gang that a fault leaves partly bound is evicted once its minimum has not been Running
-	// this long after its first member was bound (docs/gang.md, the ready timeout); nothing else
-	// repairs it (docs/operations.md). Long enough for a gang bound just before a restart of the
-	// apiserver to be seen Running after it.
-	readyTimeout = 60
+	// The gangs set no ready timeout (docs/gang.md): a gang that a fault leaves partly bound
+	// must be repaired by the scheduler itself, which rolls such members back once the group's
+	// next attempt fails (docs/operations.md).
 	// The JobFlow's chain of steps, long enough to be running through the faults.
 	flowSteps, stepDuration = 6, "20s"
 )
@@ -283,13 +281,12 @@ func (w *workload) round(t *testing.T, f fault) {
 		job := w.job(name, w.gangs, gangSize, w.gangPool, cpu(gangCPU), "")
 		job.Labels = labels
 		job.Spec.Tasks[0].Template.Labels = labels
-		job.Spec.ReadyTimeoutSeconds = ptr.To[int32](readyTimeout)
 		_, err := w.env.Tephra.BatchV1alpha1().Jobs(w.ns).Create(ctx, job, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	_, err = w.env.Tephra.SchedulingV1alpha1().PodGroups(w.ns).Create(ctx, &schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: groups[2], Labels: labels},
-		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: gangSize, Queue: w.gangs, ReadyTimeoutSeconds: ptr.To[int32](readyTimeout)},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: gangSize, Queue: w.gangs},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	for i := range gangSize {
