@@ -79,14 +79,7 @@ func TestABindFailureRollsTheAttemptBack(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.group(t, "trio", 3, nil, f.now)
-	var pods []*corev1.Pod
-	for _, name := range []string{"a", "b", "c"} {
-		pod := f.member(t, name, "trio", "")
-		_, err := f.handle.clientset.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
-		require.NoError(t, err)
-		pods = append(pods, pod)
-	}
-	a, b, c := pods[0], pods[1], pods[2]
+	a, b, c := f.trioInAPI(t)
 	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
 	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
 	require.True(t, f.permit(t, c).IsSuccess())
@@ -274,14 +267,7 @@ func TestMembersBoundUnbeknownAreRolledBackWithAFailedAttempt(t *testing.T) {
 				pg.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue}}
 				require.NoError(t, f.groups.Update(pg))
 			}
-			var pods []*corev1.Pod
-			for _, name := range []string{"a", "b", "c"} {
-				pod := f.member(t, name, "trio", "")
-				_, err := f.handle.clientset.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
-				require.NoError(t, err)
-				pods = append(pods, pod)
-			}
-			a, b, c := pods[0], pods[1], pods[2]
+			a, b, c := f.trioInAPI(t)
 			f.bind(t, a, "node") // by the scheduler before this one
 			require.Equal(t, fwk.Wait, f.permit(t, b).Code())
 
@@ -302,4 +288,18 @@ func TestMembersBoundUnbeknownAreRolledBackWithAFailedAttempt(t *testing.T) {
 			assert.NoError(t, err, "a member of a gang whose minimum ran stays")
 		})
 	}
+}
+
+// trioInAPI makes members a, b and c of group trio, in the informer and in the API, where a
+// rollback deletes them.
+func (f *fixture) trioInAPI(t *testing.T) (a, b, c *corev1.Pod) {
+	t.Helper()
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		pod := f.member(t, name, "trio", "")
+		_, err := f.handle.clientset.CoreV1().Pods("ns").Create(context.Background(), pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pods = append(pods, pod)
+	}
+	return pods[0], pods[1], pods[2]
 }
