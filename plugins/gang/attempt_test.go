@@ -2,9 +2,11 @@ package gang
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -279,7 +283,7 @@ func TestMembersBoundUnbeknownAreRolledBackWithAFailedAttempt(t *testing.T) {
 					_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
 					return apierrors.IsNotFound(err)
 				}, 10*time.Second, 10*time.Millisecond, "a, bound by a predecessor, is deleted")
-				assert.Contains(t, drainEvents(f), "were bound before this scheduler started, or by binds whose answer was lost")
+				assert.Contains(t, drainEvents(f), "before this scheduler started, or by binds whose answer was lost, do not make up the minimum")
 				return
 			}
 			// rollBack records its event before it deletes anything: none came.
@@ -288,6 +292,45 @@ func TestMembersBoundUnbeknownAreRolledBackWithAFailedAttempt(t *testing.T) {
 			assert.NoError(t, err, "a member of a gang whose minimum ran stays")
 		})
 	}
+}
+
+// A rollback whose deletions fail (the apiserver is away) is not given up: the members it left
+// bound are rolled back with the group's next failed attempt, while its minimum has never run.
+func TestAFailedRollbackIsDoneAgainWithTheNextFailedAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "trio", 3, nil, f.now)
+	a, b, c := f.trioInAPI(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	f.handle.clientset.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is away"))
+		}
+		return false, nil, nil
+	})
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+	require.True(t, f.permit(t, c).IsSuccess())
+	require.True(t, f.gang.PreBind(ctx, nil, a, "node").IsSuccess())
+	f.bind(t, a, "node")
+	f.gang.PostBind(ctx, nil, a, "node")
+	f.gang.Unreserve(ctx, nil, b, "node") // b's bind failed: a's rollback is refused
+	f.gang.Unreserve(ctx, nil, c, "node")
+	require.Contains(t, drainEvents(f), "GangAttemptRolledBack")
+
+	// The next attempt, past the backoff, fails too: a, still bound, is rolled back again.
+	refuse.Store(false)
+	f.now = f.now.Add(time.Minute)
+	delete(f.handle.waiting, b.UID)
+	require.Equal(t, fwk.Wait, f.permit(t, b).Code())
+	_, status := f.gang.PostFilter(ctx, nil, c, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	require.Eventually(t, func() bool {
+		_, err := f.handle.clientset.CoreV1().Pods("ns").Get(ctx, "a", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 10*time.Second, 10*time.Millisecond, "a, left bound by the failed rollback, is deleted")
+	assert.Contains(t, drainEvents(f), "bound by an earlier attempt that could not roll them back")
 }
 
 // trioInAPI makes members a, b and c of group trio, in the informer and in the API, where a

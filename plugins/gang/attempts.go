@@ -48,7 +48,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
 			rollback = g.boundInAttempt(s, key, attempt)
 			if !minimumHasRun(pg) {
-				leftover = g.boundUnbeknown(s, key)
+				leftover = g.boundLeftover(s, key, attempt)
 			}
 		}
 		if alreadyFailed {
@@ -70,7 +70,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		g.rollBack(logger, key, pg, rollback, msg)
 	}
 	if len(leftover) > 0 {
-		g.rollBack(logger, key, pg, leftover, msg+"; these members were bound before this scheduler started, or by binds whose answer was lost, and do not make up the minimum")
+		g.rollBack(logger, key, pg, leftover, msg+"; these members, bound by an earlier attempt that could not roll them back, before this scheduler started, or by binds whose answer was lost, do not make up the minimum")
 	}
 	if alreadyFailed {
 		return
@@ -85,20 +85,21 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 	g.groups.after(key, backoff, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
 }
 
-// boundUnbeknown lists the members bound and alive that this scheduler did not bind, under the
-// group's lock: a predecessor's binds (it lost its lease, say, during an apiserver outage, in
-// the middle of an attempt that it could not roll back), or binds whose answer was lost (a
-// reset connection, a 504) although the apiserver committed them. While the group's minimum has
-// never run, they can only be the remains of an attempt that did not bind its minimum, and they
-// hold capacity the rest of the gang may need: once an attempt fails they are rolled back too.
-func (g *groupManager) boundUnbeknown(s *groupState, key groupKey) []*corev1.Pod {
+// boundLeftover lists the members bound and alive that the given attempt did not bind, under the
+// group's lock: an earlier attempt's, whose rollback failed (the apiserver was away: the
+// deletions are not tried again by that attempt), a predecessor's (it lost its lease, say, in the
+// middle of an attempt), or binds whose answer was lost (a reset connection, a 504) although the
+// apiserver committed them. While the group's minimum has never run, they can only be the remains
+// of attempts that did not bind the minimum, and they hold capacity the rest of the gang may
+// need: with every failed attempt they are rolled back too, until they are gone.
+func (g *groupManager) boundLeftover(s *groupState, key groupKey, attempt uint64) []*corev1.Pod {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
 	var out []*corev1.Pod
 	for _, obj := range objs {
 		pod := obj.(*corev1.Pod)
-		_, ours := s.bound[pod.UID]
+		a, ours := s.bound[pod.UID]
 		_, binding := s.allowed[pod.UID] // bound by this scheduler, its PostBind still to come
-		if ours || binding || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil ||
+		if (ours && a == attempt) || binding || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
