@@ -47,7 +47,8 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		}
 		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
 			rollback = g.boundInAttempt(s, key, attempt)
-			if !minimumHasRun(pg) {
+			// A minimum this scheduler saw bound counts as run before tephra-controllers says so.
+			if !minimumHasRun(pg) && !s.fullObserved {
 				leftover = g.boundLeftover(s, key, attempt)
 			}
 		}
