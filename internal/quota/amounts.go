@@ -33,7 +33,7 @@ func (a Amounts) List() corev1.ResourceList {
 		}
 		if name == corev1.ResourceCPU {
 			out[name] = *resource.NewMilliQuantity(v, resource.DecimalSI)
-		} else if name == corev1.ResourceMemory || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) || name == corev1.ResourceEphemeralStorage {
+		} else if isBinaryAmount(name) {
 			out[name] = *resource.NewQuantity(v, resource.BinarySI)
 		} else {
 			out[name] = *resource.NewQuantity(v, resource.DecimalSI)
