@@ -44,6 +44,8 @@ type NodeShape struct {
 	// NUMA, if set, publishes a NodeResourceTopology for the node, as NFD's topology-updater
 	// would on a real one.
 	NUMA *NUMAShape
+	// Devices, if set, are published in a ResourceSlice of the simulated DRA driver (devices.go).
+	Devices *DeviceShape
 }
 
 // NUMAShape is how a simulated node's resources split into NUMA zones.
@@ -146,6 +148,11 @@ func (c *Cluster) CreateNodes(ctx context.Context, prefix string, count int, sha
 			if _, err := c.Tephra.TopologyV1alpha2().NodeResourceTopologies().Create(ctx, topology, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return names, fmt.Errorf("creating the NodeResourceTopology of %s: %w", node.Name, err)
 			}
+		}
+	}
+	if shape.Devices != nil {
+		if err := c.PublishDevices(ctx, names, *shape.Devices); err != nil {
+			return names, err
 		}
 	}
 	return names, c.WaitNodesReady(ctx, names...)
