@@ -32,19 +32,32 @@ type DeviceShape struct {
 	SharedGPUs int
 	// GPUMemory of each device; default 80Gi.
 	GPUMemory string
+	// Group, if set, is an attribute "group" of every device, so that a test's DeviceClass
+	// (DeviceClassOf) selects only its own nodes' devices, and the cluster's total of the
+	// class, and so every queue's share of it, involves only the test's nodes and queues.
+	Group string
 }
 
 // DeviceClasses returns the simulated driver's DeviceClasses.
 func DeviceClasses() []*resourceapi.DeviceClass {
-	class := func(name, kind string) *resourceapi.DeviceClass {
-		return &resourceapi.DeviceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-				Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == %q`, DeviceDriver, DeviceDriver, kind),
-			}}}},
-		}
+	return []*resourceapi.DeviceClass{DeviceClassOf(GPUClass, "", false), DeviceClassOf(SharedGPUClass, "", true)}
+}
+
+// DeviceClassOf is a DeviceClass of the simulated driver's whole GPUs (shared false) or shared
+// GPUs, of one group of devices (DeviceShape.Group; "" for all).
+func DeviceClassOf(name, group string, shared bool) *resourceapi.DeviceClass {
+	kind := "gpu"
+	if shared {
+		kind = "shared-gpu"
 	}
-	return []*resourceapi.DeviceClass{class(GPUClass, "gpu"), class(SharedGPUClass, "shared-gpu")}
+	expression := fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == %q`, DeviceDriver, DeviceDriver, kind)
+	if group != "" {
+		expression += fmt.Sprintf(` && device.attributes[%q].group == %q`, DeviceDriver, group)
+	}
+	return &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expression}}}},
+	}
 }
 
 // CreateDeviceClasses creates the simulated driver's DeviceClasses (those that exist are kept).
@@ -72,10 +85,17 @@ func SimulatedSlice(node string, shape DeviceShape) *resourceapi.ResourceSlice {
 			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
 		},
 	}
+	attributes := func(kind string, i int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+		a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To(kind)}, "index": {IntValue: ptr.To(int64(i))}}
+		if shape.Group != "" {
+			a["group"] = resourceapi.DeviceAttribute{StringValue: ptr.To(shape.Group)}
+		}
+		return a
+	}
 	for i := range shape.GPUs {
 		slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{
 			Name:       fmt.Sprintf("gpu-%d", i),
-			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To("gpu")}, "index": {IntValue: ptr.To(int64(i))}},
+			Attributes: attributes("gpu", i),
 			Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: memory}},
 		})
 	}
@@ -83,7 +103,7 @@ func SimulatedSlice(node string, shape DeviceShape) *resourceapi.ResourceSlice {
 		slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{
 			Name:                     fmt.Sprintf("shared-gpu-%d", i),
 			AllowMultipleAllocations: ptr.To(true),
-			Attributes:               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To("shared-gpu")}, "index": {IntValue: ptr.To(int64(i))}},
+			Attributes:               attributes("shared-gpu", i),
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {
 				Value: memory,
 				RequestPolicy: &resourceapi.CapacityRequestPolicy{
