@@ -55,3 +55,15 @@ func extendedNameOf(class *resourceapi.DeviceClass) corev1.ResourceName {
 	}
 	return corev1.ResourceName(*class.Spec.ExtendedResourceName)
 }
+
+// LimitOnClass returns a resource of limit that counts the devices of a DeviceClass: one named
+// after the class, or its extended resource name ("" when limit names none).
+func LimitOnClass(limit Amounts, className string, class *resourceapi.DeviceClass) corev1.ResourceName {
+	ext := extendedNameOf(class)
+	for _, name := range limit.Names() {
+		if c, _, ok := DeviceClassOf(name); (ok && c == className) || (ext != "" && name == ext) {
+			return name
+		}
+	}
+	return ""
+}

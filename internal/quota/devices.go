@@ -31,6 +31,10 @@ type PodDevices struct {
 	Shared Amounts
 	// Problems say why a claim could not be accounted, for an event on the pod.
 	Problems []string
+	// Uncounted are the DeviceClasses of requests whose count only their allocation will tell
+	// ("allocationMode: All", not allocated yet): a queue that limits such a class cannot
+	// admit them.
+	Uncounted []string
 }
 
 // ChargeDevices says what a pod is charged for its claims' devices. A claim is charged once, to
@@ -69,9 +73,10 @@ func ChargeDevices(pod *corev1.Pod, lookup DeviceLookup) PodDevices {
 					out.Problems = append(out.Problems, fmt.Sprintf("ResourceClaimTemplate %q does not exist", *ref.ResourceClaimTemplateName))
 					continue
 				}
-				charge, problems := chargeRequests(template.Spec.Spec.Devices.Requests, lookup, true)
+				charge, problems, uncounted := chargeRequests(template.Spec.Spec.Devices.Requests, lookup, true)
 				out.Charged.Add(charge)
 				out.Problems = append(out.Problems, problems...)
+				out.Uncounted = append(out.Uncounted, uncounted...)
 				continue
 			}
 		default:
@@ -81,8 +86,9 @@ func ChargeDevices(pod *corev1.Pod, lookup DeviceLookup) PodDevices {
 		if users > 0 && claim.Status.ReservedFor[0].UID != pod.UID {
 			continue // charged to its first user
 		}
-		charge, problems := ChargeClaim(claim, lookup, true)
+		charge, problems, uncounted := ChargeClaim(claim, lookup, true)
 		out.Problems = append(out.Problems, problems...)
+		out.Uncounted = append(out.Uncounted, uncounted...)
 		out.Charged.Add(charge)
 		if direct {
 			out.Direct.Add(charge)
@@ -96,7 +102,7 @@ func ChargeDevices(pod *corev1.Pod, lookup DeviceLookup) PodDevices {
 	// the devices count under their class too.
 	if s := pod.Status.ExtendedResourceClaimStatus; s != nil && s.ResourceClaimName != "" {
 		if claim := lookup.ResourceClaim(pod.Namespace, s.ResourceClaimName); claim != nil {
-			charge, problems := ChargeClaim(claim, lookup, false)
+			charge, problems, _ := ChargeClaim(claim, lookup, false)
 			out.Charged.Add(charge)
 			out.Problems = append(out.Problems, problems...)
 		}
@@ -119,13 +125,13 @@ func generatedClaim(pod *corev1.Pod, entry string) (name string, generated bool)
 }
 
 // ChargeClaim is what a claim is charged: what was allocated once it is, what it requests
-// before. withExtended also charges the devices under their class's extended resource name.
-func ChargeClaim(claim *resourceapi.ResourceClaim, lookup DeviceLookup, withExtended bool) (Amounts, []string) {
+// before (with the classes of requests that cannot be counted yet, see chargeRequests), and
+// problems. withExtended also charges the devices under their class's extended resource name.
+func ChargeClaim(claim *resourceapi.ResourceClaim, lookup DeviceLookup, withExtended bool) (charge Amounts, problems, uncounted []string) {
 	if claim.Status.Allocation == nil {
 		return chargeRequests(claim.Spec.Devices.Requests, lookup, withExtended)
 	}
 	out := Amounts{}
-	var problems []string
 	for i := range claim.Status.Allocation.Devices.Results {
 		result := &claim.Status.Allocation.Devices.Results[i]
 		if result.AdminAccess != nil && *result.AdminAccess {
@@ -146,7 +152,7 @@ func ChargeClaim(claim *resourceapi.ResourceClaim, lookup DeviceLookup, withExte
 		device := lookup.Device(result.Driver, result.Pool, result.Device)
 		chargeDeviceAmounts(out, className, result, device)
 	}
-	return out, problems
+	return out, problems, nil
 }
 
 // chargeDeviceAmounts charges what an allocated device takes beyond its count: the capacity it
@@ -214,9 +220,8 @@ func requestClass(requests []resourceapi.DeviceRequest, allocated string) string
 // scheduler tries first (once allocated, the choice made is charged), and nothing for
 // "allocationMode: All", whose count only the allocation knows. A request of a DeviceClass
 // that does not exist is a problem, charged nothing: DRA does not allocate it either.
-func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, withExtended bool) (Amounts, []string) {
-	out := Amounts{}
-	var problems []string
+func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, withExtended bool) (out Amounts, problems, uncounted []string) {
+	out = Amounts{}
 	for i := range requests {
 		r := &requests[i]
 		var (
@@ -243,6 +248,7 @@ func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, w
 			continue
 		}
 		if mode == resourceapi.DeviceAllocationModeAll {
+			uncounted = append(uncounted, className)
 			continue
 		}
 		if count == 0 {
@@ -258,5 +264,5 @@ func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, w
 			}
 		}
 	}
-	return out, problems
+	return out, problems, uncounted
 }

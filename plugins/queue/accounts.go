@@ -32,6 +32,8 @@ type accounts struct {
 	// whether the ledger has seen the pods and nodes.
 	groupReg, queueReg cache.ResourceEventHandlerRegistration
 	synced             func() bool
+	// devices reads DRA's objects for the ledger (devices.go).
+	devices *devices
 }
 
 // shareCache holds the queue tree, rebuilt when Queues change, and the deserved shares, computed
@@ -174,10 +176,14 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
+	devicesSynced, err := a.watchDevices(handle)
+	if err != nil {
+		return nil, err
+	}
 	a.groupReg, a.queueReg = groupReg, queueReg
 	// The scheduler starts its informers after building the plugins: until the ledger has seen
 	// their initial lists, PreFilter turns pods away rather than over-admit.
-	a.synced = func() bool { return podReg.HasSynced() && nodeReg.HasSynced() }
+	a.synced = func() bool { return podReg.HasSynced() && nodeReg.HasSynced() && devicesSynced() }
 	return a, nil
 }
 

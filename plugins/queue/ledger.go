@@ -19,7 +19,11 @@ type podEntry struct {
 	queue    string // "" while the pod's PodGroup is unknown: it counts nowhere yet
 	group    string // namespace/name of its PodGroup, "" for none
 	requests quota.Amounts
-	priority int32
+	// direct and shared are parts of requests, from the pod's ResourceClaims (quota.PodDevices):
+	// claims it names directly, which a gang's members may share, and claims other running pods
+	// use too, which its eviction would not free.
+	direct, shared quota.Amounts
+	priority       int32
 	// bound: the informer shows it on a node; assumed: this scheduler reserved it.
 	bound, assumed bool
 	terminating    bool
@@ -68,6 +72,10 @@ type ledger struct {
 	unresolved map[string]map[types.UID]*corev1.Pod
 	nodes      map[string]quota.Amounts
 	total      quota.Amounts
+	// deviceTotal is the part of total that ResourceSlices offer (setDevices), and devices reads
+	// the claims pods are charged for (nil: pods are charged their requests only).
+	deviceTotal quota.Amounts
+	devices     quota.DeviceLookup
 	// version changes with every change, so derived values can be cached.
 	version uint64
 	// names are the scheduler names whose pods count (v1alpha1.CountsInQueues), replaced whole
@@ -90,6 +98,7 @@ func newLedger(schedulerNames ...string) *ledger {
 		unresolved:   map[string]map[types.UID]*corev1.Pod{},
 		nodes:        map[string]quota.Amounts{},
 		total:        quota.Amounts{},
+		deviceTotal:  quota.Amounts{},
 	}
 	l.names.Store(&schedulerNames)
 	return l
@@ -113,9 +122,30 @@ func (l *ledger) counts(pod *corev1.Pod) bool {
 	return v1alpha1.CountsInQueues(pod, *l.names.Load())
 }
 
-// podRequests are the requests a pod counts for in its queue.
-func podRequests(pod *corev1.Pod) quota.Amounts {
-	return quota.PodRequests(pod)
+// charge is what a pod counts for in its queue: its requests, and the devices of its
+// ResourceClaims that are charged to it.
+type charge struct {
+	requests, direct, shared quota.Amounts
+	// problems say why a claim could not be accounted; uncounted are the DeviceClasses of
+	// requests whose count only their allocation tells.
+	problems, uncounted []string
+}
+
+// chargeOf is what a pod counts for in its queue.
+func (l *ledger) chargeOf(pod *corev1.Pod) charge {
+	c := charge{requests: quota.PodRequests(pod)}
+	if l.devices == nil {
+		return c
+	}
+	d := quota.ChargeDevices(pod, l.devices)
+	c.requests.Add(d.Charged)
+	c.direct, c.shared, c.problems, c.uncounted = d.Direct, d.Shared, d.Problems, d.Uncounted
+	return c
+}
+
+// podRequests are what a pod counts for in its queue.
+func (l *ledger) podRequests(pod *corev1.Pod) quota.Amounts {
+	return l.chargeOf(pod).requests
 }
 
 // observe records a pod as the informer shows it. resolve returns the queue of a PodGroup
@@ -126,7 +156,6 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 		return
 	}
 	e := &podEntry{
-		requests:    podRequests(pod),
 		priority:    corev1helpers.PodPriority(pod),
 		bound:       pod.Spec.NodeName != "",
 		terminating: pod.DeletionTimestamp != nil,
@@ -143,6 +172,10 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
+	// and the last to record must have read the newest claims.
+	c := l.chargeOf(pod)
+	e.requests, e.direct, e.shared = c.requests, c.direct, c.shared
 	if old := l.pods[pod.UID]; old != nil {
 		e.assumed = old.assumed && !e.bound
 		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
@@ -207,7 +240,8 @@ func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
 	defer l.mu.Unlock()
 	e := l.pods[pod.UID]
 	if e == nil {
-		e = &podEntry{requests: podRequests(pod), priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
+		c := l.chargeOf(pod)
+		e = &podEntry{requests: c.requests, direct: c.direct, shared: c.shared, priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
 	} else {
 		l.account(e, -1)
 		e = new(*e)
@@ -351,6 +385,21 @@ func (l *ledger) setNode(name string, allocatable corev1.ResourceList) {
 	delete(amounts, corev1.ResourcePods)
 	l.nodes[name] = amounts
 	l.total.Add(amounts)
+}
+
+// setDevices records what the cluster's ResourceSlices offer.
+func (l *ledger) setDevices(total quota.Amounts) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+	l.total.Sub(l.deviceTotal)
+	l.total.Add(total)
+	for name, v := range l.total {
+		if v == 0 {
+			delete(l.total, name)
+		}
+	}
+	l.deviceTotal = total
 }
 
 // view is a consistent copy of what a scheduling decision reads from the ledger.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -63,6 +64,8 @@ type Queue struct {
 	synced func() bool
 	// queueRunning is set once the scheduling queue calls PreEnqueue: pods may be activated.
 	queueRunning atomic.Bool
+	// deviceCEL caches the compiled selectors of reclaim's device checks (devicefit.go).
+	deviceCEL *cel.Cache
 }
 
 var (
@@ -96,6 +99,7 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		ledger:     a.ledger,
 		accounts:   a,
 		synced:     a.synced,
+		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded}); err != nil {
 		return nil, err
@@ -272,7 +276,11 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		q.podEvent(pod, v1alpha1.ReasonQueueForbidden, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	need := podRequests(pod)
+	c := q.ledger.chargeOf(pod)
+	if msg := q.devicesVerdict(pod, leaf, c); msg != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	need := c.requests
 	if w.pg != nil && len(w.pg.Spec.MinResources) > 0 {
 		need = maxOf(need, quota.FromList(w.pg.Spec.MinResources))
 	}
@@ -324,9 +332,11 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 
 // needOf is what admitting the pod takes from its queue: its own requests, or for a gang whose
 // minimum is not placed yet, what the rest of the minimum needs (minResources less what is
-// placed, or the pod's requests times the members still missing).
+// placed, or the pod's requests times the members still missing, its directly named claims
+// once, as the members may share them).
 func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
-	need := podRequests(pod)
+	c := q.ledger.chargeOf(pod)
+	need := c.requests
 	if w.pg == nil {
 		return need
 	}
@@ -341,7 +351,7 @@ func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
 		rest.Sub(placed)
 	} else {
 		for name, v := range need {
-			rest[name] = v * missing
+			rest[name] = (v-c.direct[name])*missing + c.direct[name]
 		}
 	}
 	return maxOf(need, rest)

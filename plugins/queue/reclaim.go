@@ -67,6 +67,8 @@ type reclaimer struct {
 	elastic, elasticInQueue bool
 	// budgetsNow are the PodDisruptionBudgets as this preemption sees them.
 	budgetsNow []budget
+	// devices checks the preemptor's claims in the dry runs (nil when it has none to allocate).
+	devices *deviceFit
 	// victimsMu guards dryRun, the victims SelectVictimsOnNode chose on each node in this
 	// PostFilter, and inFlight, the victims of recent preemptions, which are evicted after the
 	// cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
@@ -218,7 +220,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	}
 	// Victims are chosen for this pod alone; the rest of a gang's minimum is checked in bulk
 	// before anything is evicted.
-	r.need = podRequests(pod)
+	r.need = q.ledger.podRequests(pod)
 	minimum := q.needOf(pod, w)
 	st = st.withDemandFor(leaf.Name, minimum)
 	// Victims of the last preemptions may not show as terminating yet (they are evicted after
@@ -268,6 +270,9 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return nil, fwk.AsStatus(err)
 	}
 	r.budgetsNow = r.budgets(pdbs, r.going)
+	if r.devices, err = q.newDeviceFit(pod); err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: the pod's resource claims: %v", err))
+	}
 	r.victimsMu.Lock()
 	r.dryRun = map[string][]*corev1.Pod{}
 	r.victimsMu.Unlock()
@@ -529,14 +534,26 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 			leaving = append(leaving, p)
 		}
 	}
+	// removed are the pods the dry run has taken off the node, whose devices it gives back.
+	removed := map[types.UID]*corev1.Pod{}
 	for _, p := range leaving {
 		if err := nodeInfo.RemovePod(klog.FromContext(ctx), p); err != nil {
 			return nil, 0, fwk.AsStatus(err)
 		}
+		removed[p.UID] = p
+	}
+	if r.devices != nil {
+		skipDRAFilter(cs)
 	}
 	freed := map[string]quota.Amounts{}
 	remove := func(u *unit, sign int64) *fwk.Status {
 		for _, p := range u.pods {
+			if sign < 0 {
+				// A gang's members elsewhere go too: their share of a claim is freed.
+				removed[p.UID] = p
+			} else {
+				delete(removed, p.UID)
+			}
 			if p.Spec.NodeName != node {
 				continue
 			}
@@ -563,7 +580,17 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		if r.state.admit(r.leaf, r.need, freed, true) != "" {
 			return false
 		}
-		return r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess()
+		if !r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess() {
+			return false
+		}
+		if r.devices == nil {
+			return true
+		}
+		ok, err := r.devices.fits(ctx, nodeInfo.Node(), removed)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Reclaim cannot check the preemptor's devices", "pod", klog.KObj(preemptor), "node", node, "err", err)
+		}
+		return ok
 	}
 	if len(leaving) > 0 && fits() {
 		// No victim is needed: the pod fits once those leaving are gone. The evaluator takes no
@@ -663,7 +690,10 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 			default:
 				continue
 			}
-			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: e.requests.Clone(),
+			// A claim other pods still use stays charged to them: evicting the pod frees none of it.
+			freed := e.requests.Clone()
+			freed.Sub(e.shared)
+			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: freed,
 				elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
 			if e.group != "" && !elastic {
 				// A member of a running minimum goes only with its whole gang.
@@ -672,8 +702,13 @@ func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVi
 				}
 				seenGroups[e.group] = true
 				u.pods, u.freed = members, quota.Amounts{}
+				// The whole gang goes: the claims its members share are freed too.
 				for _, m := range members {
-					u.freed.Add(podRequests(m))
+					if me, ok := r.q.ledger.entry(m.UID); ok {
+						u.freed.Add(me.requests)
+					} else {
+						u.freed.Add(r.q.ledger.podRequests(m))
+					}
 				}
 			}
 			if pod.Status.StartTime != nil {

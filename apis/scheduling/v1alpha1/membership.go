@@ -142,6 +142,9 @@ const (
 	ReasonQueueOverShare = "QueueOverDeservedShare"
 	// ReasonNeverFits: the workload's minimum is larger than its queue's capability.
 	ReasonNeverFits = "ExceedsQueueCapability"
+	// ReasonDevicesNotAccounted: a ResourceClaim of the pod could not be counted in its queue
+	// (its DeviceClass or the claim does not exist). An event, not a scheduling verdict.
+	ReasonDevicesNotAccounted = "DevicesNotAccounted"
 )
 
 // ReasonElasticWaiting: a pod above its group's minimum waits while another group's minimum may
