@@ -100,7 +100,7 @@ func fromTemplate(entry, template string) corev1.PodResourceClaim {
 }
 
 const (
-	gpuCount         = corev1.ResourceName("gpu.deviceclass.resource.k8s.io/devices")
+	gpuCount     = corev1.ResourceName("gpu.deviceclass.resource.k8s.io/devices")
 	gpuMemory    = corev1.ResourceName("gpu.deviceclass.resource.k8s.io/memory")
 	sharedMemory = corev1.ResourceName("shared.deviceclass.resource.k8s.io/memory")
 	sharedCount  = corev1.ResourceName("shared.deviceclass.resource.k8s.io/devices")
