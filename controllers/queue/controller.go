@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,9 +42,11 @@ const (
 // statuses are computed together.
 var allQueues = reconcile.Request{NamespacedName: types.NamespacedName{Name: "all-queues"}}
 
-// Reconciler writes every Queue's status from the pods, nodes and PodGroups: allocated and
-// deserved resources, workload counts and conditions. It keeps nothing in memory, so its status
-// never drifts and is right again at once after a restart.
+// Reconciler writes every Queue's status from the pods, nodes, PodGroups and devices (DRA):
+// allocated and deserved resources, workload counts and conditions. It keeps nothing in memory
+// but the devices the ResourceSlices offer, which informer events keep current (evaluating
+// DeviceClasses' selectors anew for every recount would cost too much), so its status never
+// drifts and is right again at once after a restart.
 type Reconciler struct {
 	client.Client
 	Recorder events.EventRecorder
@@ -53,9 +56,14 @@ type Reconciler struct {
 	// tephra-scheduler that enable TephraQueue (default: tephra-scheduler alone; "default-scheduler"
 	// too when Tephra replaces the default scheduler). See schedulingv1alpha1.CountsInQueues.
 	SchedulerNames []string
+
+	// devices are the devices the cluster's ResourceSlices offer, per DeviceClass; nil while
+	// resource.k8s.io/v1 is not served (devices are not counted then).
+	devices atomic.Pointer[quota.DeviceInventory]
 }
 
-// SetupWithManager runs the reconciler on any change of Queues, pods, nodes and PodGroups.
+// SetupWithManager runs the reconciler on any change of Queues, pods, nodes and PodGroups, and of
+// DeviceClasses, ResourceSlices and ResourceClaims' allocations and users (see watchDevices).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Delay == 0 {
 		r.Delay = 500 * time.Millisecond
@@ -67,13 +75,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	enqueue := batchingHandler{delay: r.Delay}
-	return ctrl.NewControllerManagedBy(mgr).
+	// nudge asks for a recount when devices start to count while the controller runs.
+	nudge := make(chan event.GenericEvent, 1)
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&schedulingv1alpha1.Queue{}), enqueue)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Pod{}), enqueue)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Node{}), enqueue)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&schedulingv1alpha1.PodGroup{}), enqueue)).
-		Complete(r)
+		WatchesRawSource(source.Channel(nudge, enqueue)).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	return r.watchDevices(mgr, c, enqueue, nudge)
 }
 
 // batchingHandler maps every event to allQueues after a delay; the work queue keeps one entry.
@@ -96,7 +111,7 @@ func (h batchingHandler) Generic(_ context.Context, _ event.GenericEvent, q work
 
 // Reconcile recomputes every queue's status and writes those that changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	acct, queues, err := AccountFrom(ctx, r.Client, r.SchedulerNames, true)
+	acct, queues, err := AccountFrom(ctx, r.Client, r.SchedulerNames, true, r.devices.Load())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -139,8 +154,10 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 }
 
 // AccountFrom lists the queues, pods, PodGroups and (withNodes: for deserved shares) nodes
-// through reader and accounts for them; it returns the queues too.
-func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool) (*Accounting, []*schedulingv1alpha1.Queue, error) {
+// through reader and accounts for them; it returns the queues too. With an inventory, pods are
+// charged their ResourceClaims' devices too (read through reader), and the inventory's devices
+// add to the cluster's total; nil counts no devices.
+func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory) (*Accounting, []*schedulingv1alpha1.Queue, error) {
 	var queues schedulingv1alpha1.QueueList
 	if err := reader.List(ctx, &queues); err != nil {
 		return nil, nil, err
@@ -160,11 +177,19 @@ func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []str
 	if err := reader.List(ctx, &groups); err != nil {
 		return nil, nil, err
 	}
+	var devices Devices // a nil *cachedDevices would be a Devices that is not nil
+	if inventory != nil {
+		d, err := listDevices(ctx, reader, inventory, pods.Items)
+		if err != nil {
+			return nil, nil, err
+		}
+		devices = d
+	}
 	ptrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
 	for i := range queues.Items {
 		ptrs[i] = &queues.Items[i]
 	}
-	return Account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames), ptrs, nil
+	return Account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames, devices), ptrs, nil
 }
 
 // Accounting is every queue's usage and share, computed from the cluster's objects with the
@@ -184,8 +209,11 @@ type Accounting struct {
 type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
 
 // Account computes what every queue uses, waits for and deserves. The pods of schedulerNames
-// count, and pods of other schedulers that name a queue or group (CountsInQueues).
-func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string) *Accounting {
+// count, and pods of other schedulers that name a queue or group (CountsInQueues). A pod is
+// charged its requests and, with devices (nil: none counted), its ResourceClaims' devices as the
+// scheduler charges them (quota.ChargeDevices); the cluster's total is the nodes' allocatable
+// and the devices' Total.
+func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices) *Accounting {
 	a := &Accounting{
 		Tree:      quota.NewTree(queues),
 		Total:     quota.Amounts{},
@@ -197,6 +225,11 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		alloc := quota.FromList(nodes[i].Status.Allocatable)
 		delete(alloc, corev1.ResourcePods)
 		a.Total.Add(alloc)
+	}
+	var lookup quota.DeviceLookup
+	if devices != nil {
+		a.Total.Add(devices.Total())
+		lookup = devices
 	}
 	groupQueue := map[string]string{}
 	groupMin := map[string]int{}
@@ -242,7 +275,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		} else {
 			queue = schedulingv1alpha1.QueueOfPod(pod, "")
 		}
-		requests := podRequests(pod)
+		requests := podRequests(pod, lookup)
 		gated := quota.Gated(pod)
 		if grouped && pod.DeletionTimestamp == nil && !gated {
 			groupMembers[group]++

@@ -64,7 +64,7 @@ func TestAccountFromPods(t *testing.T) {
 		testPod("lost", map[string]string{schedulingv1alpha1.PodGroupLabel: "no-group"}, "", corev1.PodPending, 3),
 		other,
 	}
-	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{group}, tephraOnly)
+	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{group}, tephraOnly, nil)
 
 	assert.Equal(t, int64(12), a.Total[gpu])
 	assert.NotContains(t, a.Total, corev1.ResourcePods, "no queue shares the pod count")
@@ -102,7 +102,7 @@ func TestGuaranteesThatDoNotFitAreFlagged(t *testing.T) {
 	b1.Spec.Guarantee = corev1.ResourceList{gpu: resource.MustParse("8")}
 	root := testQueue("root", "", 1)
 	node := corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpu: resource.MustParse("10")}}}
-	a := Account([]*schedulingv1alpha1.Queue{root, a1, b1}, nil, []corev1.Node{node}, nil, tephraOnly)
+	a := Account([]*schedulingv1alpha1.Queue{root, a1, b1}, nil, []corev1.Node{node}, nil, tephraOnly, nil)
 	fit := meta.FindStatusCondition(a.Status(root).Conditions, ConditionGuaranteesFit)
 	require.NotNil(t, fit)
 	assert.Equal(t, metav1.ConditionFalse, fit.Status)
@@ -136,12 +136,12 @@ func TestAccountAsTheDefaultScheduler(t *testing.T) {
 		testPod("tephra", nil, "n", corev1.PodRunning, 1),
 	}
 
-	replacing := Account(queues, pods, []corev1.Node{node}, nil, []string{"default-scheduler", schedulingv1alpha1.SchedulerName})
+	replacing := Account(queues, pods, []corev1.Node{node}, nil, []string{"default-scheduler", schedulingv1alpha1.SchedulerName}, nil)
 	assert.Equal(t, int64(2), replacing.Allocated["default"][gpu], "web and the tephra-scheduler pod; not the system pods")
 	assert.Equal(t, int64(2), replacing.Allocated["team"][gpu])
 	assert.Equal(t, int64(4), replacing.Allocated["root"][gpu])
 
-	beside := Account(queues, pods, []corev1.Node{node}, nil, tephraOnly)
+	beside := Account(queues, pods, []corev1.Node{node}, nil, tephraOnly, nil)
 	assert.Equal(t, int64(1), beside.Allocated["default"][gpu], "beside the default scheduler, its plain pods count nowhere")
 	assert.Equal(t, int64(2), beside.Allocated["team"][gpu], "a pod that names a queue counts whatever its scheduler")
 }
@@ -166,7 +166,7 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 		testPod("s1", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4),
 		gated,
 	}
-	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly)
+	a := Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly, nil)
 	assert.Equal(t, int64(12), a.Deserved["open"][gpu], "the only queue whose pods can run deserves the whole cluster")
 	assert.Zero(t, a.Deserved["closed"][gpu])
 	assert.Zero(t, a.Deserved["other"][gpu])
@@ -174,7 +174,7 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 
 	// The group's third member arrives: it can run, and the queues share.
 	pods = append(pods, testPod("s2", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4))
-	a = Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly)
+	a = Account(queues, pods, []corev1.Node{node}, []schedulingv1alpha1.PodGroup{short}, tephraOnly, nil)
 	assert.Equal(t, int64(6), a.Deserved["open"][gpu])
 	assert.Equal(t, int64(6), a.Deserved["other"][gpu])
 }

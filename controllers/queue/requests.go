@@ -6,5 +6,12 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
-// podRequests are the requests a pod counts for in its queue, as the scheduler counts them.
-func podRequests(pod *corev1.Pod) quota.Amounts { return quota.PodRequests(pod) }
+// podRequests are what a pod counts for in its queue, as the scheduler counts them: its requests,
+// and the devices of the ResourceClaims charged to it (none without a lookup).
+func podRequests(pod *corev1.Pod, devices quota.DeviceLookup) quota.Amounts {
+	requests := quota.PodRequests(pod)
+	if devices != nil {
+		requests.Add(quota.ChargeDevices(pod, devices).Charged)
+	}
+	return requests
+}

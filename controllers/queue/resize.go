@@ -78,8 +78,9 @@ func (v *ResizeValidator) Handle(ctx context.Context, req admission.Request) adm
 	if !counted {
 		return admission.Allowed("")
 	}
-	// Usage needs no nodes: they only weigh in deserved shares.
-	acct, _, err := AccountFrom(ctx, v.Reader, v.SchedulerNames, false)
+	// Usage needs no nodes: they only weigh in deserved shares; nor devices: a resize changes
+	// none, and the usage of the resources it grows does not depend on them.
+	acct, _, err := AccountFrom(ctx, v.Reader, v.SchedulerNames, false, nil)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
