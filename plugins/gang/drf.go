@@ -21,9 +21,13 @@ import (
 type jobShares struct {
 	mu     sync.Mutex
 	frozen map[types.UID]frozenShare
-	// total is the cluster's allocatable capacity, replaced whole on node changes.
+	// total is the cluster's allocatable capacity and the devices ResourceSlices offer, replaced
+	// whole on changes of either.
 	total atomic.Pointer[quota.Amounts]
 	nodes sync.Map // node name → quota.Amounts
+	// totalMu serializes the recomputations of total; devices is the slices' part.
+	totalMu sync.Mutex
+	devices quota.Amounts
 }
 
 type frozenShare struct {
@@ -47,7 +51,21 @@ func (s *jobShares) setNode(name string, allocatable corev1.ResourceList) {
 	} else {
 		s.nodes.Store(name, quota.FromList(allocatable))
 	}
-	total := quota.Amounts{}
+	s.recount()
+}
+
+// setDevices records the devices the cluster's ResourceSlices offer.
+func (s *jobShares) setDevices(total quota.Amounts) {
+	s.totalMu.Lock()
+	s.devices = total
+	s.totalMu.Unlock()
+	s.recount()
+}
+
+func (s *jobShares) recount() {
+	s.totalMu.Lock()
+	defer s.totalMu.Unlock()
+	total := s.devices.Clone()
 	s.nodes.Range(func(_, v any) bool {
 		total.Add(v.(quota.Amounts))
 		return true
@@ -123,6 +141,9 @@ func (g *groupManager) groupShare(key groupKey) float64 {
 	for _, obj := range members {
 		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" {
 			bound.Add(quota.FromList(podRequests(pod)))
+			if g.devices != nil {
+				bound.Add(g.devices.Charge(pod).Charged)
+			}
 		}
 	}
 	dominant := 0.0

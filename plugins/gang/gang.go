@@ -34,6 +34,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -88,6 +89,12 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
 		return nil, err
 	}
+	// Jobs' dominant shares count the devices of their members' claims, of the devices the
+	// ResourceSlices offer.
+	if g.devices, err = devices.For(handle); err != nil {
+		return nil, err
+	}
+	g.devices.Notify(nil, g.shares.setDevices)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.memberCreated}); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -1172,4 +1173,17 @@ func TestAMemberRefusedForItsGroupsBackoffFailsNothing(t *testing.T) {
 	assert.Empty(t, status.Message())
 	assert.Equal(t, rejected, counterValue(t, groupsRejected.WithLabelValues("post-filter")))
 	assert.Empty(t, f.handle.recorder.Events)
+}
+
+// The devices ResourceSlices offer count in the total that jobs' dominant shares divide by, and
+// stay there as nodes come and go.
+func TestJobSharesTotalCountsDevices(t *testing.T) {
+	s := newJobShares()
+	devices := corev1.ResourceName("gpu.example.com.deviceclass.resource.k8s.io/devices")
+	s.setDevices(quota.Amounts{devices: 8})
+	s.setNode("n1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")})
+	assert.Equal(t, quota.Amounts{devices: 8, corev1.ResourceCPU: 4000}, *s.total.Load())
+	s.setDevices(quota.Amounts{devices: 4})
+	s.setNode("n1", nil)
+	assert.Equal(t, quota.Amounts{devices: 4}, *s.total.Load())
 }

@@ -20,6 +20,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
 )
 
 // groupManager owns the state of every group (the tracker, the group's attempts, waiting
@@ -35,6 +36,8 @@ type groupManager struct {
 	members    cache.Indexer
 	groups     *tracker
 	shares     *jobShares
+	// devices charges members for their claims' devices in their job's share (nil in unit tests).
+	devices *devices.Devices
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 	// podGroupCycles: kube-scheduler runs with GenericWorkload and schedules the pods of an

@@ -13,6 +13,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -32,8 +33,8 @@ type accounts struct {
 	// whether the ledger has seen the pods and nodes.
 	groupReg, queueReg cache.ResourceEventHandlerRegistration
 	synced             func() bool
-	// devices reads DRA's objects for the ledger (devices.go).
-	devices *devices
+	// devices is the scheduler's view of DRA, which charges pods for their claims' devices.
+	devices *devices.Devices
 }
 
 // shareCache holds the queue tree, rebuilt when Queues change, and the deserved shares, computed
