@@ -2,6 +2,7 @@ package foreign
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/mirror"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // VolcanoQueueReconciler mirrors Volcano Queues into Tephra Queues of the same name and writes
@@ -35,15 +37,15 @@ func (r *VolcanoQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // volcanoQueueSpec translates a Volcano Queue: weight (0 → 1, Volcano's default), capability,
-// guarantee.resource, reclaimable and parent ("" → root) as they are; a queue whose status.state
-// is Closed or Closing is Closed. deserved is ignored: Tephra computes each queue's deserved
-// share from weights and guarantees.
+// guarantee.resource (their DRA keys renamed, see fromVolcanoResources), reclaimable and parent
+// ("" → root) as they are; a queue whose status.state is Closed or Closing is Closed. deserved
+// is ignored: Tephra computes each queue's deserved share from weights and guarantees.
 func volcanoQueueSpec(q *volcanov1beta1.Queue) schedulingv1alpha1.QueueSpec {
 	spec := schedulingv1alpha1.QueueSpec{
 		Parent:      q.Spec.Parent,
 		Weight:      max(q.Spec.Weight, 1),
-		Guarantee:   q.Spec.Guarantee.Resource,
-		Capability:  q.Spec.Capability,
+		Guarantee:   fromVolcanoResources(q.Spec.Guarantee.Resource),
+		Capability:  fromVolcanoResources(q.Spec.Capability),
 		Reclaimable: q.Spec.Reclaimable,
 		State:       schedulingv1alpha1.QueueOpen,
 	}
@@ -107,7 +109,7 @@ func (r *VolcanoQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if status.State == "" {
 		status.State = volcanov1beta1.QueueOpen
 	}
-	status.Allocated = q.Status.Allocated
+	status.Allocated = toVolcanoResources(q.Status.Allocated)
 	status.Pending, status.Inqueue, status.Running = q.Status.Pending, q.Status.Inqueue, q.Status.Running
 	if apiequality.Semantic.DeepEqual(status, vq.Status) {
 		return ctrl.Result{}, nil
@@ -117,4 +119,74 @@ func (r *VolcanoQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// Volcano's capacity plugin (1.15) names the devices of Dynamic Resource Allocation in a queue's
+// resources by DeviceClass: "deviceclass/<class>" is a count of devices, "<dim>.deviceclass/<class>"
+// an amount of their consumable capacity (e.g. "memory.deviceclass/shared-gpu.example.com").
+const (
+	volcanoDevicesPrefix = "deviceclass/"
+	volcanoAmountInfix   = ".deviceclass/"
+)
+
+// fromVolcanoResources renames Volcano's device keys to Tephra's (ResourceQuota's):
+// "deviceclass/<class>" → "<class>.deviceclass.resource.k8s.io/devices" and
+// "<dim>.deviceclass/<class>" → "<class>.deviceclass.resource.k8s.io/<dim>". Other resources keep
+// their names; a key given both ways keeps Tephra's.
+func fromVolcanoResources(list corev1.ResourceList) corev1.ResourceList {
+	if !hasKey(list, func(name corev1.ResourceName) bool { return volcanoDeviceName(name) != name }) {
+		return list
+	}
+	out := make(corev1.ResourceList, len(list))
+	for name, q := range list {
+		if renamed := volcanoDeviceName(name); renamed != name {
+			if _, explicit := list[renamed]; explicit {
+				continue
+			}
+			name = renamed
+		}
+		out[name] = q
+	}
+	return out
+}
+
+// volcanoDeviceName is Tephra's name of a Volcano device key (the name itself for any other).
+func volcanoDeviceName(name corev1.ResourceName) corev1.ResourceName {
+	if class, ok := strings.CutPrefix(string(name), volcanoDevicesPrefix); ok && validClass(class) {
+		return quota.DevicesName(class)
+	}
+	if dim, class, ok := strings.Cut(string(name), volcanoAmountInfix); ok && dim != "" && !strings.Contains(dim, "/") && validClass(class) {
+		return quota.DeviceAmountName(class, dim)
+	}
+	return name
+}
+
+func validClass(class string) bool { return class != "" && !strings.Contains(class, "/") }
+
+// toVolcanoResources names device resources as Volcano does, for a Volcano Queue's status.
+func toVolcanoResources(list corev1.ResourceList) corev1.ResourceList {
+	if !hasKey(list, quota.IsDevice) {
+		return list
+	}
+	out := make(corev1.ResourceList, len(list))
+	for name, q := range list {
+		if class, amount, ok := quota.DeviceClassOf(name); ok {
+			if amount == "devices" {
+				name = corev1.ResourceName(volcanoDevicesPrefix + class)
+			} else {
+				name = corev1.ResourceName(amount + volcanoAmountInfix + class)
+			}
+		}
+		out[name] = q
+	}
+	return out
+}
+
+func hasKey(list corev1.ResourceList, match func(corev1.ResourceName) bool) bool {
+	for name := range list {
+		if match(name) {
+			return true
+		}
+	}
+	return false
 }
