@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -164,6 +165,11 @@ func TestAccountChargesDevices(t *testing.T) {
 	assert.Equal(t, "160Gi", ptr.To(status.Allocated[gpuMemory]).String())
 	assert.Equal(t, "3", ptr.To(status.Deserved[gpuDevices]).String())
 	assert.Contains(t, status.AllocatedSummary, string(gpuDevices)+": 2")
+
+	// The queue metrics carry the device resources.
+	exportMetrics(a)
+	assert.Equal(t, 2.0, testutil.ToFloat64(allocatedGauge.WithLabelValues("infer", string(gpuDevices))))
+	assert.Equal(t, 3.0, testutil.ToFloat64(deservedGauge.WithLabelValues("infer", string(gpuDevices))))
 
 	// Without devices, the same pods are charged their requests alone.
 	none := Account(queues, pods, []corev1.Node{node}, nil, tephraOnly, nil)

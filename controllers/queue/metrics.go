@@ -14,7 +14,7 @@ import (
 var (
 	resourceLabels = []string{"queue", "resource"}
 	allocatedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tephra_queue_allocated", Help: "Requests of the queue's bound pods (and its children's), by resource (CPU in cores, others in units).",
+		Name: "tephra_queue_allocated", Help: "Requests of the queue's bound pods (and its children's), and the devices of their ResourceClaims, by resource (CPU in cores, others in units; devices as <class>.deviceclass.resource.k8s.io/devices and /<capacity>).",
 	}, resourceLabels)
 	deservedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tephra_queue_deserved", Help: "The queue's deserved share at the current demand, by resource.",
