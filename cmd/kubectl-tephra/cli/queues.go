@@ -47,7 +47,9 @@ func newQueuesCommand(o *Options) *cobra.Command {
 		Long: `Shows every queue in its tree, parents before children: its weight, guarantee and
 capability, what it has allocated and deserves now, and a bar of allocated over deserved in the
 resource where that is highest (past ] the queue is over its share: others may reclaim from it).
-PENDING and RUNNING count workloads: pod groups, and pods without one.`,
+PENDING and RUNNING count workloads: pod groups, and pods without one. Devices of Dynamic
+Resource Allocation show as their DeviceClass and what is counted ("gpu.example.com devices");
+-o json and -o yaml give their resource names ("gpu.example.com.deviceclass.resource.k8s.io/devices").`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if err := out.validate(); err != nil {
@@ -169,11 +171,12 @@ func shareBar(share *float64, resource string) string {
 	return bar + " " + strconv.Itoa(int(math.Round(*share*100))) + "% " + resource
 }
 
+// describeList describes a queue's resources in a table, "-" for none (describeAmounts).
 func describeList(l corev1.ResourceList) string {
 	if len(l) == 0 {
 		return "-"
 	}
-	return quota.FromList(l).Describe()
+	return describeAmounts(quota.FromList(l))
 }
 
 func printQueues(o *Options, rows []queueRow, wide bool) error {
@@ -189,7 +192,7 @@ func printQueues(o *Options, rows []queueRow, wide bool) error {
 			state = "NotInTree"
 		}
 		cells := []string{name, state, strconv.FormatInt(r.Weight, 10), describeList(r.Guarantee), describeList(r.Capability),
-			quota.FromList(r.Allocated).Describe(), quota.FromList(r.Deserved).Describe(), shareBar(r.Share, r.ShareResource),
+			describeAmounts(quota.FromList(r.Allocated)), describeAmounts(quota.FromList(r.Deserved)), shareBar(r.Share, resourceLabel(corev1.ResourceName(r.ShareResource))),
 			strconv.Itoa(int(r.Pending)), strconv.Itoa(int(r.Running))}
 		if wide {
 			namespaces := r.Namespaces

@@ -50,7 +50,9 @@ func newTopCommand(o *Options) *cobra.Command {
 		Short: "The biggest queues and pod groups by use, and the cluster's free capacity",
 		Long: `Lists the queues and pod groups whose bound pods hold the most of the cluster (by their
 dominant share: the largest fraction of the cluster they hold in any resource), and each
-resource's allocatable, requested and free capacity over the Ready nodes.`,
+resource's allocatable, requested and free capacity over the Ready nodes. Devices of Dynamic
+Resource Allocation count per DeviceClass ("gpu.example.com devices"): those the nodes'
+ResourceSlices offer, and those the bound pods' ResourceClaims hold, as the queues count them.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if out.format == "wide" {
@@ -107,6 +109,15 @@ func (o *Options) usage(limit int) (*usage, error) {
 		delete(alloc, corev1.ResourcePods)
 		total.Add(alloc)
 	}
+	devices, err := o.readDevices(ctx, ready)
+	if err != nil {
+		return nil, err
+	}
+	var lookup quota.DeviceLookup
+	if devices != nil {
+		total.Add(devices.Total())
+		lookup = devices
+	}
 	groupQueue := map[string]string{}
 	for _, g := range groups.Items {
 		queue := g.Spec.Queue
@@ -133,6 +144,9 @@ func (o *Options) usage(limit int) (*usage, error) {
 			continue
 		}
 		r := quota.PodRequests(pod)
+		if lookup != nil {
+			r.Add(quota.ChargeDevices(pod, lookup).Charged)
+		}
 		requested.Add(r)
 		if name, grouped := schedulingv1alpha1.PodGroupNameOf(pod); grouped {
 			key := pod.Namespace + "/" + name
@@ -213,7 +227,7 @@ func printUsage(o *Options, u *usage) error {
 	o.printf("\n")
 	t = newTable(o.Out, "RESOURCE", "ALLOCATABLE", "REQUESTED", "FREE")
 	for _, c := range u.Cluster {
-		t.row(c.Resource, c.Allocatable, c.Requested, c.Free)
+		t.row(resourceLabel(corev1.ResourceName(c.Resource)), c.Allocatable, c.Requested, c.Free)
 	}
 	return t.flush()
 }

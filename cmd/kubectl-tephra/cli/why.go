@@ -40,6 +40,9 @@ type verdict struct {
 	Reason  string   `json:"reason"`
 	Details []string `json:"details,omitempty"`
 	Queue   string   `json:"queue,omitempty"`
+	// DeviceClasses are the DeviceClasses whose devices (Dynamic Resource Allocation) it waits
+	// for, when the blocker names device resources.
+	DeviceClasses []string `json:"deviceClasses,omitempty"`
 	// Unblock says what would let it go on.
 	Unblock string `json:"unblock,omitempty"`
 }
@@ -81,7 +84,11 @@ func (o *Options) printVerdict(v *verdict) {
 		o.printf("%s is not waiting: %s\n", v.Target, v.Reason)
 		return
 	}
-	o.printf("%s waits (%s): %s\n", v.Target, v.Blocker, v.Reason)
+	if len(v.DeviceClasses) > 0 {
+		o.printf("%s waits for devices of %s (%s): %s\n", v.Target, deviceClassesPhrase(v.DeviceClasses), v.Blocker, v.Reason)
+	} else {
+		o.printf("%s waits (%s): %s\n", v.Target, v.Blocker, v.Reason)
+	}
 	for _, d := range v.Details {
 		o.printf("  %s\n", d)
 	}
@@ -306,7 +313,35 @@ func (o *Options) explain(v *verdict, ns, queue, reason, message string, pods []
 	case schedulingv1alpha1.ReasonInvalidPodGroup:
 		v.Unblock = "fix the PodGroup the reason names"
 	}
+	explainDevices(v, queue, message)
 	return v, nil
+}
+
+// explainDevices says which DeviceClasses' devices the target waits for when the scheduler's
+// message names device resources ("gpu.example.com.deviceclass.resource.k8s.io/devices 3 > 2"),
+// writes them as the tables do, and what would free such devices.
+func explainDevices(v *verdict, queue, message string) {
+	names, classes := devicesIn(message)
+	if len(classes) == 0 {
+		return
+	}
+	v.DeviceClasses = classes
+	v.Reason = withDeviceLabels(v.Reason)
+	resources := make([]string, len(names))
+	for i, name := range names {
+		resources[i] = string(name)
+	}
+	devices := "devices of " + deviceClassesPhrase(classes)
+	switch v.Blocker {
+	case schedulingv1alpha1.ReasonQueueCapability:
+		v.Unblock = fmt.Sprintf("wait for work of queue %s to release %s, or raise the capability of the queue named in the reason in %s", queue, devices, strings.Join(resources, ", "))
+	case schedulingv1alpha1.ReasonNeverFits:
+		v.Unblock = fmt.Sprintf("ask for fewer %s, or raise the capability of the queue named in the reason in %s", devices, strings.Join(resources, ", "))
+	case schedulingv1alpha1.ReasonQueueOverShare:
+		v.Unblock = fmt.Sprintf("wait until other queues' demand for %s falls or work of queue %s ends; a higher weight or a guarantee in %s gives it a larger share", devices, queue, strings.Join(resources, ", "))
+	case schedulingv1alpha1.ReasonNotEnoughResources, blockerNodes:
+		v.Unblock = fmt.Sprintf("free or add %s (their driver publishes them in ResourceSlices), or make the pods' claims ask for fewer", devices)
+	}
 }
 
 // addQueueFacts adds the queue's numbers to the details, and makes the queue the blocker when it
