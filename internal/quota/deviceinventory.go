@@ -21,6 +21,8 @@ type DeviceInventory struct {
 	mu      sync.RWMutex
 	classes map[string]*resourceapi.DeviceClass
 	slices  map[string]*resourceapi.ResourceSlice
+	// nodeSlices are the names of each node's slices.
+	nodeSlices map[string]map[string]bool
 	// bySlice is each slice's total; devices and counterSets index the slices' contents.
 	bySlice     map[string]Amounts
 	devices     map[deviceKey]*resourceapi.Device
@@ -39,6 +41,7 @@ func NewDeviceInventory() *DeviceInventory {
 	return &DeviceInventory{
 		classes:     map[string]*resourceapi.DeviceClass{},
 		slices:      map[string]*resourceapi.ResourceSlice{},
+		nodeSlices:  map[string]map[string]bool{},
 		bySlice:     map[string]Amounts{},
 		devices:     map[deviceKey]*resourceapi.Device{},
 		counterSets: map[deviceKey]*resourceapi.CounterSet{},
@@ -71,6 +74,12 @@ func (inv *DeviceInventory) SetSlice(slice *resourceapi.ResourceSlice) {
 	defer inv.mu.Unlock()
 	inv.removeSlice(slice.Name)
 	inv.slices[slice.Name] = slice
+	if node := slice.Spec.NodeName; node != nil {
+		if inv.nodeSlices[*node] == nil {
+			inv.nodeSlices[*node] = map[string]bool{}
+		}
+		inv.nodeSlices[*node][slice.Name] = true
+	}
 	inv.index(slice, 1)
 	inv.bySlice[slice.Name] = inv.count(slice)
 	inv.total.Add(inv.bySlice[slice.Name])
@@ -91,6 +100,12 @@ func (inv *DeviceInventory) removeSlice(name string) {
 		return
 	}
 	inv.index(old, -1)
+	if node := old.Spec.NodeName; node != nil {
+		delete(inv.nodeSlices[*node], name)
+		if len(inv.nodeSlices[*node]) == 0 {
+			delete(inv.nodeSlices, *node)
+		}
+	}
 	inv.total.Sub(inv.bySlice[name])
 	dropZeros(inv.total)
 	delete(inv.bySlice, name)
@@ -205,6 +220,18 @@ func (inv *DeviceInventory) Total() Amounts {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	return inv.total.Clone()
+}
+
+// OnNode is what the slices of one node offer (slices for all nodes or a node selector are not
+// counted).
+func (inv *DeviceInventory) OnNode(node string) Amounts {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	out := Amounts{}
+	for name := range inv.nodeSlices[node] {
+		out.Add(inv.bySlice[name])
+	}
+	return out
 }
 
 // Version changes whenever Total may have.

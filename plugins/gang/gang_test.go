@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -1186,4 +1187,31 @@ func TestJobSharesTotalCountsDevices(t *testing.T) {
 	s.setDevices(quota.Amounts{devices: 4})
 	s.setNode("n1", nil)
 	assert.Equal(t, quota.Amounts{devices: 4}, *s.total.Load())
+}
+
+// A claim's devices freed brings back the members of groups that claim devices; the scheduler's
+// own allocations, and pods without claims, are left alone.
+func TestClaimFreedQueuesDeviceMembers(t *testing.T) {
+	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Labels: map[string]string{v1alpha1.PodGroupLabel: "g"}},
+		Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}}}
+	plain := member.DeepCopy()
+	plain.Spec.ResourceClaims = nil
+	allocated := &resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
+	free := &resourceapi.ResourceClaim{}
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"deallocated", member, allocated, free, fwk.Queue},
+		{"deleted allocated", member, allocated, nil, fwk.Queue},
+		{"allocated", member, free, allocated, fwk.QueueSkip},
+		{"still allocated", member, allocated, allocated, fwk.QueueSkip},
+		{"a member without claims", plain, allocated, free, fwk.QueueSkip},
+	} {
+		got, err := isSchedulableAfterClaimFreed(klog.Background(), tc.pod, tc.old, tc.new)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
 }

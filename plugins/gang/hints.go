@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -13,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
 )
 
 // eventsToRegister says which cluster events may let a pod this plugin rejected go on.
@@ -24,6 +26,10 @@ func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWith
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted)))},
 		// A node added or grown adds capacity.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers)))},
+		// Devices published, or freed when a claim is deallocated (after its pod ended), add
+		// capacity for groups whose members claim devices.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueDeviceMembers)))},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(isSchedulableAfterClaimFreed)))},
 		// A pilot deleted before it found room lets another member try (preEnqueue).
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.isSchedulableAfterPilotDeleted)},
 		// A PodGroup created, or its minimum lowered, lets its waiting members go on.
@@ -192,6 +198,28 @@ func queueGroupMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHi
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// queueDeviceMembers queues the members of groups that claim devices.
+func queueDeviceMembers(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, ok := groupOf(pod); ok && devices.UsesDevices(pod) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterClaimFreed queues the members of groups that claim devices when a claim's
+// devices are freed: its allocation removed, or the claim deleted allocated. The scheduler's own
+// allocations, which update claims far more often, take nothing away from what is free.
+func isSchedulableAfterClaimFreed(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	old, _ := oldObj.(*resourceapi.ResourceClaim)
+	if old == nil || old.Status.Allocation == nil {
+		return fwk.QueueSkip, nil
+	}
+	if claim, ok := newObj.(*resourceapi.ResourceClaim); ok && claim.Status.Allocation != nil {
+		return fwk.QueueSkip, nil
+	}
+	return queueDeviceMembers(logger, pod, oldObj, newObj)
 }
 
 // isSchedulableAfterPodGroupChange queues a group's members when their PodGroup is created or its

@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -313,6 +314,13 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
 	}
 	unplacedRequests := sortedRequests(count.unplaced)
+	if g.devices != nil && slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
+		// The minimum's devices are checked against the nodes' as its CPU is: without them, a
+		// gang short of devices would be placed and released again and again, and a topology
+		// gang kept in a domain whose devices are taken.
+		unplacedRequests = g.requestsWithDevices(count.unplaced)
+		nodes = g.devices.WithDevices(nodes)
+	}
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
 	reservable := nodes
 	var allowed []fwk.NodeInfo // the nodes the pod may use, for a topology gang's domains
@@ -700,6 +708,26 @@ func (g *groupManager) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg 
 		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
 	}
 	g.handle.EventRecorder().Eventf(ref, nil, eventType, reason, "Scheduling", msg)
+}
+
+// requestsWithDevices is sortedRequests with each pod's devices (devices.Devices.Charge) too,
+// but for the claims it names directly: a gang's members may share those (one interconnect
+// channel for all), and counted per member they would make the gang seem to need one each.
+// DynamicResources checks them.
+func (g *groupManager) requestsWithDevices(pods []*corev1.Pod) []corev1.ResourceList {
+	out := make([]corev1.ResourceList, 0, len(pods))
+	for _, pod := range pods {
+		requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		charge := g.devices.Charge(pod)
+		own := charge.Charged.Clone()
+		own.Sub(charge.Direct)
+		for name, q := range own.List() {
+			requests[name] = q
+		}
+		out = append(out, requests)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Cpu().Cmp(*out[j].Cpu()) < 0 })
+	return out
 }
 
 // sortedRequests returns the requests of pods, smallest CPU first.

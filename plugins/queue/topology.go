@@ -44,8 +44,22 @@ func (r *reclaimer) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[s
 	for _, info := range infos {
 		name := info.Node().Name
 		f, e := quota.Amounts{}, quota.Amounts{}
+		// Devices are not in the node's allocatable: the node's slices offer them, and its pods'
+		// charges use them.
+		var onNode quota.Amounts
+		if r.q.accounts.devices != nil {
+			onNode = r.q.accounts.devices.OnNode(name)
+		}
 		for res := range minimum {
 			a, u := capacity.Of(info, res)
+			if a == 0 && onNode[res] > 0 {
+				a, u = onNode[res], 0
+				for _, pi := range info.GetPods() {
+					if entry, ok := r.q.ledger.entry(pi.GetPod().UID); ok {
+						u += entry.requests[res]
+					}
+				}
+			}
 			f[res] = max(a-u, 0)
 		}
 		for _, pi := range info.GetPods() {

@@ -133,6 +133,9 @@ func (d *Devices) Charge(pod *corev1.Pod) quota.PodDevices { return quota.Charge
 // Total is what the cluster's ResourceSlices offer.
 func (d *Devices) Total() quota.Amounts { return d.inventory.Total() }
 
+// OnNode is what the slices of one node offer.
+func (d *Devices) OnNode(node string) quota.Amounts { return d.inventory.OnNode(node) }
+
 // DeviceClass returns a known DeviceClass (nil when unknown).
 func (d *Devices) DeviceClass(name string) *resourceapi.DeviceClass {
 	return d.inventory.DeviceClass(name)
