@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -145,4 +146,42 @@ func free(state *structured.AllocatedState, allocation *resourceapi.AllocationRe
 			state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
 		}
 	}
+}
+
+// devicesMayFree lets reclaim try the nodes where DynamicResources found no devices for the
+// preemptor. It marks them UnschedulableAndUnresolvable, which keeps upstream's evaluator from
+// trying them at all; but a victim's devices may be what the preemptor needs there, and the
+// dry run's deviceFit tells.
+type devicesMayFree struct{ fwk.NodeToStatusReader }
+
+// noDevices is the message of DynamicResources' Filter for a node without the devices asked for.
+const noDevices = "cannot allocate all claims"
+
+func lackedDevices(s *fwk.Status) bool {
+	return s.Code() == fwk.UnschedulableAndUnresolvable && s.Plugin() == names.DynamicResources && slices.Contains(s.Reasons(), noDevices)
+}
+
+func (d devicesMayFree) Get(node string) *fwk.Status {
+	s := d.NodeToStatusReader.Get(node)
+	if lackedDevices(s) {
+		return fwk.NewStatus(fwk.Unschedulable, s.Reasons()...).WithPlugin(s.Plugin())
+	}
+	return s
+}
+
+func (d devicesMayFree) NodesForStatusCode(lister fwk.NodeInfoLister, code fwk.Code) ([]fwk.NodeInfo, error) {
+	out, err := d.NodeToStatusReader.NodesForStatusCode(lister, code)
+	if err != nil || code != fwk.Unschedulable {
+		return out, err
+	}
+	unresolvable, err := d.NodeToStatusReader.NodesForStatusCode(lister, fwk.UnschedulableAndUnresolvable)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range unresolvable {
+		if lackedDevices(d.NodeToStatusReader.Get(n.Node().Name)) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }

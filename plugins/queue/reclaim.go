@@ -273,6 +273,10 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if r.devices, err = q.newDeviceFit(pod); err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: the pod's resource claims: %v", err))
 	}
+	if r.devices != nil {
+		m = devicesMayFree{m}
+		r.nodeStatus = m
+	}
 	r.victimsMu.Lock()
 	r.dryRun = map[string][]*corev1.Pod{}
 	r.victimsMu.Unlock()
