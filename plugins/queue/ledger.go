@@ -133,8 +133,13 @@ type charge struct {
 
 // chargeOf is what a pod counts for in its queue.
 func (l *ledger) chargeOf(pod *corev1.Pod) charge {
-	c := charge{requests: quota.PodRequests(pod)}
-	if l.devices == nil {
+	return l.withDevices(pod, quota.PodRequests(pod))
+}
+
+// withDevices adds a pod's devices to its requests.
+func (l *ledger) withDevices(pod *corev1.Pod, requests quota.Amounts) charge {
+	c := charge{requests: requests}
+	if l.devices == nil || (len(pod.Spec.ResourceClaims) == 0 && pod.Status.ExtendedResourceClaimStatus == nil) {
 		return c
 	}
 	d := quota.ChargeDevices(pod, l.devices)
@@ -155,6 +160,7 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 		l.forget(pod.UID, pod)
 		return
 	}
+	requests := quota.PodRequests(pod)
 	e := &podEntry{
 		priority:    corev1helpers.PodPriority(pod),
 		bound:       pod.Spec.NodeName != "",
@@ -174,7 +180,7 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	defer l.mu.Unlock()
 	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
 	// and the last to record must have read the newest claims.
-	c := l.chargeOf(pod)
+	c := l.withDevices(pod, requests)
 	e.requests, e.direct, e.shared = c.requests, c.direct, c.shared
 	if old := l.pods[pod.UID]; old != nil {
 		e.assumed = old.assumed && !e.bound
