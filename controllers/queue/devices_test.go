@@ -164,7 +164,7 @@ func TestAccountChargesDevices(t *testing.T) {
 	assert.Equal(t, "2", ptr.To(status.Allocated[gpuDevices]).String())
 	assert.Equal(t, "160Gi", ptr.To(status.Allocated[gpuMemory]).String())
 	assert.Equal(t, "3", ptr.To(status.Deserved[gpuDevices]).String())
-	assert.Contains(t, status.AllocatedSummary, string(gpuDevices)+": 2")
+	assert.Contains(t, status.AllocatedSummary, quota.Label(gpuDevices)+": 2")
 
 	// The queue metrics carry the device resources.
 	exportMetrics(a)

@@ -106,14 +106,15 @@ func Format(name corev1.ResourceName, v int64) string {
 }
 
 // Describe formats the amounts for people, as the Queue columns show them: "cpu: 3, memory: 4Gi,
-// nvidia.com/gpu: 2" (cpu and memory first, zero amounts left out), or "0" when nothing is left.
+// nvidia.com/gpu: 2, gpu.example.com devices: 2" (cpu and memory first, devices by Label, zero
+// amounts left out), or "0" when nothing is left.
 func (a Amounts) Describe() string {
 	names := a.Names()
 	sort.SliceStable(names, func(i, j int) bool { return describeRank(names[i]) < describeRank(names[j]) })
 	parts := make([]string, 0, len(names))
 	for _, name := range names {
 		if a[name] != 0 {
-			parts = append(parts, fmt.Sprintf("%s: %s", name, Format(name, a[name])))
+			parts = append(parts, fmt.Sprintf("%s: %s", Label(name), Format(name, a[name])))
 		}
 	}
 	if len(parts) == 0 {

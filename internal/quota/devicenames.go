@@ -39,6 +39,15 @@ func DeviceClassOf(name corev1.ResourceName) (class, amount string, ok bool) {
 	return class, amount, ok && class != ""
 }
 
+// Label names a resource for people: a device resource as its DeviceClass and amount
+// ("gpu.example.com devices", "gpu.example.com memory"), any other as it is.
+func Label(name corev1.ResourceName) string {
+	if class, amount, ok := DeviceClassOf(name); ok {
+		return class + " " + amount
+	}
+	return string(name)
+}
+
 // isBinaryAmount says whether an amount is best shown in binary units: memory of devices too.
 func isBinaryAmount(name corev1.ResourceName) bool {
 	if name == corev1.ResourceMemory || name == corev1.ResourceEphemeralStorage || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {

@@ -116,7 +116,7 @@ func TestDeviceNames(t *testing.T) {
 	assert.Equal(t, "devices", amount)
 	_, _, ok = DeviceClassOf("nvidia.com/gpu")
 	assert.False(t, ok)
-	assert.Equal(t, "gpu.deviceclass.resource.k8s.io/memory: 40Gi", Amounts{gpuMemory: 40 << 30}.Describe(), "device memory shows in binary units")
+	assert.Equal(t, "gpu memory: 40Gi", Amounts{gpuMemory: 40 << 30}.Describe(), "device memory shows in binary units")
 }
 
 func TestDeviceInventoryCountsWhatEachClassSelects(t *testing.T) {
@@ -261,4 +261,8 @@ func TestLimitOnClass(t *testing.T) {
 	assert.Equal(t, gpuCount, LimitOnClass(Amounts{corev1.ResourceCPU: 1, gpuCount: 2}, "gpu", inv.DeviceClass("gpu")))
 	assert.Equal(t, extGPU, LimitOnClass(Amounts{extGPU: 2}, "gpu", inv.DeviceClass("gpu")))
 	assert.Empty(t, LimitOnClass(Amounts{sharedCount: 2}, "gpu", inv.DeviceClass("gpu")))
+}
+
+func TestDescribeLabelsDevicesByClass(t *testing.T) {
+	assert.Equal(t, "cpu: 1, gpu devices: 2, gpu memory: 160Gi", Amounts{corev1.ResourceCPU: 1000, gpuCount: 2, gpuMemory: 160 << 30}.Describe())
 }

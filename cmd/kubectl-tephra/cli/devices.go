@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,43 +14,15 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
-// resourceLabel names a resource for people. The devices of Dynamic Resource Allocation count
-// in queues under names after their DeviceClass, as ResourceQuota names them
+// resourceLabel names a resource for people (quota.Label): the devices of Dynamic Resource
+// Allocation count in queues under names after their DeviceClass, as ResourceQuota names them
 // ("gpu.example.com.deviceclass.resource.k8s.io/devices"); tables show them as the class and
-// what is counted: "gpu.example.com devices", "gpu.example.com memory". -o json and -o yaml keep
-// the full names, which a Queue's capability and guarantee use.
-func resourceLabel(name corev1.ResourceName) string {
-	if class, amount, ok := quota.DeviceClassOf(name); ok {
-		return class + " " + amount
-	}
-	return string(name)
-}
+// what is counted: "gpu.example.com devices". -o json and -o yaml keep the full names, which a
+// Queue's capability and guarantee use.
+func resourceLabel(name corev1.ResourceName) string { return quota.Label(name) }
 
-// describeAmounts is quota.Amounts.Describe with resourceLabel's names: "cpu: 3, memory: 4Gi,
-// gpu.example.com devices: 2" (cpu and memory first, zero amounts left out), or "0".
-func describeAmounts(a quota.Amounts) string {
-	names := a.Names()
-	rank := func(name corev1.ResourceName) int {
-		switch name {
-		case corev1.ResourceCPU:
-			return 0
-		case corev1.ResourceMemory:
-			return 1
-		}
-		return 2
-	}
-	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) < rank(names[j]) })
-	parts := make([]string, 0, len(names))
-	for _, name := range names {
-		if a[name] != 0 {
-			parts = append(parts, fmt.Sprintf("%s: %s", resourceLabel(name), quota.Format(name, a[name])))
-		}
-	}
-	if len(parts) == 0 {
-		return "0"
-	}
-	return strings.Join(parts, ", ")
-}
+// describeAmounts is quota.Amounts.Describe: "cpu: 3, memory: 4Gi, gpu.example.com devices: 2".
+func describeAmounts(a quota.Amounts) string { return a.Describe() }
 
 // deviceResource finds device resource names in a message, e.g. the scheduler's
 // `queue "q" would exceed its capability (gpu.example.com.deviceclass.resource.k8s.io/devices 3 > 2)`.
