@@ -62,6 +62,10 @@ type Queue struct {
 	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
 	synced func() bool
+	// loading are the pods turned away until synced, to try again then (loading.go).
+	loading loadingWaiters
+	// stop is the scheduler's context, which ends the plugin's goroutines.
+	stop context.Context
 	// queueRunning is set once the scheduling queue calls PreEnqueue: pods may be activated.
 	queueRunning atomic.Bool
 	// deviceCEL caches the compiled selectors of reclaim's device checks (devicefit.go).
@@ -99,6 +103,7 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		ledger:     a.ledger,
 		accounts:   a,
 		synced:     a.synced,
+		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded}); err != nil {
@@ -306,7 +311,7 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 		return nil, status
 	}
 	if !q.synced() {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "the queue ledger is still loading")
+		return nil, q.rejectWhileLoading(ctx, pod)
 	}
 	if _, known := q.ledger.entry(pod.UID); !known {
 		// The scheduler's queue can hand out a pod before the ledger's handler has seen it; its
