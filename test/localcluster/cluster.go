@@ -87,6 +87,10 @@ type Options struct {
 	// new nodes, so that admission plugin is turned off too; nodes then stay Ready, with nothing
 	// watching their heartbeats.
 	WithoutControllerManager bool
+	// ControllerManagerArgs are added to kube-controller-manager's flags (a flag given twice
+	// takes the later value), e.g. --controllers=resourceclaim-controller for a benchmark that
+	// starts it (StartComponent) for one controller alone, WithoutControllerManager.
+	ControllerManagerArgs []string
 	// RestartTephraOnExit starts tephra-scheduler and tephra-controllers again whenever their
 	// process exits, as the kubelet restarts their pods' containers (supervise.go).
 	RestartTephraOnExit bool
@@ -397,7 +401,7 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 		if c.opts.FeatureGates != "" {
 			args = append(args, "--feature-gates="+c.opts.FeatureGates)
 		}
-		return c.bins.ControllerManager, args, nil, nil
+		return c.bins.ControllerManager, append(args, c.opts.ControllerManagerArgs...), nil, nil
 	case Kwok:
 		return c.bins.Kwok, []string{
 			"--kubeconfig=" + c.Kubeconfig,
