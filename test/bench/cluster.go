@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +51,8 @@ func unavailable(format string, args ...any) error {
 
 // benchCluster is a fresh local control plane for one run of one configuration: etcd and
 // kube-apiserver with the simulated nodes. The scheduler is started once the run's backlog
-// exists (run.go). There is no kube-controller-manager and, but for CU (whose upstream PodGroups
+// exists (run.go). There is no kube-controller-manager (but while G8-DRA's backlog is created, for
+// its claims: devices.go) and, but for CU (whose upstream PodGroups
 // tephra-controllers mirrors into Tephra's), no tephra-controllers, and the nodes are created
 // Ready, with no kubelet or kwok to keep them so: nothing but the scheduler (and CU's
 // controllers) and the benchmark's driver talks to the apiserver while a scenario runs, and
@@ -73,6 +75,8 @@ type benchCluster struct {
 	burst int
 	// kwokConfig is the pod stages of manifests/kwok/stages.yaml, for Q's kwok.
 	kwokConfig string
+	// devicesPublished says the nodes' ResourceSlices exist (devices.go).
+	devicesPublished bool
 }
 
 // startCluster starts a control plane for a configuration in dir, without nodes or queues
@@ -90,7 +94,8 @@ func startCluster(ctx context.Context, root string, bins *localcluster.Binaries,
 		SchedulerVerbosity:       schedulerVerbosity,
 		WithoutScheduler:         true, // started for each run, once its backlog exists
 		WithoutControllers:       !config.Controllers,
-		WithoutControllerManager: true,
+		WithoutControllerManager: true, // but for the claims of scenarios with devices (devices.go)
+		ControllerManagerArgs:    claimControllerArgs,
 		FeatureGates:             config.FeatureGates,
 		RuntimeConfig:            config.RuntimeConfig,
 
@@ -330,7 +335,7 @@ func signalGroup(pid int, sig syscall.Signal) {
 // finish kills the cluster (its etcd data is thrown away) and, unless keep, removes its etcd
 // data and certificates; its logs stay.
 func (b *benchCluster) finish(keep bool) {
-	for _, name := range append(b.ReplicaNames(localcluster.Controllers), localcluster.Scheduler, localcluster.APIServer, localcluster.Etcd) {
+	for _, name := range append(b.ReplicaNames(localcluster.Controllers), localcluster.Scheduler, localcluster.ControllerManager, localcluster.APIServer, localcluster.Etcd) {
 		b.KillComponent(name)
 	}
 	b.Stop()
@@ -352,9 +357,10 @@ func (b *benchCluster) createNamespace(ctx context.Context, ns string) error {
 }
 
 // clean empties a namespace for the next run on the same control plane (smoke runs): its pods
-// (force-deleted: no kubelet needs to confirm), PodGroups and events, each with one
-// delete-collection request, which the apiserver carries out with several workers.
-func (b *benchCluster) clean(ctx context.Context, ns string) error {
+// (force-deleted: no kubelet needs to confirm), PodGroups, events and, with devices, claims,
+// templates and the nodes' ResourceSlices, each with one delete-collection request, which the
+// apiserver carries out with several workers.
+func (b *benchCluster) clean(ctx context.Context, ns string, devices bool) error {
 	force := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
 	all := metav1.ListOptions{}
 	if err := b.fast.CoreV1().Pods(ns).DeleteCollection(ctx, force, all); err != nil {
@@ -377,6 +383,11 @@ func (b *benchCluster) clean(ctx context.Context, ns string) error {
 	}
 	if err := b.fast.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all); err != nil {
 		return fmt.Errorf("deleting the events of %s: %w", ns, err)
+	}
+	if devices {
+		if err := b.cleanDevices(ctx, ns); err != nil {
+			return err
+		}
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := b.fast.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
@@ -432,4 +443,51 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeUnbound writes, after a drain that did not complete, why each pod of a namespace still
+// waits (its PodScheduled condition, its claims' state and the last events about it) to
+// unbound.txt in the cluster's folder, and says where.
+func (b *benchCluster) writeUnbound(ctx context.Context, ns string) string {
+	pods, err := b.fast.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
+	if err != nil {
+		return fmt.Sprintf("listing the unbound pods: %v", err)
+	}
+	events, _ := b.fast.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	claims, _ := b.fast.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	var out strings.Builder
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		fmt.Fprintf(&out, "%s:\n", pod.Name)
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				fmt.Fprintf(&out, "  PodScheduled=%s %s: %s\n", c.Status, c.Reason, c.Message)
+			}
+		}
+		if claims != nil {
+			for j := range claims.Items {
+				claim := &claims.Items[j]
+				if owner := metav1.GetControllerOf(claim); owner != nil && owner.UID == pod.UID {
+					fmt.Fprintf(&out, "  claim %s: allocated %v, reserved for %d, deleting %v\n", claim.Name,
+						claim.Status.Allocation != nil, len(claim.Status.ReservedFor), claim.DeletionTimestamp != nil)
+				}
+			}
+		}
+		if events != nil {
+			var last []string
+			for _, e := range events.Items {
+				if e.InvolvedObject.UID == pod.UID {
+					last = append(last, fmt.Sprintf("  event %s %s (x%d): %s", e.Type, e.Reason, max(e.Count, 1), e.Message))
+				}
+			}
+			for _, line := range last[max(len(last)-3, 0):] {
+				fmt.Fprintln(&out, line)
+			}
+		}
+	}
+	path := filepath.Join(b.Dir(), "unbound.txt")
+	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d pods unbound; why: %s", len(pods.Items), path)
 }

@@ -18,15 +18,18 @@
 // N simulated nodes created Ready (no kubelet, kwok or heartbeat keeps them so); a backlog of
 // pods is created while nothing schedules, then a fresh scheduler process (or L's binder) drains
 // it while an informer records when each pod is bound. Scenario Q's jobs also run and end, played
-// by a kwok that manages only the GPU nodes' pods. Runs are interleaved (for each repetition and
-// scenario: L B0 B1 C). C's scheduler is CPU-profiled during scenario P of the first repetition.
+// by a kwok that manages only the GPU nodes' pods. Scenario G8-DRA's pods (B0 and C only) each
+// claim a DRA device: the nodes publish ResourceSlices, and kube-controller-manager, with its
+// resourceclaim controller alone, generates the claims while the backlog is created. Runs are
+// interleaved (for each repetition and scenario: L B0 B1 C). C's and B0's schedulers are
+// CPU-profiled during scenarios P, G8, GI and G8-DRA of the first repetition.
 // Smoke runs keep one control plane per configuration, run the configurations in parallel and
 // empty the control plane between scenarios: they check completion, not speed.
 //
 // The code is split by concern: settings.go (what to run) and estimate.go (how long it takes),
 // configurations.go and cluster.go (a control plane per run), scenarios.go (workloads), kwok.go
-// (Q's simulated kubelets), recorder.go, procstat.go, apimetrics.go and profile.go
-// (measurements), queuestats.go (Q's figures), binder.go (L's binder), run.go (the driver),
-// results.go, report.go, plot.go and outputs.go (output). cmd/tephra-bench is the command;
-// `make bench` and `make bench-smoke` call it.
+// (Q's simulated kubelets), devices.go (G8-DRA's devices and claims), recorder.go, procstat.go,
+// apimetrics.go and profile.go (measurements), queuestats.go (Q's figures), binder.go (L's
+// binder), run.go (the driver), results.go, report.go, plot.go and outputs.go (output).
+// cmd/tephra-bench is the command; `make bench` and `make bench-smoke` call it.
 package bench

@@ -6,9 +6,8 @@ import (
 )
 
 // The estimate's model of a run at 1000 nodes, from runs of 3000 and 5000 pods per scenario on a
-// 2-core machine shared with other tests (about 1.3 times slower than when it had both cores to
-// itself, which is what the model assumes); see Estimate. Drain times are averages over the four
-// configurations.
+// 2-core machine shared with other tests; see Estimate. Drain times are averages over the
+// configurations that run each scenario (estimateDrainPer1000).
 const (
 	// estimateBuild is checking (and, if needed, rebuilding) the binaries.
 	estimateBuild = 20 * time.Second
@@ -20,17 +19,26 @@ const (
 	// creating one pod of the backlog.
 	estimateRunOverhead = 1500 * time.Millisecond
 	estimatePodCreate   = 1300 * time.Microsecond
+	// In scenarios with devices, estimateSlicePublish is publishing one node's ResourceSlice and
+	// estimateClaimCreate kube-controller-manager's generating one pod's claim (the claim, and
+	// the pod's status naming it), on top of creating the pod.
+	estimateSlicePublish = 1500 * time.Microsecond
+	estimateClaimCreate  = 2500 * time.Microsecond
 )
 
 // estimateDrainPer1000 is the mean drain time (scheduler start included) per 1000 measured pods
-// of each scenario at 1000 nodes, over the four configurations. B1's scheduler alone takes tens
-// of seconds to start on a backlog of gangs.
+// of each scenario at 1000 nodes, over the configurations that run it: the published run of
+// 2026-11-26 (docs/benchmarks/results.json, 27 min, which the earlier figures had put at 34),
+// rounded up. B1's scheduler alone takes seconds to start on a backlog of gangs. G8-DRA's pods
+// cost DRA's Filter a look at every node's devices: about 70 pods/s, for B0 and C alike, in runs
+// of 1000 pods.
 var estimateDrainPer1000 = map[string]time.Duration{
-	"P":   4000 * time.Millisecond,
-	"G8":  5500 * time.Millisecond,
-	"G64": 5800 * time.Millisecond,
-	"GI":  14 * time.Second,
-	"T":   6 * time.Second,
+	"P":      2500 * time.Millisecond,
+	"G8":     3500 * time.Millisecond,
+	"G64":    3000 * time.Millisecond,
+	"GI":     12 * time.Second,
+	"T":      6500 * time.Millisecond,
+	"G8-DRA": 15 * time.Second,
 }
 
 // Estimate forecasts how long a run with these settings takes on a machine like the reference
@@ -57,6 +65,9 @@ func Estimate(s Settings, configurations []*Configuration, scenarios []*Scenario
 			size := workloadSize{pods: s.Pods, nodes: nodes, gpus: estimateGPUs(nodes), qScale: s.qScale()}
 			w := newWorkload(sc, "estimate", size)
 			run := estimateRunOverhead + time.Duration(len(w.pods))*estimatePodCreate
+			if sc.Devices {
+				run += time.Duration(len(w.pods))*estimateClaimCreate + time.Duration(nodes)*estimateSlicePublish
+			}
 			if s.Smoke {
 				// One control plane per configuration, emptied between runs: about as long as
 				// creating the pods.

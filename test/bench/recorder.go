@@ -26,6 +26,9 @@ type recorder struct {
 	bound  int // pods seen bound, blockers included
 	toBind int // measured pods not yet bound
 	ended  int // pods seen ended (Succeeded or Failed) or deleted
+	// claimed counts the pods seen naming a generated ResourceClaim in their status (scenarios
+	// with devices).
+	claimed int
 	// evicted counts the pods deleted before they ended (in Q, reclaimed or preempted).
 	evicted int
 	// binds are the bind times of the measured pods, in the order seen.
@@ -49,6 +52,8 @@ type podRecord struct {
 	// before it ended.
 	created, bound, ended time.Time
 	evicted               bool
+	// claimed: the pod's status named its generated claim.
+	claimed bool
 }
 
 type gangRecord struct {
@@ -81,13 +86,14 @@ func newRecorder(w *workload) *recorder {
 func (r *recorder) start(ctx context.Context, client kubernetes.Interface, namespace string) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
 	informer := factory.Core().V1().Pods().Informer()
-	// The recorder needs a pod's name, node and phase only; the rest would cost memory and copies.
+	// The recorder needs a pod's name, node, phase and generated claims only; the rest would cost
+	// memory and copies.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion},
 				Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
-				Status:     corev1.PodStatus{Phase: pod.Status.Phase},
+				Status:     corev1.PodStatus{Phase: pod.Status.Phase, ResourceClaimStatuses: pod.Status.ResourceClaimStatuses},
 			}, nil
 		}
 		return obj, nil
@@ -147,6 +153,10 @@ func (r *recorder) observe(obj any, deleted bool) {
 			g.firstCreated = now
 		}
 	}
+	if !p.claimed && slices.ContainsFunc(pod.Status.ResourceClaimStatuses, func(s corev1.PodResourceClaimStatus) bool { return s.ResourceClaimName != nil }) {
+		p.claimed = true
+		r.claimed++
+	}
 	if pod.Spec.NodeName != "" && p.bound.IsZero() {
 		r.bindLocked(p, pod.Spec.NodeName, now)
 	}
@@ -196,14 +206,27 @@ func (r *recorder) signal() {
 // recorderCounts are how far a workload is.
 type recorderCounts struct {
 	// seen pods created; bound pods, blockers included; toBind measured pods not bound yet;
-	// ended pods ended or deleted.
-	seen, bound, toBind, ended int
+	// ended pods ended or deleted; claimed pods that name their generated claim.
+	seen, bound, toBind, ended, claimed int
 }
 
 func (r *recorder) counts() recorderCounts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return recorderCounts{seen: r.seen, bound: r.bound, toBind: r.toBind, ended: r.ended}
+	return recorderCounts{seen: r.seen, bound: r.bound, toBind: r.toBind, ended: r.ended, claimed: r.claimed}
+}
+
+// boundNodes are the nodes of the measured pods seen bound, by pod name.
+func (r *recorder) boundNodes() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.pods))
+	for name, p := range r.pods {
+		if !p.blocker && !p.bound.IsZero() {
+			out[name] = p.node
+		}
+	}
+	return out
 }
 
 // setOnEnd makes the recorder call f with the node of each bound pod that ends or is deleted.

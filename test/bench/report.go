@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // summary is a configuration's figures in one scenario: the median over its completed
@@ -228,6 +230,9 @@ func (res *Results) WriteText(w io.Writer) {
 			}
 			header, rows := scenarioTable(res, sc, res.Nodes)
 			writeTabRows(tw, header, rows)
+			if sc.Devices {
+				fmt.Fprintln(tw, devicesLine(res, sc, res.Nodes))
+			}
 		}
 		if list := goals(res); len(list) > 0 {
 			fmt.Fprintf(tw, "\nGoals\n")
@@ -275,6 +280,9 @@ func (res *Results) scenarioCaption(sc *Scenario, nodes int) string {
 	}
 	caption := fmt.Sprintf("%s: %d pods", sc.Title, pods)
 	switch {
+	case sc.GangSize > 0 && sc.Devices:
+		caption = fmt.Sprintf("%s: %d pods in %d gangs of %d, each pod claiming one of the %d devices of DeviceClass %s (%d per node)",
+			sc.Title, pods, pods/sc.GangSize, sc.GangSize, nodes*devicesPerNode, localcluster.GPUClass, devicesPerNode)
 	case sc.GangSize > 0:
 		caption = fmt.Sprintf("%s: %d pods in %d gangs of %d", sc.Title, pods, pods/sc.GangSize, sc.GangSize)
 	case sc.Blockers:
@@ -340,6 +348,9 @@ func Markdown(matrix, sweep *Results, assets string) string {
 			}
 			header, rows := scenarioTable(matrix, sc, matrix.Nodes)
 			writeMarkdownTable(&b, header, rows)
+			if sc.Devices {
+				fmt.Fprintf(&b, "%s\n\n", devicesLine(matrix, sc, matrix.Nodes))
+			}
 		}
 		writeProfiles(&b, matrix, assets)
 		writeProblems(&b, matrix)
@@ -375,8 +386,9 @@ func atMost(text string, a, b, factor float64) goal {
 }
 
 // goals checks the run against Tephra's targets: C/B0 ≥ 0.95 on P; on G8 and G64, C ≥ 2 × B1
-// and ≥ C on P; in GI, C's scheduler CPU per pod and peak RSS ≤ 1.2 × B0's; C ≥ 0.8 × L; and no
-// pods bound in incomplete gangs for C.
+// and ≥ C on P; in GI, C's scheduler CPU per pod and peak RSS ≤ 1.2 × B0's; C ≥ 0.8 × L; on T,
+// C ≥ B1 and ≥ 0.8 × C on G8; in G8-DRA, C's scheduler CPU per pod ≤ 1.2 × B0's; and no pods
+// bound in incomplete gangs for C.
 func goals(res *Results) []goal {
 	nodes := res.Nodes
 	pods := func(config, scenario string) float64 { return summarize(res, config, scenario, nodes).throughput }
@@ -421,6 +433,14 @@ func goals(res *Results) []goal {
 			out = append(out, atLeast("T: topology costs C at most 20 % of G8's rate (C on T / C on G8)", pods("C", "T"), pods("C", "G8"), 0.8))
 		}
 	}
+	// Counting devices in queues costs little (issue #27): with one device claim per pod, C's
+	// scheduler CPU per pod within 1.2 × B0's on the same claims (DRA's own plugin in both).
+	for _, sc := range res.Scenarios {
+		if sc.Devices && sc.Skip == "" {
+			c, b0 := summarize(res, "C", sc.Name, nodes), summarize(res, "B0", sc.Name, nodes)
+			out = append(out, atMost(sc.Name+": C's sched CPU s/1000 pods at most 1.2 × B0's on the same claims (C/B0)", c.cpuPer1000, b0.cpuPer1000, 1.2))
+		}
+	}
 	var gangScenarios []string
 	peak, atEnd, spread := math.NaN(), math.NaN(), math.NaN()
 	for _, sc := range []string{"G8", "G64", "GI"} {
@@ -445,6 +465,31 @@ func goals(res *Results) []goal {
 		}
 	}
 	return out
+}
+
+// devicesLine says, for a scenario with devices, how many pods each configuration bound with
+// their claim's device allocated (the fewest over its completed repetitions).
+func devicesLine(res *Results, sc *Scenario, nodes int) string {
+	var parts []string
+	for _, c := range res.Configurations {
+		if !c.runs(sc) || c.Unavailable != "" {
+			continue
+		}
+		fewest, pods := -1, 0
+		for _, r := range res.runs(c.Name, sc.Name, nodes) {
+			if r.DevicesAllocated != nil && (fewest < 0 || *r.DevicesAllocated < fewest) {
+				fewest, pods = *r.DevicesAllocated, r.Pods
+			}
+		}
+		if fewest >= 0 {
+			parts = append(parts, fmt.Sprintf("%s %d of %d", c.Name, fewest, pods))
+		}
+	}
+	if len(parts) == 0 {
+		return "No claims were checked."
+	}
+	return "Pods bound with their claim allocated a device of their node and reserved for them, no device twice " +
+		"(read from the claims after each run; a run with fewer fails), fewest over the repetitions: " + strings.Join(parts, ", ") + "."
 }
 
 func nanMax(a, b float64) float64 {
@@ -549,6 +594,25 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"its deserved share (weights water-filled over the queues' demand, held plus waiting: docs/queues.md without guarantees, capabilities or rounding) " +
 		"and the mean absolute difference, in percent of the GPUs.\n")
 	b.WriteString("- **API writes/pod** in Q include the simulated kubelet's two status writes per job.\n\n")
+	if slices.ContainsFunc(res.Scenarios, func(sc *Scenario) bool { return sc.Devices }) {
+		writeDevicesMethod(b)
+	}
+}
+
+// writeDevicesMethod says how the scenarios with devices run.
+func writeDevicesMethod(b *strings.Builder) {
+	fmt.Fprintf(b, "Scenario G8-DRA is G8's gangs whose every member claims one device of Dynamic Resource Allocation (resource.k8s.io/v1), "+
+		"run by B0 (upstream's default profile, the same pods without gangs) and C (Tephra, whose queues count the devices). "+
+		"Every node publishes a ResourceSlice of %d devices of the local cluster's simulated driver (test/localcluster/devices.go; no driver or kubelet runs: "+
+		"kube-scheduler's DynamicResources plugin allocates from the slices alone), and DeviceClass `%s` selects them. "+
+		"Each pod names the namespace's ResourceClaimTemplate (one request for one device of the class); kube-controller-manager, "+
+		"started with its resourceclaim controller alone (`--controllers=resourceclaim-controller`) while the backlog is created, generates each pod's claim "+
+		"and names it in the pod's status, as in a cluster, and is stopped once every pod names its claim, before the scheduler starts: "+
+		"the backlog's creation time includes the claims', and while it drains only the scheduler and the driver talk to the apiserver, as in the other scenarios. "+
+		"The scheduler allocates each claim in its binding cycle (DynamicResources' PreBind writes the claim's status), so API writes/pod include those writes. "+
+		"After each run the driver reads every claim and checks that each measured pod was bound with its claim allocated a device of its own node's pool "+
+		"and reserved for it, and no device allocated twice; a run with fewer such pods than pods fails. The goal compares C's scheduler CPU per pod with B0's: "+
+		"DRA's own plugin costs both.\n\n", devicesPerNode, localcluster.GPUClass)
 }
 
 // queueTable is scenario Q's overall figures per configuration.

@@ -108,6 +108,10 @@ type RunResult struct {
 	// simulated kubelet's two status writes per pod.
 	MutatingRequestsPerPod float64 `json:"mutatingRequestsPerPod"`
 
+	// DevicesAllocated counts, in scenarios with devices, the measured pods bound with their
+	// claim allocated a device of their node and reserved for them, no device twice: a run in
+	// which fewer were did not complete (devices.go).
+	DevicesAllocated *int `json:"devicesAllocated,omitempty"`
 	// Queues are scenario Q's figures.
 	Queues *QueueResult `json:"queues,omitempty"`
 	// Profiled says the scheduler was being CPU-profiled during the run (which costs it a
@@ -165,8 +169,18 @@ func (r RunResult) complete() (bool, string) {
 		return false, fmt.Sprintf("%d never-fitting gangs were bound whole", r.BlockersWhole)
 	case r.Scenario == "Q" && r.Queues == nil:
 		return false, "no queue figures"
+	case r.devices() && r.DevicesAllocated == nil:
+		return false, "no count of the devices allocated"
+	case r.devices() && *r.DevicesAllocated < r.Pods:
+		return false, fmt.Sprintf("%d of %d pods bound with their claim's device allocated on their node", *r.DevicesAllocated, r.Pods)
 	}
 	return true, ""
+}
+
+// devices says whether the run's scenario claims devices.
+func (r RunResult) devices() bool {
+	sc := scenarioByName(r.Scenario)
+	return sc != nil && sc.Devices
 }
 
 // Failures lists the runs that did not complete. Unavailable configurations are not failures.

@@ -239,7 +239,7 @@ func (d *driver) runOne(ctx context.Context, config *ConfigurationStatus, sc *Sc
 		run, err = d.runScenario(ctx, b, sc, run)
 		if shared != nil && err == nil {
 			start := time.Now()
-			if err = b.clean(ctx, "bench-"+strings.ToLower(sc.Name)); err != nil {
+			if err = b.clean(ctx, "bench-"+strings.ToLower(sc.Name), sc.Devices); err != nil {
 				err = fmt.Errorf("emptying the control plane after %s: %w", sc.Name, err)
 			}
 			run.Timings.SetupSeconds = time.Since(start).Seconds()
@@ -285,6 +285,13 @@ func (d *driver) runScenario(ctx context.Context, b *benchCluster, sc *Scenario,
 	w := newWorkload(sc, ns, workloadSize{pods: d.settings.Pods, nodes: len(b.nodes), gpus: b.gpus(), qScale: d.settings.qScale()})
 	run.Pods = w.measured()
 	run.Blockers = len(w.pods) - run.Pods
+	if sc.Devices {
+		start := time.Now()
+		if err := b.publishDevices(ctx); err != nil {
+			return run, err
+		}
+		run.Timings.SetupSeconds += time.Since(start).Seconds()
+	}
 	if err := b.createNamespace(ctx, ns); err != nil {
 		return run, err
 	}
@@ -317,6 +324,16 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		defer kwok.stop()
 	}
 	created := time.Now()
+	if w.devices {
+		// The claims are generated while the pods are created, as in a cluster.
+		if err := w.createClaimTemplate(ctx, b); err != nil {
+			return err
+		}
+		if err := b.startClaimController(ctx); err != nil {
+			return err
+		}
+		defer b.StopComponent(localcluster.ControllerManager)
+	}
 	if err := w.createGangs(ctx, b); err != nil {
 		return err
 	}
@@ -328,6 +345,12 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	})
 	if err != nil {
 		return fmt.Errorf("the recorder saw %d of %d pods created: %w", rec.counts().seen, len(w.pods), err)
+	}
+	if w.devices {
+		// Every claim exists before the scheduler starts, as the rest of the backlog does.
+		if err := b.waitClaims(ctx, w, rec); err != nil {
+			return err
+		}
 	}
 	if b.config.Controllers {
 		// The mirrors must exist before the scheduler starts, as the rest of the backlog does.
@@ -385,6 +408,9 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		defer d.analyzeProfile(ctx, files, err, wall, run)
 	}
 	if drainErr != nil {
+		if ctx.Err() == nil {
+			drainErr = fmt.Errorf("%w (%s)", drainErr, b.writeUnbound(ctx, w.namespace))
+		}
 		return drainErr
 	}
 	time.Sleep(d.settle())
@@ -438,6 +464,14 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		return fmt.Errorf("reading the apiserver's CPU: %w", err)
 	}
 	run.APIServerCPUSecondsPer1000Pods = ptr.To((apiAfter.CPUSeconds - apiBefore.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
+	if w.devices {
+		// After the figures: listing the claims costs the apiserver.
+		allocated, err := b.allocatedDevices(ctx, w.namespace, rec)
+		if err != nil {
+			return err
+		}
+		run.DevicesAllocated = ptr.To(allocated)
+	}
 	return nil
 }
 
@@ -450,8 +484,8 @@ func (d *driver) settle() time.Duration {
 }
 
 // profiledScenarios are the scenarios in which C's scheduler is profiled, one of each kind:
-// plain pods, gangs, and gangs that never fit.
-var profiledScenarios = []string{"P", "G8", "GI"}
+// plain pods, gangs, gangs that never fit, and gangs that claim devices.
+var profiledScenarios = []string{"P", "G8", "GI", "G8-DRA"}
 
 // profiled says whether a run's scheduler is profiled: C's in profiledScenarios in the first
 // repetition (at the first node count of a sweep), and B0's in the same runs for reference.

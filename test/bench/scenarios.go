@@ -33,6 +33,14 @@ type Scenario struct {
 	// Topology makes each gang's minimum required in one rack (rackLabel): Tephra's
 	// spec.topology.required, upstream's schedulingConstraints.topology.
 	Topology bool `json:"topology,omitempty"`
+	// Devices makes each pod claim one device of Dynamic Resource Allocation (resource.k8s.io/v1):
+	// a device of localcluster.GPUClass, through the namespace's ResourceClaimTemplate
+	// (claimTemplate), whose claim per pod kube-controller-manager generates (devices.go).
+	Devices bool `json:"devices,omitempty"`
+	// PodsDivisor, if set, gives the scenario Settings.Pods / PodsDivisor pods: G8-DRA's, whose
+	// every pod costs the scheduler's DRA plugin a filter of each node's devices, so that the
+	// scenario fits the benchmark's time budget.
+	PodsDivisor int `json:"podsDivisor,omitempty"`
 	// Only, if set, names the configurations that run the scenario (the others have nothing to
 	// compare on it).
 	Only []string `json:"only,omitempty"`
@@ -48,6 +56,7 @@ var Scenarios = []*Scenario{
 	{Name: "GI", Title: "half as many plain pods, mixed with gangs that can never fit", Blockers: true},
 	{Name: "Q", Title: "three queues with weights 1:2:3 competing for the GPU nodes", Queues: true},
 	{Name: "T", Title: "G8's gangs, each required in one rack (racks of 40 nodes), against upstream's topology-aware scheduling", GangSize: 8, Topology: true, Only: []string{"B1", "C"}},
+	{Name: "G8-DRA", Title: "G8's gangs, each member claiming one DRA device (resource.k8s.io/v1) through a ResourceClaimTemplate, against upstream's default profile on the same claims", GangSize: 8, Devices: true, PodsDivisor: 3, Only: []string{"B0", "C"}},
 }
 
 // rackLabel puts the benchmark's nodes in racks of rackSize (T's gangs each want one).
@@ -129,8 +138,10 @@ type workload struct {
 	namespace string
 	// topology: each gang's minimum in one rack.
 	topology bool
-	gangs    []gangSpec
-	pods     []podSpec
+	// devices: each pod claims a device through claimTemplate.
+	devices bool
+	gangs   []gangSpec
+	pods    []podSpec
 }
 
 type gangSpec struct {
@@ -157,10 +168,14 @@ type workloadSize struct {
 }
 
 // newWorkload lays out a scenario: size.pods measured pods (GI: half as many plain ones and the
-// never-fitting gangs for a cluster of size.nodes nodes; Q: qDemand pods per GPU).
+// never-fitting gangs for a cluster of size.nodes nodes; Q: qDemand pods per GPU; a scenario with
+// PodsDivisor: that fraction).
 func newWorkload(s *Scenario, namespace string, size workloadSize) *workload {
-	w := &workload{namespace: namespace, topology: s.Topology}
+	w := &workload{namespace: namespace, topology: s.Topology, devices: s.Devices}
 	pods, nodes := size.pods, size.nodes
+	if s.PodsDivisor > 1 {
+		pods /= s.PodsDivisor
+	}
 	switch {
 	case s.Queues:
 		random := rand.New(rand.NewPCG(1, 2))
@@ -267,6 +282,10 @@ func (w *workload) pod(p podSpec, api GangAPI) *corev1.Pod {
 		resources := &pod.Spec.Containers[0].Resources
 		resources.Requests[gpuResource] = gpus
 		resources.Limits = corev1.ResourceList{gpuResource: gpus}
+	}
+	if w.devices {
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: podClaimName, ResourceClaimTemplateName: ptr.To(claimTemplate)}}
+		pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: podClaimName}}
 	}
 	if p.gang == "" {
 		return pod
