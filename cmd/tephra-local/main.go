@@ -29,7 +29,7 @@ func main() {
 	}
 	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := flags.String("dir", ".tephra", "folder for the cluster's state, kubeconfig and logs")
-	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each, in 2 NUMA zones)")
+	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each, in 2 NUMA zones, and DRA devices: 4 GPUs and a shared GPU)")
 	demo := flags.Bool("demo", true, "run the demo job once the cluster is up")
 	_ = flags.Parse(os.Args[2:])
 
@@ -128,12 +128,24 @@ tephra-controllers. Logs are in %s/logs/.
   kubectl get nodes,queues,podgroups,tjob
   kubectl apply -f manifests/examples/         # more: PyTorch, MPI, Ray, ps/worker jobs, a JobFlow, a CronJob
   kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
+  kubectl get deviceclasses,resourceslices     # each node's DRA devices (docs/dra.md)
+  kubectl apply -f manifests/examples/dra-job.yaml   # a Job whose pods claim GPUs through DRA
   kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'
 
 Stop it with: make down
 `, nodes, dir, kubeconfig, binDir())
 	return nil
 }
+
+// nodeShape is the shape of `make up`'s nodes: localcluster.DefaultNodeShape (8 CPU, 32Gi, 4
+// nvidia.com/gpu in 2 NUMA zones), plus the simulated DRA driver's devices (docs/dra.md): 4 whole
+// GPUs of DeviceClass gpu.tephra.dev and a GPU of shared-gpu.tephra.dev, whose 80Gi of memory
+// several claims share.
+var nodeShape = func() localcluster.NodeShape {
+	shape := localcluster.DefaultNodeShape
+	shape.Devices = &localcluster.DeviceShape{GPUs: 4, SharedGPUs: 1}
+	return shape
+}()
 
 // run starts the cluster and keeps it up until SIGINT or SIGTERM.
 func run(dir string, nodes int) error {
@@ -166,7 +178,7 @@ func run(dir string, nodes int) error {
 		return err
 	}
 	defer cluster.Stop()
-	if _, err := cluster.CreateNodes(ctx, "kwok-node", nodes, localcluster.DefaultNodeShape); err != nil {
+	if _, err := cluster.CreateNodes(ctx, "kwok-node", nodes, nodeShape); err != nil {
 		return err
 	}
 	if err := localcluster.WaitDefaultQueues(ctx, cluster.Config); err != nil {

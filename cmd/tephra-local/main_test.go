@@ -20,8 +20,9 @@ import (
 )
 
 // TestUpAndDown runs what `make up` and `make down` run: up starts the local cluster in the
-// background and runs the demo (the TensorFlow example Job, Pending to Completed); the cluster has 4 Ready nodes and the root and default queues;
-// down leaves no process of it behind.
+// background and runs the demo (the TensorFlow example Job, Pending to Completed); the cluster has
+// 4 Ready nodes, the root and default queues, and the simulated DRA driver's DeviceClasses and a
+// ResourceSlice per node; down leaves no process of it behind.
 func TestUpAndDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local control plane")
@@ -82,6 +83,30 @@ func TestUpAndDown(t *testing.T) {
 		names = append(names, q.Name)
 	}
 	assert.ElementsMatch(t, []string{"root", "default"}, names)
+
+	// The simulated DRA driver's devices (docs/dra.md): its two DeviceClasses, and a
+	// ResourceSlice per node with 4 whole GPUs and a shared GPU.
+	classes, err := kube.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	names = nil
+	for _, c := range classes.Items {
+		names = append(names, c.Name)
+	}
+	assert.ElementsMatch(t, []string{"gpu.tephra.dev", "shared-gpu.tephra.dev"}, names)
+	slices, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	devicesByNode := map[string][]string{}
+	for _, s := range slices.Items {
+		assert.Equal(t, "gpu.tephra.dev", s.Spec.Driver)
+		require.NotNil(t, s.Spec.NodeName, "slice %s is a node's", s.Name)
+		for _, d := range s.Spec.Devices {
+			devicesByNode[*s.Spec.NodeName] = append(devicesByNode[*s.Spec.NodeName], d.Name)
+		}
+	}
+	require.Len(t, devicesByNode, 4, "a ResourceSlice per node")
+	for node, devices := range devicesByNode {
+		assert.ElementsMatch(t, []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "shared-gpu-0"}, devices, "the devices of %s", node)
+	}
 
 	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
