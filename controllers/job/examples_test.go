@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -25,27 +26,39 @@ const examplesDir = "../../manifests/examples"
 // Every example decodes strictly (no field the API does not have). Every Job, and every Job a
 // JobTemplate or a CronJob makes, is one the state machine starts (no invalid spec), whose
 // plugins accept their arguments, and whose simulated run times parse. A JobFlow's flows have
-// their JobTemplates in the same file; a CronJob's schedule and time zone are valid.
+// their JobTemplates in the same file; a CronJob's schedule and time zone are valid. A Job's
+// ResourceClaimTemplates (DRA) are in the same file.
 func TestExamplesAreValid(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 9, "TensorFlow, PyTorch, MPI, restart policy, dependsOn, ps/worker topology and Ray jobs, a JobFlow and a CronJob")
+	require.Len(t, files, 11, "TensorFlow, PyTorch, MPI, restart policy, dependsOn, ps/worker topology, Ray, DRA and shared-GPU jobs, a JobFlow and a CronJob")
 	kinds := map[string]int{}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
 			templates := map[string]bool{}
+			claimTemplates := map[string]bool{}
 			var flows []*batchv1alpha1.JobFlow
+			var jobs []*batchv1alpha1.Job
 			for _, doc := range strings.Split(string(data), "\n---\n") {
 				var meta metav1.TypeMeta
 				require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
-				assert.Equal(t, "batch.tephra.dev/v1alpha1", meta.APIVersion)
 				kinds[meta.Kind]++
+				if meta.Kind == "ResourceClaimTemplate" {
+					assert.Equal(t, "resource.k8s.io/v1", meta.APIVersion)
+					tmpl := &resourceapi.ResourceClaimTemplate{}
+					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), tmpl))
+					assert.NotEmpty(t, tmpl.Spec.Spec.Devices.Requests, "ResourceClaimTemplate %s requests devices", tmpl.Name)
+					claimTemplates[tmpl.Name] = true
+					continue
+				}
+				assert.Equal(t, "batch.tephra.dev/v1alpha1", meta.APIVersion)
 				switch meta.Kind {
 				case "Job":
 					job := &batchv1alpha1.Job{}
 					require.NoError(t, yaml.UnmarshalStrict([]byte(doc), job))
+					jobs = append(jobs, job)
 					checkExampleJob(t, job, filepath.Base(file) != "ray.yaml")
 				case "JobTemplate":
 					tmpl := &batchv1alpha1.JobTemplate{}
@@ -75,9 +88,18 @@ func TestExamplesAreValid(t *testing.T) {
 					assert.True(t, templates[f.Name], "flow %s has its JobTemplate in the file", f.Name)
 				}
 			}
+			for _, job := range jobs {
+				for _, task := range job.Spec.Tasks {
+					for _, claim := range task.Template.Spec.ResourceClaims {
+						if claim.ResourceClaimTemplateName != nil {
+							assert.True(t, claimTemplates[*claim.ResourceClaimTemplateName], "task %s's ResourceClaimTemplate %s is in the file", task.Name, *claim.ResourceClaimTemplateName)
+						}
+					}
+				}
+			}
 		})
 	}
-	assert.Equal(t, map[string]int{"Job": 7, "JobTemplate": 4, "JobFlow": 1, "CronJob": 1}, kinds)
+	assert.Equal(t, map[string]int{"Job": 9, "JobTemplate": 4, "JobFlow": 1, "CronJob": 1, "ResourceClaimTemplate": 2}, kinds)
 }
 
 // checkExampleJob checks a Job of the examples; requests says whether its tasks must ask for
@@ -130,12 +152,16 @@ func TestExamplesEndAsDescribed(t *testing.T) {
 		"restart-policy.yaml": batchv1alpha1.JobCompleted,
 		"depends-on.yaml":     batchv1alpha1.JobCompleted,
 		"ps-worker.yaml":      batchv1alpha1.JobCompleted,
+		"dra-job.yaml":        batchv1alpha1.JobCompleted,
+		"shared-gpu-job.yaml": batchv1alpha1.JobCompleted,
 	} {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(examplesDir, file))
 			require.NoError(t, err)
+			// The Job of the file: the DRA examples have their ResourceClaimTemplates before it.
+			docs := strings.Split(string(data), "\n---\n")
 			job := &batchv1alpha1.Job{}
-			require.NoError(t, yaml.UnmarshalStrict(data, job))
+			require.NoError(t, yaml.UnmarshalStrict([]byte(docs[len(docs)-1]), job))
 			job.Namespace, job.UID = "examples", "uid"
 			w := newWorld(job)
 			// Play the pods as kwok would: each starts at once, and ends after its duration with
