@@ -30,6 +30,8 @@ type DeviceInventory struct {
 	total       Amounts
 	// problems say why a class's selectors could not be evaluated, by class.
 	problems map[string]string
+	// sharing counts, by class, the selected devices that allow several allocations.
+	sharing map[string]int
 	cel      *cel.Cache
 	version  uint64
 }
@@ -47,6 +49,7 @@ func NewDeviceInventory() *DeviceInventory {
 		counterSets: map[deviceKey]*resourceapi.CounterSet{},
 		total:       Amounts{},
 		problems:    map[string]string{},
+		sharing:     map[string]int{},
 		cel:         cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 	}
 }
@@ -74,6 +77,7 @@ func (inv *DeviceInventory) SetSlice(slice *resourceapi.ResourceSlice) {
 	defer inv.mu.Unlock()
 	inv.removeSlice(slice.Name)
 	inv.slices[slice.Name] = slice
+	inv.addSharing(slice, 1)
 	if node := slice.Spec.NodeName; node != nil {
 		if inv.nodeSlices[*node] == nil {
 			inv.nodeSlices[*node] = map[string]bool{}
@@ -100,6 +104,7 @@ func (inv *DeviceInventory) removeSlice(name string) {
 		return
 	}
 	inv.index(old, -1)
+	inv.addSharing(old, -1)
 	if node := old.Spec.NodeName; node != nil {
 		delete(inv.nodeSlices[*node], name)
 		if len(inv.nodeSlices[*node]) == 0 {
@@ -131,8 +136,28 @@ func (inv *DeviceInventory) index(slice *resourceapi.ResourceSlice, sign int) {
 	}
 }
 
+// addSharing counts (sign 1) or uncounts a slice's devices that allow several allocations, by
+// the classes that select them.
+func (inv *DeviceInventory) addSharing(slice *resourceapi.ResourceSlice, sign int) {
+	for i := range slice.Spec.Devices {
+		device := &slice.Spec.Devices[i]
+		if device.AllowMultipleAllocations == nil || !*device.AllowMultipleAllocations {
+			continue
+		}
+		for name, class := range inv.classes {
+			if inv.selects(class, slice.Spec.Driver, device) {
+				inv.sharing[name] += sign
+			}
+		}
+	}
+}
+
 func (inv *DeviceInventory) recountAll() {
 	inv.total = Amounts{}
+	inv.sharing = map[string]int{}
+	for _, slice := range inv.slices {
+		inv.addSharing(slice, 1)
+	}
 	for name, slice := range inv.slices {
 		inv.bySlice[name] = inv.count(slice)
 		inv.total.Add(inv.bySlice[name])
@@ -246,6 +271,13 @@ func (inv *DeviceInventory) DeviceClass(name string) *resourceapi.DeviceClass {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	return inv.classes[name]
+}
+
+// SharesDevices says whether a class selects devices that allow several allocations.
+func (inv *DeviceInventory) SharesDevices(class string) bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.sharing[class] > 0
 }
 
 // Device returns a device as its slice publishes it (nil when unknown).

@@ -17,6 +17,9 @@ type DeviceLookup interface {
 	// Device is a device as its ResourceSlice publishes it: its capacity and the counters it
 	// consumes.
 	Device(driver, pool, device string) *resourceapi.Device
+	// SharesDevices says whether a class selects devices that allow several allocations, each
+	// consuming part of their capacity (a share, not a device).
+	SharesDevices(class string) bool
 }
 
 // PodDevices is what a pod is charged for the devices of its ResourceClaims.
@@ -145,9 +148,13 @@ func ChargeClaim(claim *resourceapi.ResourceClaim, lookup DeviceLookup, withExte
 			continue
 		}
 		class := lookup.DeviceClass(className)
-		out[DevicesName(className)]++
-		if ext := extendedNameOf(class); withExtended && ext != "" {
-			out[ext]++
+		// A share of a device that allows several allocations is charged the capacity it
+		// consumes, not a device: the device holds many.
+		if result.ShareID == nil {
+			out[DevicesName(className)]++
+			if ext := extendedNameOf(class); withExtended && ext != "" {
+				out[ext]++
+			}
 		}
 		device := lookup.Device(result.Driver, result.Pool, result.Device)
 		chargeDeviceAmounts(out, className, result, device)
@@ -216,7 +223,7 @@ func requestClass(requests []resourceapi.DeviceRequest, allocated string) string
 }
 
 // chargeRequests is what unallocated requests are charged: an exact count of devices (and the
-// capacity each asks for), a prioritized list as its first choice, since that is what the
+// capacity each asks for; only that capacity for a class that hands out shares of devices), a prioritized list as its first choice, since that is what the
 // scheduler tries first (once allocated, the choice made is charged), and nothing for
 // "allocationMode: All", whose count only the allocation knows. A request of a DeviceClass
 // that does not exist is a problem, charged nothing: DRA does not allocate it either.
@@ -254,9 +261,13 @@ func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, w
 		if count == 0 {
 			count = 1
 		}
-		out[DevicesName(className)] += count
-		if ext := extendedNameOf(class); withExtended && ext != "" {
-			out[ext] += count
+		// A class whose devices allow several allocations hands out shares, charged their
+		// capacity only (see ChargeClaim).
+		if !lookup.SharesDevices(className) {
+			out[DevicesName(className)] += count
+			if ext := extendedNameOf(class); withExtended && ext != "" {
+				out[ext] += count
+			}
 		}
 		if capacity != nil {
 			for name, q := range capacity.Requests {

@@ -23,6 +23,7 @@ func (l lookup) DeviceClass(name string) *resourceapi.DeviceClass { return l.inv
 func (l lookup) Device(driver, pool, device string) *resourceapi.Device {
 	return l.inv.Device(driver, pool, device)
 }
+func (l lookup) SharesDevices(class string) bool                         { return l.inv.SharesDevices(class) }
 func (l lookup) ResourceClaim(_, name string) *resourceapi.ResourceClaim { return l.claims[name] }
 func (l lookup) ResourceClaimTemplate(_, name string) *resourceapi.ResourceClaimTemplate {
 	return l.templates[name]
@@ -122,8 +123,11 @@ func TestDeviceNames(t *testing.T) {
 func TestDeviceInventoryCountsWhatEachClassSelects(t *testing.T) {
 	inv := inventory()
 	assert.Equal(t, Amounts{gpuCount: 2, extGPU: 2, gpuMemory: 160 << 30, sharedCount: 1, sharedMemory: 40 << 30}, inv.Total())
+	assert.True(t, inv.SharesDevices("shared"), "its device allows several allocations")
+	assert.False(t, inv.SharesDevices("gpu"))
 	inv.DeleteSlice("node-a")
 	assert.Empty(t, inv.Total(), "a slice removed takes its devices along")
+	assert.False(t, inv.SharesDevices("shared"))
 	bad := class("bad", "gpu", "")
 	bad.Spec.Selectors[0].CEL.Expression = "device.attributes["
 	inv.SetClass(bad)
@@ -178,15 +182,16 @@ func TestChargeDevices(t *testing.T) {
 	consumed.ShareID = ptr.To(types.UID("share-1"))
 	consumed.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}
 	claims := map[string]*resourceapi.ResourceClaim{
-		"allocated":   allocate(newClaim("allocated", exactly("r", "gpu", 1)), result("r", "g0")),
-		"shared":      reserve(allocate(newClaim("shared", exactly("r", "gpu", 1)), result("r", "g1")), "first", "second"),
-		"unreserved":  newClaim("unreserved", exactly("r", "gpu", 1)),
-		"admin":       newClaim("admin", admin),
-		"all":         newClaim("all", all),
-		"prioritized": newClaim("prioritized", prioritized),
-		"chose-small": allocate(newClaim("chose-small", prioritized), result("r/small", "s0")),
-		"slice-of":    allocate(newClaim("slice-of", sharedRequest), consumed),
-		"no-class":    newClaim("no-class", exactly("r", "missing", 1)),
+		"allocated":     allocate(newClaim("allocated", exactly("r", "gpu", 1)), result("r", "g0")),
+		"shared":        reserve(allocate(newClaim("shared", exactly("r", "gpu", 1)), result("r", "g1")), "first", "second"),
+		"unreserved":    newClaim("unreserved", exactly("r", "gpu", 1)),
+		"admin":         newClaim("admin", admin),
+		"all":           newClaim("all", all),
+		"prioritized":   newClaim("prioritized", prioritized),
+		"chose-small":   allocate(newClaim("chose-small", prioritized), result("r/small", "s0")),
+		"slice-of":      allocate(newClaim("slice-of", sharedRequest), consumed),
+		"no-class":      newClaim("no-class", exactly("r", "missing", 1)),
+		"share-pending": newClaim("share-pending", sharedRequest),
 	}
 	claims["chose-small"].Status.Allocation.Devices.Results[0].ShareID = ptr.To(types.UID("share-2"))
 	claims["chose-small"].Status.Allocation.Devices.Results[0].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}
@@ -217,9 +222,11 @@ func TestChargeDevices(t *testing.T) {
 		{name: "a prioritized list is charged as its first choice before allocation", pod: podWith("p", direct("c", "prioritized")),
 			charged: Amounts{gpuCount: 2, extGPU: 2}, direct: Amounts{gpuCount: 2, extGPU: 2}},
 		{name: "and as the choice allocated after", pod: podWith("p", direct("c", "chose-small")),
-			charged: Amounts{sharedCount: 1, sharedMemory: 10 << 30}, direct: Amounts{sharedCount: 1, sharedMemory: 10 << 30}},
-		{name: "a share of a device is charged the capacity it consumes", pod: podWith("p", direct("c", "slice-of")),
-			charged: Amounts{sharedCount: 1, sharedMemory: 10 << 30}, direct: Amounts{sharedCount: 1, sharedMemory: 10 << 30}},
+			charged: Amounts{sharedMemory: 10 << 30}, direct: Amounts{sharedMemory: 10 << 30}},
+		{name: "a share of a device is charged the capacity it consumes, not a device", pod: podWith("p", direct("c", "slice-of")),
+			charged: Amounts{sharedMemory: 10 << 30}, direct: Amounts{sharedMemory: 10 << 30}},
+		{name: "so is a share not allocated yet", pod: podWith("p", direct("c", "share-pending")),
+			charged: Amounts{sharedMemory: 10 << 30}, direct: Amounts{sharedMemory: 10 << 30}},
 		{name: "an unknown class is a problem, charged nothing", pod: podWith("p", direct("c", "no-class")), charged: Amounts{}, problem: `DeviceClass "missing" does not exist`},
 		{name: "a missing claim is a problem", pod: podWith("p", direct("c", "nope")), charged: Amounts{}, problem: `ResourceClaim "nope" does not exist`},
 		{name: "a missing template is a problem", pod: podWith("p", fromTemplate("c", "nope")), charged: Amounts{}, problem: `ResourceClaimTemplate "nope" does not exist`},

@@ -146,6 +146,9 @@ func (d *Devices) Device(driver, pool, device string) *resourceapi.Device {
 	return d.inventory.Device(driver, pool, device)
 }
 
+// SharesDevices says whether a class selects devices that allow several allocations.
+func (d *Devices) SharesDevices(class string) bool { return d.inventory.SharesDevices(class) }
+
 // ResourceClaim returns a claim (nil when unknown).
 func (d *Devices) ResourceClaim(namespace, name string) *resourceapi.ResourceClaim {
 	claim, err := d.claims.ResourceClaims(namespace).Get(name)
