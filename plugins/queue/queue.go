@@ -33,6 +33,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -75,6 +76,7 @@ type Queue struct {
 var (
 	_ fwk.PreEnqueuePlugin  = &Queue{}
 	_ fwk.PreFilterPlugin   = &Queue{}
+	_ fwk.FilterPlugin      = &Queue{}
 	_ fwk.PostFilterPlugin  = &Queue{}
 	_ fwk.ReservePlugin     = &Queue{}
 	_ fwk.EnqueueExtensions = &Queue{}
@@ -463,8 +465,12 @@ func joinComma(parts []string) string { return strings.Join(parts, ", ") }
 // PreFilterExtensions are not needed: the plugin filters no nodes.
 func (q *Queue) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// SignPod lets the scheduler batch pods: the plugin's verdict does not depend on the node.
-func (q *Queue) SignPod(context.Context, *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+// SignPod lets the scheduler batch pods: the plugin's verdict does not depend on the node, but
+// for pods that claim devices, which Filter keeps off the devices held for nominated pods.
+func (q *Queue) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if devices.UsesDevices(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods that claim devices are not signable: TephraQueue's Filter reads the devices held on each node")
+	}
 	return nil, nil
 }
 

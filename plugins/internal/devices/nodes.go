@@ -3,6 +3,8 @@ package devices
 import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // nodeWithDevices is a NodeInfo whose allocatable and requested resources also count devices,
@@ -64,6 +66,20 @@ func (d *Devices) WithDevices(nodes []fwk.NodeInfo) []fwk.NodeInfo {
 		out[i] = &nodeWithDevices{NodeInfo: n, allocatable: withScalars{alloc, allocatable}, requested: withScalars{req, requested}}
 	}
 	return out
+}
+
+// FreeOn is what a node's slices offer less what its pods (assumed ones too) are charged.
+func (d *Devices) FreeOn(node fwk.NodeInfo) quota.Amounts {
+	free := d.inventory.OnNode(node.Node().Name)
+	if len(free) == 0 {
+		return free
+	}
+	for _, pi := range node.GetPods() {
+		if pod := pi.GetPod(); UsesDevices(pod) {
+			free.Sub(d.Charge(pod).Charged)
+		}
+	}
+	return free
 }
 
 // UsesDevices says whether a pod has claims whose devices it may be charged.
