@@ -357,7 +357,13 @@ func Markdown(matrix, sweep *Results, assets string) string {
 	}
 	if sweep != nil {
 		b.WriteString("## Cost curve\n\n")
-		fmt.Fprintf(&b, "Scenario P (%d plain pods) on clusters of each size: pods bound per second, and the scheduler's CPU time per 1000 pods.\n\n", sweep.Pods)
+		fmt.Fprintf(&b, "Scenario P (%d plain pods) on clusters of each size: pods bound per second, and the scheduler's CPU time per 1000 pods.", sweep.Pods)
+		if matrix != nil && (sweep.Machine != matrix.Machine || sweep.Tephra != matrix.Tephra) {
+			// Published separately: say where, and on what, the curve was measured.
+			m := sweep.Machine
+			fmt.Fprintf(&b, " Measured apart from the results above: %d CPUs (%s), %s, kernel %s, %s; Tephra %s.", m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.Go, sweep.Tephra)
+		}
+		b.WriteString("\n\n")
 		fmt.Fprintf(&b, "![pods bound per second against the number of nodes](%s/sweep.svg)\n\n", assets)
 		header, rows := sweepTable(sweep)
 		writeMarkdownTable(&b, header, rows)
