@@ -28,7 +28,9 @@ type PodDevices struct {
 	Charged Amounts
 	// Direct is the part of Charged from claims the pod names directly (spec.resourceClaims[].
 	// resourceClaimName), which the members of a gang may share: a gang's minimum counts them once.
-	Direct Amounts
+	// DirectClaims breaks it down by claim name.
+	Direct       Amounts
+	DirectClaims map[string]Amounts
 	// Shared is the part of Charged from claims other running pods use too: evicting the pod
 	// frees none of it.
 	Shared Amounts
@@ -95,6 +97,10 @@ func ChargeDevices(pod *corev1.Pod, lookup DeviceLookup) PodDevices {
 		out.Charged.Add(charge)
 		if direct {
 			out.Direct.Add(charge)
+			if out.DirectClaims == nil {
+				out.DirectClaims = map[string]Amounts{}
+			}
+			out.DirectClaims[claim.Name] = charge
 		}
 		if users > 1 {
 			out.Shared.Add(charge)

@@ -473,6 +473,11 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 		g.releaseElastic(klog.FromContext(ctx))
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	if claim := g.waitsForSharedClaim(pod); claim != "" {
+		// kube-scheduler refused the member only until the claim it shares with the member that
+		// opens it is allocated (permitOpener); the claim's update brings it back.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for ResourceClaim %s, which another member of pod group %s is allocating", v1alpha1.ReasonWaitingForMembers, claim, key))
+	}
 	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)
 	g.fail(klog.FromContext(ctx), key, pg, msg, "post-filter", 0)
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
@@ -557,6 +562,7 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 	var allowed []types.UID
 	var count memberCount
 	meets, stale, first := false, false, false
+	opens := g.opensSharedClaim(pod, key)
 	g.groups.with(key, func(s *groupState) {
 		if attempt, ok := s.attemptOf[pod.UID]; ok && attempt != s.attempt {
 			stale = true
@@ -577,6 +583,9 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 			s.backoffUntil = time.Time{}
 			return
 		}
+		if opens != "" {
+			return // permitOpener lets it through
+		}
 		first = len(s.waiting) == 0
 		s.waiting[pod.UID] = struct{}{}
 	})
@@ -594,6 +603,10 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 		waitingPods.Set(float64(g.groups.waitingCount()))
 		klog.FromContext(ctx).V(4).Info("Gang minimum placed; allowing its members", "podGroup", key.String(), "placed", count.placed, "allowed", len(allowed)+1)
 		g.releaseElastic(klog.FromContext(ctx))
+		return nil, 0
+	}
+	if opens != "" {
+		g.permitOpener(ctx, pod, key, pg, opens)
 		return nil, 0
 	}
 	waitingPods.Set(float64(g.groups.waitingCount()))

@@ -21,8 +21,11 @@ type podEntry struct {
 	requests quota.Amounts
 	// direct and shared are parts of requests, from the pod's ResourceClaims (quota.PodDevices):
 	// claims it names directly, which a gang's members may share, and claims other running pods
-	// use too, which its eviction would not free.
+	// use too, which its eviction would not free. claims are the direct ones by "namespace/name":
+	// a queue counts each once, however many of its pods name it (claimRefs).
 	direct, shared quota.Amounts
+	claims         map[string]quota.Amounts
+	namespace      string
 	priority       int32
 	// bound: the informer shows it on a node; assumed: this scheduler reserved it.
 	bound, assumed bool
@@ -76,6 +79,10 @@ type ledger struct {
 	// the claims pods are charged for (nil: pods are charged their requests only).
 	deviceTotal quota.Amounts
 	devices     quota.DeviceLookup
+	// placedClaims and pendingClaims count, by queue and claim, the entries that name a claim
+	// directly, with the charge counted for it: until the claim is reserved, every pod that
+	// would use it is charged it (quota.ChargeDevices), and the queue must count it once.
+	placedClaims, pendingClaims map[claimRef]*claimCount
 	// version changes with every change, so derived values can be cached.
 	version uint64
 	// names are the scheduler names whose pods count (v1alpha1.CountsInQueues), replaced whole
@@ -85,20 +92,22 @@ type ledger struct {
 
 func newLedger(schedulerNames ...string) *ledger {
 	l := &ledger{
-		pods:         map[types.UID]*podEntry{},
-		allocated:    map[string]quota.Amounts{},
-		terminating:  map[string]quota.Amounts{},
-		pending:      map[string]quota.Amounts{},
-		nominated:    map[string]quota.Amounts{},
-		groupPlaced:  map[string]quota.Amounts{},
-		groupCount:   map[string]int{},
-		groupPending: map[string]map[string]quota.Amounts{},
-		groupMembers: map[string]int{},
-		short:        map[string]struct{}{},
-		unresolved:   map[string]map[types.UID]*corev1.Pod{},
-		nodes:        map[string]quota.Amounts{},
-		total:        quota.Amounts{},
-		deviceTotal:  quota.Amounts{},
+		pods:          map[types.UID]*podEntry{},
+		allocated:     map[string]quota.Amounts{},
+		terminating:   map[string]quota.Amounts{},
+		pending:       map[string]quota.Amounts{},
+		nominated:     map[string]quota.Amounts{},
+		groupPlaced:   map[string]quota.Amounts{},
+		groupCount:    map[string]int{},
+		groupPending:  map[string]map[string]quota.Amounts{},
+		groupMembers:  map[string]int{},
+		short:         map[string]struct{}{},
+		unresolved:    map[string]map[types.UID]*corev1.Pod{},
+		nodes:         map[string]quota.Amounts{},
+		total:         quota.Amounts{},
+		deviceTotal:   quota.Amounts{},
+		placedClaims:  map[claimRef]*claimCount{},
+		pendingClaims: map[claimRef]*claimCount{},
 	}
 	l.names.Store(&schedulerNames)
 	return l
@@ -122,10 +131,45 @@ func (l *ledger) counts(pod *corev1.Pod) bool {
 	return v1alpha1.CountsInQueues(pod, *l.names.Load())
 }
 
+// claimRef is a claim named directly by pods of a queue.
+type claimRef struct{ queue, claim string }
+
+// claimCount is how many entries name a claim, and the charge the queue counts for it: the
+// first entry's, kept until the last is gone, so that the sums never drift.
+type claimCount struct {
+	entries int
+	charge  quota.Amounts
+}
+
+// addClaims adds (sign 1) or removes an entry's direct claims to a queue's sums, each once.
+func addClaims(sums map[string]quota.Amounts, refs map[claimRef]*claimCount, queue, namespace string, claims map[string]quota.Amounts, sign int64) {
+	for name, amounts := range claims {
+		ref := claimRef{queue, namespace + "/" + name}
+		c := refs[ref]
+		if sign > 0 {
+			if c == nil {
+				c = &claimCount{charge: amounts.Clone()}
+				refs[ref] = c
+				addSigned(sums, queue, c.charge, 1)
+			}
+			c.entries++
+			continue
+		}
+		if c == nil {
+			continue
+		}
+		if c.entries--; c.entries == 0 {
+			addSigned(sums, queue, c.charge, -1)
+			delete(refs, ref)
+		}
+	}
+}
+
 // charge is what a pod counts for in its queue: its requests, and the devices of its
 // ResourceClaims that are charged to it.
 type charge struct {
 	requests, direct, shared quota.Amounts
+	claims                   map[string]quota.Amounts
 	// problems say why a claim could not be accounted; uncounted are the DeviceClasses of
 	// requests whose count only their allocation tells.
 	problems, uncounted []string
@@ -144,8 +188,21 @@ func (l *ledger) withDevices(pod *corev1.Pod, requests quota.Amounts) charge {
 	}
 	d := quota.ChargeDevices(pod, l.devices)
 	c.requests.Add(d.Charged)
-	c.direct, c.shared, c.problems, c.uncounted = d.Direct, d.Shared, d.Problems, d.Uncounted
+	c.direct, c.shared, c.problems, c.uncounted, c.claims = d.Direct, d.Shared, d.Problems, d.Uncounted, d.DirectClaims
 	return c
+}
+
+// placedClaimsIn returns the part of claims that a queue counts placed already.
+func (l *ledger) placedClaimsIn(queue, namespace string, claims map[string]quota.Amounts) quota.Amounts {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := quota.Amounts{}
+	for name, amounts := range claims {
+		if l.placedClaims[claimRef{queue, namespace + "/" + name}] != nil {
+			out.Add(amounts)
+		}
+	}
+	return out
 }
 
 // podRequests are what a pod counts for in its queue.
@@ -181,7 +238,7 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
 	// and the last to record must have read the newest claims.
 	c := l.withDevices(pod, requests)
-	e.requests, e.direct, e.shared = c.requests, c.direct, c.shared
+	e.requests, e.direct, e.shared, e.claims, e.namespace = c.requests, c.direct, c.shared, c.claims, pod.Namespace
 	if old := l.pods[pod.UID]; old != nil {
 		e.assumed = old.assumed && !e.bound
 		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
@@ -247,7 +304,7 @@ func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
 	e := l.pods[pod.UID]
 	if e == nil {
 		c := l.chargeOf(pod)
-		e = &podEntry{requests: c.requests, direct: c.direct, shared: c.shared, priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
+		e = &podEntry{requests: c.requests, direct: c.direct, shared: c.shared, claims: c.claims, namespace: pod.Namespace, priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
 	} else {
 		l.account(e, -1)
 		e = new(*e)
@@ -332,27 +389,35 @@ func (l *ledger) account(e *podEntry, sign int64) {
 	if e.queue == "" {
 		return
 	}
+	// The claims the pod names directly count once per queue (addClaims), not in own.
+	own := e.requests
+	if len(e.claims) > 0 {
+		own = e.requests.Clone()
+		own.Sub(e.direct)
+	}
 	switch {
 	case e.placed():
-		addSigned(l.allocated, e.queue, e.requests, sign)
+		addSigned(l.allocated, e.queue, own, sign)
+		addClaims(l.allocated, l.placedClaims, e.queue, e.namespace, e.claims, sign)
 		if e.terminating {
-			addSigned(l.terminating, e.queue, e.requests, sign)
+			addSigned(l.terminating, e.queue, own, sign)
 		}
 	case !e.terminating && !e.gated:
-		addSigned(l.pending, e.queue, e.requests, sign)
+		addSigned(l.pending, e.queue, own, sign)
+		addClaims(l.pending, l.pendingClaims, e.queue, e.namespace, e.claims, sign)
 		if e.group != "" {
 			byQueue := l.groupPending[e.group]
 			if byQueue == nil {
 				byQueue = map[string]quota.Amounts{}
 				l.groupPending[e.group] = byQueue
 			}
-			addSigned(byQueue, e.queue, e.requests, sign)
+			addSigned(byQueue, e.queue, own, sign)
 			if len(byQueue) == 0 {
 				delete(l.groupPending, e.group)
 			}
 		}
 		if e.nominated {
-			addSigned(l.nominated, e.queue, e.requests, sign)
+			addSigned(l.nominated, e.queue, own, sign)
 		}
 	}
 }

@@ -6,9 +6,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
@@ -141,4 +143,53 @@ func TestPendingIsWhatCanRunNow(t *testing.T) {
 	minimum["ns/job"] = 4
 	l.minimumChanged("ns/job") // the PodGroup informer's update
 	assert.Equal(t, quota.Amounts{gpu: 1}, l.view().pending["team"], "a raised minimum leaves the group short again")
+}
+
+// deviceLookup is a quota.DeviceLookup of fixed claims, all of one class without devices known.
+type deviceLookup map[string]*resourceapi.ResourceClaim
+
+func (d deviceLookup) DeviceClass(name string) *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+func (d deviceLookup) Device(string, string, string) *resourceapi.Device { return nil }
+func (d deviceLookup) SharesDevices(string) bool                         { return false }
+func (d deviceLookup) ResourceClaim(_, name string) *resourceapi.ResourceClaim {
+	return d[name]
+}
+func (d deviceLookup) ResourceClaimTemplate(string, string) *resourceapi.ResourceClaimTemplate {
+	return nil
+}
+
+// A claim that several pods of a queue name, not reserved yet, is charged to each of them (any
+// may be first), and the queue counts it once, placed or pending, until the last is gone.
+func TestLedgerCountsAClaimNamedByManyPodsOnce(t *testing.T) {
+	channel := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "channel", Namespace: "ns"}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+		Requests: []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	l := newLedger(v1alpha1.SchedulerName)
+	l.devices = deviceLookup{"channel": channel}
+	resolve := func(string, string) string { return "" }
+	inTeam := map[string]string{v1alpha1.QueueLabel: "team"}
+	channels := quota.DevicesName("channel")
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		pod := ledgerPod(name, inTeam, "", 1)
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("channel")}}
+		pods = append(pods, pod)
+		l.observe(pod, resolve)
+	}
+	assert.Equal(t, quota.Amounts{gpu: 3, channels: 1}, l.view().pending["team"])
+	l.assume(pods[0], "team", "")
+	l.assume(pods[1], "team", "")
+	v := l.view()
+	assert.Equal(t, quota.Amounts{gpu: 2, channels: 1}, v.allocated["team"], "two pods placed with one claim")
+	assert.Equal(t, quota.Amounts{gpu: 1, channels: 1}, v.pending["team"])
+	assert.Equal(t, quota.Amounts{channels: 1}, l.placedClaimsIn("team", "ns", map[string]quota.Amounts{"channel": {channels: 1}}))
+	l.unassume(pods[0].UID)
+	assert.Equal(t, quota.Amounts{gpu: 1, channels: 1}, l.view().allocated["team"])
+	l.forget(pods[1].UID, pods[1])
+	l.forget(pods[0].UID, pods[0])
+	l.forget(pods[2].UID, pods[2])
+	v = l.view()
+	assert.Empty(t, v.allocated["team"])
+	assert.Empty(t, v.pending["team"], "nothing is left when the last pod is gone")
 }

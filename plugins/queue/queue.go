@@ -344,6 +344,14 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
 	c := q.ledger.chargeOf(pod)
 	need := c.requests
+	if len(c.claims) > 0 {
+		// A claim the queue counts placed already (another of its pods uses it) takes nothing.
+		need = need.Clone()
+		placed := q.ledger.placedClaimsIn(w.queue, pod.Namespace, c.claims)
+		need.Sub(placed)
+		c.direct = c.direct.Clone()
+		c.direct.Sub(placed)
+	}
 	if w.pg == nil {
 		return need
 	}
