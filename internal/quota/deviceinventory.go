@@ -32,8 +32,8 @@ type DeviceInventory struct {
 	problems map[string]string
 	// sharing counts, by class, the selected devices that allow several allocations.
 	sharing map[string]int
-	cel      *cel.Cache
-	version  uint64
+	cel     *cel.Cache
+	version uint64
 }
 
 type deviceKey struct{ driver, pool, name string }
