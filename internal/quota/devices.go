@@ -18,8 +18,10 @@ type DeviceLookup interface {
 	// consumes.
 	Device(driver, pool, device string) *resourceapi.Device
 	// SharesDevices says whether a class selects devices that allow several allocations, each
-	// consuming part of their capacity (a share, not a device).
+	// consuming part of their capacity (a share, not a device); DefaultShare is the capacity a
+	// share takes when its claim asks for none.
 	SharesDevices(class string) bool
+	DefaultShare(class string) Amounts
 }
 
 // PodDevices is what a pod is charged for the devices of its ResourceClaims.
@@ -170,38 +172,28 @@ func ChargeClaim(claim *resourceapi.ResourceClaim, lookup DeviceLookup, withExte
 
 // chargeDeviceAmounts charges what an allocated device takes beyond its count: the capacity it
 // consumes (a share of a device that allows several allocations) or, for a device allocated
-// whole, all the capacity it publishes; and the counters a partition consumes from its
-// physical device, under the counter's name unless a capacity of that name was charged.
+// whole, all the capacity it publishes; or, for a partition, the counters it consumes from its
+// physical device.
 func chargeDeviceAmounts(out Amounts, className string, result *resourceapi.DeviceRequestAllocationResult, device *resourceapi.Device) {
-	charged := map[string]bool{}
+	if device != nil && len(device.ConsumesCounters) > 0 {
+		// A partition: its capacity overlaps its siblings', its counters are what it takes
+		// from its physical device (as DeviceInventory counts them).
+		for _, consumption := range device.ConsumesCounters {
+			for name, c := range consumption.Counters {
+				out[DeviceAmountName(className, name)] += c.Value.Value()
+			}
+		}
+		return
+	}
 	if len(result.ConsumedCapacity) > 0 {
 		for name, q := range result.ConsumedCapacity {
 			out[DeviceAmountName(className, string(name))] += q.Value()
-			charged[lastPart(string(name))] = true
 		}
 	} else if device != nil {
 		for name, c := range device.Capacity {
 			out[DeviceAmountName(className, string(name))] += c.Value.Value()
-			charged[lastPart(string(name))] = true
 		}
 	}
-	if device == nil {
-		return
-	}
-	for _, consumption := range device.ConsumesCounters {
-		for name, c := range consumption.Counters {
-			if !charged[lastPart(name)] {
-				out[DeviceAmountName(className, name)] += c.Value.Value()
-			}
-		}
-	}
-}
-
-func lastPart(name string) string {
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		return name[i+1:]
-	}
-	return name
 }
 
 // requestClass returns the DeviceClass of an allocated request: "name" of an exact request, or
@@ -275,10 +267,22 @@ func chargeRequests(requests []resourceapi.DeviceRequest, lookup DeviceLookup, w
 				out[ext] += count
 			}
 		}
+		requested := Amounts{}
 		if capacity != nil {
 			for name, q := range capacity.Requests {
-				out[DeviceAmountName(className, string(name))] += count * q.Value()
+				requested[DeviceAmountName(className, string(name))] = q.Value()
 			}
+		}
+		if lookup.SharesDevices(className) {
+			// A share that asks for no capacity takes the device's default.
+			for name, v := range lookup.DefaultShare(className) {
+				if _, asked := requested[name]; !asked {
+					requested[name] = v
+				}
+			}
+		}
+		for name, v := range requested {
+			out[name] += count * v
 		}
 	}
 	return out, problems, uncounted

@@ -24,6 +24,7 @@ func (l lookup) Device(driver, pool, device string) *resourceapi.Device {
 	return l.inv.Device(driver, pool, device)
 }
 func (l lookup) SharesDevices(class string) bool                         { return l.inv.SharesDevices(class) }
+func (l lookup) DefaultShare(class string) Amounts                       { return l.inv.DefaultShare(class) }
 func (l lookup) ResourceClaim(_, name string) *resourceapi.ResourceClaim { return l.claims[name] }
 func (l lookup) ResourceClaimTemplate(_, name string) *resourceapi.ResourceClaimTemplate {
 	return l.templates[name]
@@ -55,6 +56,9 @@ func inventory() *DeviceInventory {
 	inv.SetClass(class("shared", "shared", ""))
 	shared := device("s0", "shared", "40Gi")
 	shared.AllowMultipleAllocations = ptr.To(true)
+	memory := shared.Capacity["memory"]
+	memory.RequestPolicy = &resourceapi.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("5Gi"))}
+	shared.Capacity["memory"] = memory
 	inv.SetSlice(&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: resourceapi.ResourceSliceSpec{
 		Driver: "example.com", Pool: resourceapi.ResourcePool{Name: "node-a"}, NodeName: ptr.To("node-a"),
 		Devices: []resourceapi.Device{device("g0", "gpu", "80Gi"), device("g1", "gpu", "80Gi"), shared},
@@ -138,25 +142,40 @@ func TestDeviceInventoryCountsWhatEachClassSelects(t *testing.T) {
 }
 
 func TestDeviceInventoryCountsCountersOncePerPhysicalDevice(t *testing.T) {
-	inv := NewDeviceInventory()
-	inv.SetClass(class("mig", "mig", ""))
 	partition := func(name, memory string) resourceapi.Device {
-		d := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To("mig")}}}
+		d := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To("mig")}},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: resource.MustParse(memory)}}}
 		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourceapi.Counter{"memory": {Value: resource.MustParse(memory)}}}}
 		return d
 	}
-	inv.SetSlice(&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: resourceapi.ResourceSliceSpec{
-		Driver: "example.com", Pool: resourceapi.ResourcePool{Name: "node-a"},
-		SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0", Counters: map[string]resourceapi.Counter{"memory": {Value: resource.MustParse("40Gi")}}}},
-		Devices:        []resourceapi.Device{partition("gpu-0-half-a", "20Gi"), partition("gpu-0-half-b", "20Gi"), partition("gpu-0-whole", "40Gi")},
-	}})
-	assert.Equal(t, Amounts{"mig.deviceclass.resource.k8s.io/devices": 3, "mig.deviceclass.resource.k8s.io/memory": 40 << 30}, inv.Total(),
-		"three partitions of one 40Gi GPU offer 40Gi of its memory, not 80Gi")
+	pool := resourceapi.ResourcePool{Name: "node-a", ResourceSliceCount: 3}
+	// The API puts a pool's counter sets and its partitions in different slices; they may come
+	// in any order, and two slices of partitions may draw on one set.
+	halves := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "halves"}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: "example.com", Pool: pool, NodeName: ptr.To("node-a"),
+		Devices: []resourceapi.Device{partition("gpu-0-half-a", "20Gi"), partition("gpu-0-half-b", "20Gi")}}}
+	whole := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "whole"}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: "example.com", Pool: pool, NodeName: ptr.To("node-a"),
+		Devices: []resourceapi.Device{partition("gpu-0-whole", "40Gi")}}}
+	counters := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "counters"}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: "example.com", Pool: pool,
+		SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0", Counters: map[string]resourceapi.Counter{"memory": {Value: resource.MustParse("40Gi")}}}}}}
+	inv := NewDeviceInventory()
+	inv.SetClass(class("mig", "mig", ""))
+	inv.SetSlice(halves)
+	inv.SetSlice(whole)
+	assert.Equal(t, Amounts{"mig.deviceclass.resource.k8s.io/devices": 3}, inv.Total(), "the counters are not published yet")
+	inv.SetSlice(counters)
+	want := Amounts{"mig.deviceclass.resource.k8s.io/devices": 3, "mig.deviceclass.resource.k8s.io/memory": 40 << 30}
+	assert.Equal(t, want, inv.Total(), "three partitions of one 40Gi GPU offer 40Gi of its memory, not 80Gi or 160Gi")
+	assert.Equal(t, want, inv.OnNode("node-a"), "the pool's devices are on its node")
+	inv.DeleteSlice("counters")
+	assert.Equal(t, Amounts{"mig.deviceclass.resource.k8s.io/devices": 3}, inv.Total(), "the counters go with their slice")
+	inv.SetSlice(counters)
 
 	l := lookup{inv: inv, claims: map[string]*resourceapi.ResourceClaim{
 		"half": allocate(newClaim("half", exactly("r", "mig", 1)), result("r", "gpu-0-half-a")),
 	}}
-	l.claims["half"].Status.Allocation.Devices.Results[0].Pool = "node-a"
 	got := ChargeDevices(podWith("p", direct("c", "half")), l)
 	assert.Equal(t, Amounts{"mig.deviceclass.resource.k8s.io/devices": 1, "mig.deviceclass.resource.k8s.io/memory": 20 << 30}, got.Charged,
 		"a partition is charged the counters it consumes")
@@ -192,6 +211,7 @@ func TestChargeDevices(t *testing.T) {
 		"slice-of":      allocate(newClaim("slice-of", sharedRequest), consumed),
 		"no-class":      newClaim("no-class", exactly("r", "missing", 1)),
 		"share-pending": newClaim("share-pending", sharedRequest),
+		"share-default": newClaim("share-default", exactly("r", "shared", 1)),
 	}
 	claims["chose-small"].Status.Allocation.Devices.Results[0].ShareID = ptr.To(types.UID("share-2"))
 	claims["chose-small"].Status.Allocation.Devices.Results[0].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("10Gi")}
@@ -227,6 +247,8 @@ func TestChargeDevices(t *testing.T) {
 			charged: Amounts{sharedMemory: 10 << 30}, direct: Amounts{sharedMemory: 10 << 30}},
 		{name: "so is a share not allocated yet", pod: podWith("p", direct("c", "share-pending")),
 			charged: Amounts{sharedMemory: 10 << 30}, direct: Amounts{sharedMemory: 10 << 30}},
+		{name: "a share that asks for no capacity is charged the device's default", pod: podWith("p", direct("c", "share-default")),
+			charged: Amounts{sharedMemory: 5 << 30}, direct: Amounts{sharedMemory: 5 << 30}},
 		{name: "an unknown class is a problem, charged nothing", pod: podWith("p", direct("c", "no-class")), charged: Amounts{}, problem: `DeviceClass "missing" does not exist`},
 		{name: "a missing claim is a problem", pod: podWith("p", direct("c", "nope")), charged: Amounts{}, problem: `ResourceClaim "nope" does not exist`},
 		{name: "a missing template is a problem", pod: podWith("p", fromTemplate("c", "nope")), charged: Amounts{}, problem: `ResourceClaimTemplate "nope" does not exist`},

@@ -153,6 +153,7 @@ func (d deviceLookup) DeviceClass(name string) *resourceapi.DeviceClass {
 }
 func (d deviceLookup) Device(string, string, string) *resourceapi.Device { return nil }
 func (d deviceLookup) SharesDevices(string) bool                         { return false }
+func (d deviceLookup) DefaultShare(string) quota.Amounts                 { return nil }
 func (d deviceLookup) ResourceClaim(_, name string) *resourceapi.ResourceClaim {
 	return d[name]
 }

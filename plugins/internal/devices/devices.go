@@ -149,6 +149,9 @@ func (d *Devices) Device(driver, pool, device string) *resourceapi.Device {
 // SharesDevices says whether a class selects devices that allow several allocations.
 func (d *Devices) SharesDevices(class string) bool { return d.inventory.SharesDevices(class) }
 
+// DefaultShare is the capacity a share of a class's devices takes when its claim asks for none.
+func (d *Devices) DefaultShare(class string) quota.Amounts { return d.inventory.DefaultShare(class) }
+
 // ResourceClaim returns a claim (nil when unknown).
 func (d *Devices) ResourceClaim(namespace, name string) *resourceapi.ResourceClaim {
 	claim, err := d.claims.ResourceClaims(namespace).Get(name)
