@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	exerciseFlowsAndCronJobs(t, env, ns, pool)
 	upstreamGangRuns(t, env, ns, pool)
 	unreadyGangIsEvicted(t, env, ns, pool)
+	devicePodRuns(t, env, ns, pool)
 	webhookCertificateIsRenewed(t, env)
 	leader := waitLeader(t, env, localcluster.Controllers)
 	_, err = env.Cluster.ControllersMetrics(ctx, leader)
@@ -309,4 +311,46 @@ func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[stri
 		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// devicePodRuns runs a pod that claims a device through a ResourceClaimTemplate, on the node of
+// the test with the simulated driver's devices published, so that the device rules are used: the
+// controllers read the pod's claim and template to charge its queue.
+func devicePodRuns(t *testing.T, env *framework.Env, ns string, pool map[string]string) {
+	t.Helper()
+	ctx := framework.Context(t, 2*time.Minute)
+	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: poolLabel + "=" + pool[poolLabel]})
+	require.NoError(t, err)
+	require.NotEmpty(t, nodes.Items)
+	require.NoError(t, env.Cluster.PublishDevices(ctx, []string{nodes.Items[0].Name}, localcluster.DeviceShape{GPUs: 1, Group: "rbac"}))
+	_, err = env.Kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu", Namespace: ns},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: localcluster.GPUClass}}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "device", Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: pool,
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
+			Containers:     []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	devices := corev1.ResourceName(localcluster.GPUClass + ".deviceclass.resource.k8s.io/devices")
+	framework.Eventually(t, time.Minute, "the device pod runs and its queue counts its device", func() (bool, string) {
+		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "device", metav1.GetOptions{})
+		if err != nil || pod.Spec.NodeName == "" {
+			return false, fmt.Sprintf("pod not bound: %v", err)
+		}
+		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(ctx, schedulingv1alpha1.DefaultQueue, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := q.Status.Allocated[devices]
+		return got.Value() >= 1, fmt.Sprintf("queue %s allocated %v", q.Name, q.Status.Allocated)
+	})
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "device", metav1.DeleteOptions{}))
 }
