@@ -433,7 +433,7 @@ func (g *groupManager) holdForPilot(ctx context.Context, key groupKey, pod *core
 }
 
 // decidePostFilter is postFilter's decision.
-func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -473,7 +473,7 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 		g.releaseElastic(klog.FromContext(ctx))
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if claim := g.waitsForSharedClaim(pod); claim != "" {
+	if claim := g.waitsForSharedClaim(pod, m); claim != "" {
 		// kube-scheduler refused the member only until the claim it shares with the member that
 		// opens it is allocated (permitOpener); the claim's update brings it back.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for ResourceClaim %s, which another member of pod group %s is allocating", v1alpha1.ReasonWaitingForMembers, claim, key))
@@ -563,6 +563,7 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 	var count memberCount
 	meets, stale, first := false, false, false
 	opens := g.opensSharedClaim(pod, key)
+	var openerAttempt uint64
 	g.groups.with(key, func(s *groupState) {
 		if attempt, ok := s.attemptOf[pod.UID]; ok && attempt != s.attempt {
 			stale = true
@@ -584,7 +585,14 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 			return
 		}
 		if opens != "" {
-			return // permitOpener lets it through
+			// Let through as a member of the attempt that reserved it, under the lock: an
+			// attempt failing meanwhile must see it allowed (PreBind refuses it then).
+			openerAttempt = s.attempt
+			if a, ok := s.attemptOf[pod.UID]; ok {
+				openerAttempt = a
+			}
+			s.allowed[pod.UID] = openerAttempt
+			return
 		}
 		first = len(s.waiting) == 0
 		s.waiting[pod.UID] = struct{}{}
@@ -606,7 +614,7 @@ func (g *groupManager) permit(ctx context.Context, state fwk.CycleState, pod *co
 		return nil, 0
 	}
 	if opens != "" {
-		g.permitOpener(ctx, pod, key, pg, opens)
+		g.permitOpener(ctx, pod, key, pg, opens, openerAttempt)
 		return nil, 0
 	}
 	waitingPods.Set(float64(g.groups.waitingCount()))
@@ -729,13 +737,18 @@ func (g *groupManager) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg 
 // DynamicResources checks them.
 func (g *groupManager) requestsWithDevices(pods []*corev1.Pod) []corev1.ResourceList {
 	out := make([]corev1.ResourceList, 0, len(pods))
+	local := g.devices.OfferedOnNodes()
 	for _, pod := range pods {
 		requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 		charge := g.devices.Charge(pod)
 		own := charge.Charged.Clone()
 		own.Sub(charge.Direct)
 		for name, q := range own.List() {
-			requests[name] = q
+			// Only devices of a node's own slices are checked against nodes (WithDevices):
+			// those of slices for many nodes (a network's) are on no node's books.
+			if _, local := local[name]; local {
+				requests[name] = q
+			}
 		}
 		out = append(out, requests)
 	}

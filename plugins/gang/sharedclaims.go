@@ -3,9 +3,12 @@ package gang
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -54,16 +57,11 @@ func (g *groupManager) opensSharedClaim(pod *corev1.Pod, key groupKey) string {
 	return ""
 }
 
-// permitOpener lets a member that opens a shared claim through Permit at once, as a member of
-// the current attempt: if the attempt fails, it is rolled back with it (fail, PostBind). Since
+// permitOpener lets a member that opens a shared claim through Permit at once (permit marked it
+// allowed in its attempt): if the attempt fails, it is rolled back with it (fail, PostBind). Since
 // it does not wait at Permit, no timeout of its own ends the attempt: a timer does, if the
 // minimum is not placed within the group's timeout.
-func (g *groupManager) permitOpener(ctx context.Context, pod *corev1.Pod, key groupKey, pg *v1alpha1.PodGroup, claim string) {
-	var attempt uint64
-	g.groups.with(key, func(s *groupState) {
-		attempt = s.attempt
-		s.allowed[pod.UID] = attempt
-	})
+func (g *groupManager) permitOpener(ctx context.Context, pod *corev1.Pod, key groupKey, pg *v1alpha1.PodGroup, claim string, attempt uint64) {
 	logger := klog.FromContext(ctx)
 	msg := fmt.Sprintf("pod %s binds ahead of the group's minimum: it allocates ResourceClaim %s, which the other members share, and kube-scheduler lets them use it only once it is allocated; if the minimum is not placed within %v, the pod is rolled back", pod.Name, claim, g.timeout(pg))
 	g.groupEvent(pg, corev1.EventTypeNormal, ReasonOpensSharedClaim, msg)
@@ -83,11 +81,29 @@ func (g *groupManager) permitOpener(ctx context.Context, pod *corev1.Pod, key gr
 	})
 }
 
-// waitsForSharedClaim returns a claim the pod names directly whose allocation is in flight
-// ("" if none): kube-scheduler refuses the pod until it is written.
-func (g *groupManager) waitsForSharedClaim(pod *corev1.Pod) string {
+// inFlightClaim is DynamicResources' refusal of a pod whose claim's allocation is in flight.
+const inFlightClaim = "is in the process of being allocated"
+
+// waitsForSharedClaim returns a claim the pod names directly that kube-scheduler refused it for
+// while another pod's allocation of it was in flight, or whose allocation is in flight now (""
+// if none): the pod is refused only until the allocation is written. The refusal is read from
+// the cycle's statuses: by PostFilter, the opener may have written the allocation already.
+func (g *groupManager) waitsForSharedClaim(pod *corev1.Pod, m fwk.NodeToStatusReader) string {
 	if g.devices == nil {
 		return ""
+	}
+	if m != nil {
+		if s := m.Get(""); s != nil && s.Plugin() == names.DynamicResources {
+			for _, reason := range s.Reasons() {
+				if strings.Contains(reason, inFlightClaim) {
+					for _, ref := range pod.Spec.ResourceClaims {
+						if ref.ResourceClaimName != nil && strings.Contains(reason, "/"+*ref.ResourceClaimName+" ") {
+							return *ref.ResourceClaimName
+						}
+					}
+				}
+			}
+		}
 	}
 	dra := g.handle.SharedDRAManager()
 	if dra == nil {

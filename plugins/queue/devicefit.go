@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -31,10 +32,12 @@ type deviceFit struct {
 	handle   fwk.Handle
 	features structured.Features
 	cel      *cel.Cache
-	// claims are the preemptor's claims that still need an allocation.
-	claims    []*resourceapi.ResourceClaim
-	allocated *structured.AllocatedState
-	slices    []*resourceapi.ResourceSlice
+	// claims are the preemptor's claims that still need an allocation; allocatedOn the nodes
+	// its allocated claims can be used on (DynamicResources' Filter, skipped, checks that too).
+	claims      []*resourceapi.ResourceClaim
+	allocatedOn []*corev1.NodeSelector
+	allocated   *structured.AllocatedState
+	slices      []*resourceapi.ResourceSlice
 }
 
 // newDeviceFit returns the device check for a preemptor, or nil when none is needed: none of its
@@ -64,6 +67,8 @@ func (q *Queue) newDeviceFit(pod *corev1.Pod) (*deviceFit, error) {
 		}
 		if claim.Status.Allocation == nil {
 			f.claims = append(f.claims, claim)
+		} else if claim.Status.Allocation.NodeSelector != nil {
+			f.allocatedOn = append(f.allocatedOn, claim.Status.Allocation.NodeSelector)
 		}
 	}
 	if len(f.claims) == 0 {
@@ -92,6 +97,15 @@ func skipDRAFilter(cs fwk.CycleState) {
 
 // fits says whether the preemptor's claims can be allocated on node without the removed pods.
 func (f *deviceFit) fits(ctx context.Context, node *corev1.Node, removed map[types.UID]*corev1.Pod) (bool, error) {
+	for _, selector := range f.allocatedOn {
+		s, err := nodeaffinity.NewNodeSelector(selector)
+		if err != nil {
+			return false, fmt.Errorf("devices: %w", err)
+		}
+		if !s.Match(node) {
+			return false, nil // an allocated claim of the pod is not available there
+		}
+	}
 	state := structured.AllocatedState{
 		AllocatedDevices:         f.allocated.AllocatedDevices.Clone(),
 		AllocatedSharedDeviceIDs: f.allocated.AllocatedSharedDeviceIDs.Clone(),

@@ -21,7 +21,7 @@ func (a *accounts) watchDevices(handle fwk.Handle) (func() bool, error) {
 	}
 	a.devices = d
 	a.ledger.devices = d
-	d.Notify(func(pod *corev1.Pod) { a.observePod(pod) }, a.ledger.setDevices)
+	d.Notify(func(pod *corev1.Pod) { a.ledger.refresh(pod, a.groupQueue) }, a.ledger.setDevices)
 	return d.HasSynced, nil
 }
 

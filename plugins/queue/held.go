@@ -45,7 +45,12 @@ func (q *Queue) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nod
 			holder = nominated
 			continue
 		}
-		if d := deviceAmounts(q.ledger.chargeOf(nominated).requests); len(d) > 0 {
+		// The claims it names directly may be shared (with this very pod, a sibling of its
+		// gang): they hold nothing the pod would take again.
+		c := q.ledger.chargeOf(nominated)
+		own := c.requests.Clone()
+		own.Sub(c.direct)
+		if d := deviceAmounts(own); len(d) > 0 {
 			held.Add(d)
 			holder = nominated
 		}
@@ -56,7 +61,13 @@ func (q *Queue) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nod
 	// held may be empty when the nominated pods are on the node already: their charges count
 	// in FreeOn then.
 	free := q.accounts.devices.FreeOn(nodeInfo)
+	offered := q.accounts.devices.OnNode(node)
 	for name, v := range deviceAmounts(q.ledger.chargeOf(pod).requests) {
+		// Only the node's own devices are held: those of slices for many nodes (a network's)
+		// count on no node.
+		if _, local := offered[name]; !local || held[name] == 0 {
+			continue
+		}
 		if v+held[name] > free[name] {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("the free %s of node %s are held for pod %s/%s, nominated there by a preemption", quota.Label(name), node, holder.Namespace, holder.Name))
 		}

@@ -151,6 +151,11 @@ func addClaims(sums map[string]quota.Amounts, refs map[claimRef]*claimCount, que
 				c = &claimCount{charge: amounts.Clone()}
 				refs[ref] = c
 				addSigned(sums, queue, c.charge, 1)
+			} else if !equalAmounts(c.charge, amounts) {
+				// The claim's charge changed (allocated, its class created): the newest counts.
+				addSigned(sums, queue, c.charge, -1)
+				c.charge = amounts.Clone()
+				addSigned(sums, queue, c.charge, 1)
 			}
 			c.entries++
 			continue
@@ -163,6 +168,18 @@ func addClaims(sums map[string]quota.Amounts, refs map[claimRef]*claimCount, que
 			delete(refs, ref)
 		}
 	}
+}
+
+func equalAmounts(a, b quota.Amounts) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, v := range a {
+		if w, ok := b[name]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // charge is what a pod counts for in its queue: its requests, and the devices of its
@@ -213,8 +230,20 @@ func (l *ledger) podRequests(pod *corev1.Pod) quota.Amounts {
 // observe records a pod as the informer shows it. resolve returns the queue of a PodGroup
 // ("" when it does not exist).
 func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) string) {
+	l.record(pod, resolve, false)
+}
+
+// refresh records a known pod again, whose charge may have changed (its claims did); a pod the
+// ledger does not know (deleted meanwhile, or not seen yet) is left to the pods' informer.
+func (l *ledger) refresh(pod *corev1.Pod, resolve func(namespace, group string) string) {
+	l.record(pod, resolve, true)
+}
+
+func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) string, knownOnly bool) {
 	if !l.counts(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		l.forget(pod.UID, pod)
+		if !knownOnly {
+			l.forget(pod.UID, pod)
+		}
 		return
 	}
 	requests := quota.PodRequests(pod)
@@ -235,6 +264,9 @@ func (l *ledger) observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if knownOnly && l.pods[pod.UID] == nil {
+		return
+	}
 	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
 	// and the last to record must have read the newest claims.
 	c := l.withDevices(pod, requests)

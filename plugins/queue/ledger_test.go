@@ -194,3 +194,34 @@ func TestLedgerCountsAClaimNamedByManyPodsOnce(t *testing.T) {
 	assert.Empty(t, v.allocated["team"])
 	assert.Empty(t, v.pending["team"], "nothing is left when the last pod is gone")
 }
+
+// A claim's charge that changes (its class known at last, its allocation made) counts as soon as
+// one of the pods that name it is recorded again, not when the last of them is gone.
+func TestLedgerFollowsAChangedClaimCharge(t *testing.T) {
+	request := resourceapi.DeviceRequest{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "channel", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}
+	channel := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "channel", Namespace: "ns"}, Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{request}}}}
+	lookup := deviceLookup{"channel": channel}
+	l := newLedger(v1alpha1.SchedulerName)
+	l.devices = lookup
+	resolve := func(string, string) string { return "" }
+	inTeam := map[string]string{v1alpha1.QueueLabel: "team"}
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b"} {
+		pod := ledgerPod(name, inTeam, "", 1)
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("channel")}}
+		pods = append(pods, pod)
+		l.observe(pod, resolve)
+	}
+	channels := quota.DevicesName("channel")
+	assert.Equal(t, quota.Amounts{gpu: 2, channels: 1}, l.view().pending["team"])
+	changed := channel.DeepCopy()
+	changed.Spec.Devices.Requests[0].Exactly.Count = 2
+	lookup["channel"] = changed
+	l.refresh(pods[0], resolve)
+	assert.Equal(t, quota.Amounts{gpu: 2, channels: 2}, l.view().pending["team"], "the newest charge counts")
+	l.forget(pods[0].UID, pods[0])
+	l.forget(pods[1].UID, pods[1])
+	assert.Empty(t, l.view().pending["team"], "and goes with the last pod")
+	l.refresh(pods[0], resolve)
+	assert.Empty(t, l.view().pending["team"], "a refresh does not bring back a pod the ledger forgot")
+}

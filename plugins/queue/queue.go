@@ -160,7 +160,10 @@ func (q *Queue) snapshot() state {
 func (q *Queue) snapshotFor(pod *corev1.Pod) state {
 	s := q.snapshot()
 	if e, ok := q.ledger.entry(pod.UID); ok && e.nominated && !e.placed() && s.view.nominated[e.queue] != nil {
-		s.view.nominated[e.queue].Sub(e.requests)
+		// The nominated sums leave out the claims pods name directly (ledger.account).
+		own := e.requests.Clone()
+		own.Sub(e.direct)
+		s.view.nominated[e.queue].Sub(own)
 	}
 	return s
 }

@@ -136,6 +136,9 @@ func (d *Devices) Total() quota.Amounts { return d.inventory.Total() }
 // OnNode is what the slices of one node offer.
 func (d *Devices) OnNode(node string) quota.Amounts { return d.inventory.OnNode(node) }
 
+// OfferedOnNodes is what the slices of single nodes offer, over all nodes.
+func (d *Devices) OfferedOnNodes() quota.Amounts { return d.inventory.OfferedOnNodes() }
+
 // DeviceClass returns a known DeviceClass (nil when unknown).
 func (d *Devices) DeviceClass(name string) *resourceapi.DeviceClass {
 	return d.inventory.DeviceClass(name)
