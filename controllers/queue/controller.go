@@ -256,6 +256,8 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 	// gated pods, not the pods of a group short of its minimum, not the pods of a queue that
 	// does not admit them.
 	demandPending := map[string]quota.Amounts{}
+	// The claims pods name directly count once per queue, placed and waiting (podRequests).
+	allocatedClaims, pendingClaims, demandClaims := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	groupMembers := map[string]int{}
 	groupPending := map[string]map[string]quota.Amounts{}
 	for i := range pods {
@@ -275,7 +277,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		} else {
 			queue = schedulingv1alpha1.QueueOfPod(pod, "")
 		}
-		requests := podRequests(pod, lookup)
+		requests, claims := podRequests(pod, lookup)
 		gated := quota.Gated(pod)
 		if grouped && pod.DeletionTimestamp == nil && !gated {
 			groupMembers[group]++
@@ -283,13 +285,18 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		switch {
 		case pod.Spec.NodeName != "":
 			add(leafAllocated, queue, requests)
+			claimsOnce(leafAllocated, allocatedClaims, queue, pod.Namespace, claims)
 			if !grouped {
 				a.counts(queue).Running++
 			}
 		case pod.DeletionTimestamp == nil:
 			add(a.Pending, queue, requests)
+			claimsOnce(a.Pending, pendingClaims, queue, pod.Namespace, claims)
 			if !grouped {
 				a.counts(queue).Pending++
+			}
+			if !gated && a.Tree.Admits(queue) {
+				claimsOnce(demandPending, demandClaims, queue, pod.Namespace, claims)
 			}
 			switch {
 			case gated || !a.Tree.Admits(queue):

@@ -228,3 +228,17 @@ func TestAccountFromReadsClaimsAndTemplates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, a.Pending["default"], "no devices without an inventory")
 }
+
+// A claim that several waiting pods of a queue name, reserved by none yet, is charged to each
+// (any may be first), and the queue counts it once, as the scheduler's ledger does.
+func TestAccountCountsAClaimNamedByManyPodsOnce(t *testing.T) {
+	queues := []*schedulingv1alpha1.Queue{testQueue("root", "", 1), testQueue("train", "root", 1)}
+	channel := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "channel", Namespace: "ns"},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{gpuRequest("gpu", gpuClass, resourceapi.DeviceAllocationModeExactCount, 1)}}},
+	}
+	devices := &cachedDevices{DeviceInventory: testInventory(t), claims: map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ns", Name: "channel"}: channel}}
+	pods := []corev1.Pod{claimPod("r0", "train", "", "channel"), claimPod("r1", "train", "", "channel"), claimPod("r2", "train", "", "channel")}
+	a := Account(queues, pods, nil, nil, tephraOnly, devices)
+	assert.Equal(t, quota.Amounts{gpuDevices: 1, extendedGPU: 1}, a.Pending["train"])
+}
