@@ -130,8 +130,8 @@ func TestDRAJobExample(t *testing.T) {
 		devices[r.Pool+"/"+r.Device] = true
 	}
 	assert.Len(t, devices, 4, "4 distinct GPUs")
-	waitQueueStatus(t, env, "default", 30*time.Second, "the default queue counts the job's 4 GPUs", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(localcluster.GPUClass)) >= 4
+	framework.WaitQueueStatus(t, env, "default", 30*time.Second, "the default queue counts the job's 4 GPUs", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(localcluster.GPUClass)) >= 4
 	})
 	done := waitJobPhase(t, env, ns, job.Name, 90*time.Second, batchv1alpha1.JobCompleted)
 	assert.Equal(t, int32(0), done.Status.RetryCount)

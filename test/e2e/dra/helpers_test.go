@@ -19,14 +19,12 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -42,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 // queueLabel says which queue a test's pod is in, whether it names its queue or its group does.
-const queueLabel = "e2e.tephra.dev/queue"
+const queueLabel = framework.QueueLabel
 
 // devicesOf is the queue resource of a DeviceClass's devices.
 func devicesOf(class string) corev1.ResourceName { return quota.DevicesName(class) }
@@ -85,20 +83,6 @@ func createClass(t *testing.T, env *framework.Env, name, group string, shared bo
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = env.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-}
-
-// createQueue creates a leaf queue under root and deletes it when the test ends.
-func createQueue(t *testing.T, env *framework.Env, name string, mutate func(*schedulingv1alpha1.QueueSpec)) {
-	t.Helper()
-	q := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: "root", Weight: 1}}
-	if mutate != nil {
-		mutate(&q.Spec)
-	}
-	_, err := env.Tephra.SchedulingV1alpha1().Queues().Create(context.Background(), q, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = env.Tephra.SchedulingV1alpha1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
 
@@ -217,96 +201,6 @@ func deletePods(t *testing.T, env *framework.Env, ns string, names ...string) {
 	}
 }
 
-// boundByQueue counts the live pods bound to a node in a namespace, by queue.
-func boundByQueue(ctx context.Context, env *framework.Env, ns string) (map[string]int, error) {
-	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, pod := range pods.Items {
-		if pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			out[pod.Labels[queueLabel]]++
-		}
-	}
-	return out, nil
-}
-
-// waitBound waits until the bound pods per queue are exactly want.
-func waitBound(t *testing.T, env *framework.Env, ns string, want map[string]int, timeout time.Duration) {
-	t.Helper()
-	var last map[string]int
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		got, err := boundByQueue(ctx, env, ns)
-		if err != nil {
-			return false, nil
-		}
-		last = got
-		for q, n := range want {
-			if got[q] != n {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	require.NoError(t, err, "bound pods by queue: want %v, last seen %v\n%s\n%s", want, last, queueStatuses(env), podStates(env, ns))
-}
-
-// holdBound checks that the bound pods per queue stay exactly want for a while.
-func holdBound(t *testing.T, env *framework.Env, ns string, want map[string]int, during time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(during)
-	for time.Now().Before(deadline) {
-		got, err := boundByQueue(context.Background(), env, ns)
-		require.NoError(t, err)
-		for q, n := range want {
-			require.Equal(t, n, got[q], "queue %s: bound pods changed (all: %v)\n%s", q, got, queueStatuses(env))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// waitQueueStatus waits until a queue's status satisfies ok.
-func waitQueueStatus(t *testing.T, env *framework.Env, name string, timeout time.Duration, what string, ok func(*schedulingv1alpha1.Queue) bool) *schedulingv1alpha1.Queue {
-	t.Helper()
-	var last *schedulingv1alpha1.Queue
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = q
-		return ok(q), nil
-	})
-	status := "none"
-	if last != nil {
-		status = fmt.Sprintf("allocated %v, deserved %v, pending %d, running %d", last.Status.Allocated, last.Status.Deserved, last.Status.Pending, last.Status.Running)
-	}
-	require.NoError(t, err, "queue %s: %s; last status: %s", name, what, status)
-	return last
-}
-
-// amountOf is a quantity of a list as an integer (bytes for memory), 0 when absent.
-func amountOf(list corev1.ResourceList, name corev1.ResourceName) int64 {
-	q, ok := list[name]
-	if !ok {
-		return 0
-	}
-	return q.Value()
-}
-
-func queueStatuses(env *framework.Env) string {
-	queues, err := env.Tephra.SchedulingV1alpha1().Queues().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, q := range queues.Items {
-		fmt.Fprintf(&b, "queue %s: allocated %v deserved %v\n", q.Name, q.Status.Allocated, q.Status.Deserved)
-	}
-	return b.String()
-}
-
 // podStates describes a namespace's pods and claims, for failure messages.
 func podStates(env *framework.Env, ns string) string {
 	var b strings.Builder
@@ -359,20 +253,6 @@ func allocatedClaims(t *testing.T, env *framework.Env, ns string) int {
 		}
 	}
 	return n
-}
-
-// waitEventOnAny waits for an event containing want on any of the objects.
-func waitEventOnAny(t *testing.T, env *framework.Env, ns string, objects []string, want string) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = ""
-		for _, object := range objects {
-			last += env.Events(ns, object)
-		}
-		return strings.Contains(last, want), nil
-	})
-	require.NoError(t, err, "event on one of %v containing %q; events: %s", objects, want, last)
 }
 
 // pendingOf returns the names of the pods of a namespace that are not bound.

@@ -29,19 +29,19 @@ func TestDeviceCapability(t *testing.T) {
 	const class = "gpu-cap.e2e.tephra.dev"
 	pool := devicePool(t, env, "dra-cap", 2, localcluster.DeviceShape{GPUs: 4})
 	createClass(t, env, class, "dra-cap", false, nil)
-	createQueue(t, env, "dra-cap", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "dra-cap", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{devicesOf(class): resource.MustParse("2")}
 	})
 	createTemplate(t, env, ns, "one-gpu", deviceRequest(class, 1, nil))
 
 	names := submit(t, env, ns, 6, "p", devicePod{queue: "dra-cap", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
-	waitBound(t, env, ns, map[string]int{"dra-cap": 2}, time.Minute)
-	waitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-cap" would exceed its capability (%s`, devicesOf(class)))
-	holdBound(t, env, ns, map[string]int{"dra-cap": 2}, 5*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-cap": 2}, time.Minute, func() string { return podStates(env, ns) })
+	framework.WaitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-cap" would exceed its capability (%s`, devicesOf(class)))
+	framework.HoldBound(t, env, ns, map[string]int{"dra-cap": 2}, 5*time.Second)
 	assert.Len(t, pendingOf(t, env, ns), 4, "4 pods wait")
 	assert.Equal(t, 2, allocatedClaims(t, env, ns), "only the running pods' claims are allocated:\n%s", podStates(env, ns))
-	waitQueueStatus(t, env, "dra-cap", 30*time.Second, "allocated 2 devices", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(class)) == 2 && q.Status.Running == 2
+	framework.WaitQueueStatus(t, env, "dra-cap", 30*time.Second, "allocated 2 devices", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 2 && q.Status.Running == 2
 	})
 }
 
@@ -53,24 +53,24 @@ func TestSharedClaimChargedOnce(t *testing.T) {
 	const class = "gpu-once.e2e.tephra.dev"
 	pool := devicePool(t, env, "dra-once", 1, localcluster.DeviceShape{GPUs: 4})
 	createClass(t, env, class, "dra-once", false, nil)
-	createQueue(t, env, "dra-once", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "dra-once", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{devicesOf(class): resource.MustParse("1")}
 	})
 	createClaim(t, env, ns, "shared", deviceRequest(class, 1, nil))
 
 	names := submit(t, env, ns, 3, "user", devicePod{queue: "dra-once", pool: pool, claims: []claimRef{named("gpu", "shared")}})
-	waitBound(t, env, ns, map[string]int{"dra-once": 3}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-once": 3}, time.Minute, func() string { return podStates(env, ns) })
 	claim, err := env.Kube.ResourceV1().ResourceClaims(ns).Get(context.Background(), "shared", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Len(t, claim.Status.ReservedFor, 3, "the claim is reserved for its 3 users")
-	q := waitQueueStatus(t, env, "dra-once", 30*time.Second, "allocated 1 device for 3 running pods", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(class)) == 1 && q.Status.Running == 3
+	q := framework.WaitQueueStatus(t, env, "dra-once", 30*time.Second, "allocated 1 device for 3 running pods", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 1 && q.Status.Running == 3
 	})
 	assert.Equal(t, int64(300), q.Status.Allocated.Cpu().MilliValue(), "each pod's own CPU still counts")
 
 	deletePods(t, env, ns, names...)
-	waitQueueStatus(t, env, "dra-once", time.Minute, "no devices once the users are gone", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(class)) == 0 && q.Status.Running == 0
+	framework.WaitQueueStatus(t, env, "dra-once", time.Minute, "no devices once the users are gone", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 0 && q.Status.Running == 0
 	})
 }
 
@@ -89,26 +89,26 @@ func TestExtendedResourceNameLimitsDevices(t *testing.T) {
 	createClass(t, env, class, "dra-ext", false, func(c *resourceapi.DeviceClass) {
 		c.Spec.ExtendedResourceName = ptr.To(string(ext))
 	})
-	createQueue(t, env, "dra-ext", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "dra-ext", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{ext: resource.MustParse("2")}
 	})
 	createTemplate(t, env, ns, "one-gpu", deviceRequest(class, 1, nil))
 
 	names := submit(t, env, ns, 4, "claim", devicePod{queue: "dra-ext", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
-	waitBound(t, env, ns, map[string]int{"dra-ext": 2}, time.Minute)
-	waitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-ext" would exceed its capability (%s`, ext))
-	holdBound(t, env, ns, map[string]int{"dra-ext": 2}, 5*time.Second)
-	waitQueueStatus(t, env, "dra-ext", 30*time.Second, "allocated 2 devices, under the class and its extended resource name", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, ext) == 2 && amountOf(q.Status.Allocated, devicesOf(class)) == 2
+	framework.WaitBound(t, env, ns, map[string]int{"dra-ext": 2}, time.Minute, func() string { return podStates(env, ns) })
+	framework.WaitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-ext" would exceed its capability (%s`, ext))
+	framework.HoldBound(t, env, ns, map[string]int{"dra-ext": 2}, 5*time.Second)
+	framework.WaitQueueStatus(t, env, "dra-ext", 30*time.Second, "allocated 2 devices, under the class and its extended resource name", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, ext) == 2 && framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 2
 	})
 
 	// The extended resource itself, served by the class.
 	deletePods(t, env, ns, names...)
-	waitBound(t, env, ns, map[string]int{"dra-ext": 0}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-ext": 0}, time.Minute, func() string { return podStates(env, ns) })
 	names = submit(t, env, ns, 3, "ext", devicePod{queue: "dra-ext", pool: pool, requests: corev1.ResourceList{ext: resource.MustParse("1")}})
-	waitBound(t, env, ns, map[string]int{"dra-ext": 2}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"dra-ext": 2}, 5*time.Second)
-	waitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-ext" would exceed its capability (%s`, ext))
+	framework.WaitBound(t, env, ns, map[string]int{"dra-ext": 2}, time.Minute, func() string { return podStates(env, ns) })
+	framework.HoldBound(t, env, ns, map[string]int{"dra-ext": 2}, 5*time.Second)
+	framework.WaitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-ext" would exceed its capability (%s`, ext))
 	var served int
 	for _, name := range names {
 		pod, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -119,8 +119,8 @@ func TestExtendedResourceNameLimitsDevices(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, served)
-	waitQueueStatus(t, env, "dra-ext", 30*time.Second, "allocated 2 of the extended resource", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, ext) == 2 && q.Status.Running == 2
+	framework.WaitQueueStatus(t, env, "dra-ext", 30*time.Second, "allocated 2 of the extended resource", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, ext) == 2 && q.Status.Running == 2
 	})
 }
 
@@ -133,15 +133,15 @@ func TestConsumableCapacityCapped(t *testing.T) {
 	memory := quota.DeviceAmountName(class, "memory")
 	pool := devicePool(t, env, "dra-cons", 1, localcluster.DeviceShape{SharedGPUs: 2})
 	createClass(t, env, class, "dra-cons", true, nil)
-	createQueue(t, env, "dra-cons", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "dra-cons", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{memory: resource.MustParse("40Gi")}
 	})
 	createTemplate(t, env, ns, "gpu-20gi", deviceRequest(class, 1, map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("20Gi")}))
 
 	names := submit(t, env, ns, 3, "slice", devicePod{queue: "dra-cons", pool: pool, claims: []claimRef{fromTemplate("gpu", "gpu-20gi")}})
-	waitBound(t, env, ns, map[string]int{"dra-cons": 2}, time.Minute)
-	waitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-cons" would exceed its capability (%s`, memory))
-	holdBound(t, env, ns, map[string]int{"dra-cons": 2}, 5*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-cons": 2}, time.Minute, func() string { return podStates(env, ns) })
+	framework.WaitEventOnAny(t, env, ns, names, fmt.Sprintf(`queue "dra-cons" would exceed its capability (%s`, memory))
+	framework.HoldBound(t, env, ns, map[string]int{"dra-cons": 2}, 5*time.Second)
 	for _, c := range claims(t, env, ns) {
 		if c.Status.Allocation == nil {
 			continue
@@ -150,8 +150,8 @@ func TestConsumableCapacityCapped(t *testing.T) {
 		assert.Equal(t, "20Gi", consumed.String(), "claim %s took 20Gi of its device", c.Name)
 	}
 	fortyGi := resource.MustParse("40Gi")
-	waitQueueStatus(t, env, "dra-cons", 30*time.Second, "allocated 40Gi of device memory", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, memory) == fortyGi.Value() && q.Status.Running == 2
+	framework.WaitQueueStatus(t, env, "dra-cons", 30*time.Second, "allocated 40Gi of device memory", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, memory) == fortyGi.Value() && q.Status.Running == 2
 	})
 }
 
@@ -164,7 +164,7 @@ func TestDeviceGangAllOrNothing(t *testing.T) {
 	const class = "gpu-gang.e2e.tephra.dev"
 	pool := devicePool(t, env, "dra-gang", 1, localcluster.DeviceShape{GPUs: 3})
 	createClass(t, env, class, "dra-gang", false, nil)
-	createQueue(t, env, "dra-gang", nil)
+	framework.CreateQueue(t, env, "dra-gang", nil)
 	createTemplate(t, env, ns, "one-gpu", deviceRequest(class, 1, nil))
 	createGroup(t, env, ns, "gang", "dra-gang", 4)
 	submit(t, env, ns, 4, "member", devicePod{queue: "dra-gang", group: "gang", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
@@ -174,7 +174,7 @@ func TestDeviceGangAllOrNothing(t *testing.T) {
 	sawAllocated := 0
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		bound, err := boundByQueue(context.Background(), env, ns)
+		bound, err := framework.BoundByQueue(context.Background(), env, ns)
 		require.NoError(t, err)
 		require.Zero(t, bound["dra-gang"], "a member of the gang bound with 3 devices for 4:\n%s", podStates(env, ns))
 		sawAllocated = max(sawAllocated, allocatedClaims(t, env, ns))
@@ -193,10 +193,10 @@ func TestDeviceGangAllOrNothing(t *testing.T) {
 	})
 	t.Cleanup(func() { deleteNodes(env, names) })
 	require.NoError(t, err)
-	waitBound(t, env, ns, map[string]int{"dra-gang": 4}, 2*time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-gang": 4}, 2*time.Minute, func() string { return podStates(env, ns) })
 	assert.Equal(t, 4, allocatedClaims(t, env, ns))
-	waitQueueStatus(t, env, "dra-gang", 30*time.Second, "allocated 4 devices", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(class)) == 4
+	framework.WaitQueueStatus(t, env, "dra-gang", 30*time.Second, "allocated 4 devices", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 4
 	})
 }
 
@@ -234,7 +234,7 @@ func TestGangSharesClaim(t *testing.T) {
 			`device.driver == %q && device.attributes[%q].kind == "channel" && device.attributes[%q].group == "dra-chan"`,
 			localcluster.DeviceDriver, localcluster.DeviceDriver, localcluster.DeviceDriver)}}}
 	})
-	createQueue(t, env, "dra-chan", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "dra-chan", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{devicesOf(channelClass): resource.MustParse("1"), devicesOf(gpuClass): resource.MustParse("4")}
 	})
 	createClaim(t, env, ns, "channel", resourceapi.DeviceRequest{Name: "channel", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: channelClass}})
@@ -244,12 +244,12 @@ func TestGangSharesClaim(t *testing.T) {
 		named("channel", "channel"), fromTemplate("gpu", "one-gpu"),
 	}})
 
-	waitBound(t, env, ns, map[string]int{"dra-chan": 4}, 90*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-chan": 4}, 90*time.Second, func() string { return podStates(env, ns) })
 	claim, err := env.Kube.ResourceV1().ResourceClaims(ns).Get(context.Background(), "channel", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Len(t, claim.Status.ReservedFor, 4, "the channel is reserved for the 4 members")
-	waitQueueStatus(t, env, "dra-chan", 30*time.Second, "allocated 4 GPUs and 1 channel", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, devicesOf(gpuClass)) == 4 && amountOf(q.Status.Allocated, devicesOf(channelClass)) == 1
+	framework.WaitQueueStatus(t, env, "dra-chan", 30*time.Second, "allocated 4 GPUs and 1 channel", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, devicesOf(gpuClass)) == 4 && framework.AmountOf(q.Status.Allocated, devicesOf(channelClass)) == 1
 	})
 }
 
@@ -261,18 +261,18 @@ func TestDeviceReclaimSplitsEvenly(t *testing.T) {
 	const class = "gpu-even.e2e.tephra.dev"
 	pool := devicePool(t, env, "dra-even", 2, localcluster.DeviceShape{GPUs: 4})
 	createClass(t, env, class, "dra-even", false, nil)
-	createQueue(t, env, "dra-even-a", nil)
-	createQueue(t, env, "dra-even-b", nil)
+	framework.CreateQueue(t, env, "dra-even-a", nil)
+	framework.CreateQueue(t, env, "dra-even-b", nil)
 	createTemplate(t, env, ns, "one-gpu", deviceRequest(class, 1, nil))
 
 	submit(t, env, ns, 8, "a", devicePod{queue: "dra-even-a", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
-	waitBound(t, env, ns, map[string]int{"dra-even-a": 8}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-even-a": 8}, time.Minute, func() string { return podStates(env, ns) })
 	submit(t, env, ns, 8, "b", devicePod{queue: "dra-even-b", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
-	waitBound(t, env, ns, map[string]int{"dra-even-a": 4, "dra-even-b": 4}, 2*time.Minute)
-	holdBound(t, env, ns, map[string]int{"dra-even-a": 4, "dra-even-b": 4}, 15*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-even-a": 4, "dra-even-b": 4}, 2*time.Minute, func() string { return podStates(env, ns) })
+	framework.HoldBound(t, env, ns, map[string]int{"dra-even-a": 4, "dra-even-b": 4}, 15*time.Second)
 	for _, name := range []string{"dra-even-a", "dra-even-b"} {
-		waitQueueStatus(t, env, name, 30*time.Second, "allocated and deserved 4 devices", func(q *schedulingv1alpha1.Queue) bool {
-			return amountOf(q.Status.Allocated, devicesOf(class)) == 4 && amountOf(q.Status.Deserved, devicesOf(class)) == 4
+		framework.WaitQueueStatus(t, env, name, 30*time.Second, "allocated and deserved 4 devices", func(q *schedulingv1alpha1.Queue) bool {
+			return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 4 && framework.AmountOf(q.Status.Deserved, devicesOf(class)) == 4
 		})
 	}
 	reclaimed := 0

@@ -40,7 +40,7 @@ func TestTopologyGangGoesWhereTheDevicesAre(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteNodes(env, nodes) })
 	createClass(t, env, class, "dra-topo", false, nil)
-	createQueue(t, env, "dra-topo", nil)
+	framework.CreateQueue(t, env, "dra-topo", nil)
 	createTemplate(t, env, ns, "one-gpu", deviceRequest(class, 1, nil))
 	_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(context.Background(), &schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "ring", Namespace: ns},
@@ -49,7 +49,7 @@ func TestTopologyGangGoesWhereTheDevicesAre(t *testing.T) {
 	require.NoError(t, err)
 	submit(t, env, ns, 4, "rank", devicePod{queue: "dra-topo", group: "ring", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}})
 
-	waitBound(t, env, ns, map[string]int{"dra-topo": 4}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"dra-topo": 4}, time.Minute, func() string { return podStates(env, ns) })
 	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	racks := map[string]int{}

@@ -29,7 +29,7 @@ func TestCapabilityHoldsUnderBurst(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
 	pool := units(t, env, "e2e.tephra.dev/cap-pool", 4, 1)
-	createQueue(t, env, "capped", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "capped", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
 	})
 
@@ -95,9 +95,9 @@ func TestClosedMissingAndParentQueues(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-closed"
 	pool := units(t, env, gpu, 1, 4)
-	createQueue(t, env, "closed-team", func(s *schedulingv1alpha1.QueueSpec) { s.State = schedulingv1alpha1.QueueClosed })
-	createQueue(t, env, "closed-parent", nil)
-	createQueue(t, env, "closed-child", func(s *schedulingv1alpha1.QueueSpec) { s.Parent = "closed-parent" })
+	framework.CreateQueue(t, env, "closed-team", func(s *schedulingv1alpha1.QueueSpec) { s.State = schedulingv1alpha1.QueueClosed })
+	framework.CreateQueue(t, env, "closed-parent", nil)
+	framework.CreateQueue(t, env, "closed-child", func(s *schedulingv1alpha1.QueueSpec) { s.Parent = "closed-parent" })
 
 	submit(t, env, ns, 1, "closed", workPod{queue: "closed-team", res: gpu, amount: 1, pool: pool})
 	submit(t, env, ns, 1, "missing", workPod{queue: "no-such-queue", res: gpu, amount: 1, pool: pool})
@@ -113,19 +113,19 @@ func TestClosedMissingAndParentQueues(t *testing.T) {
 		waitEvent(t, env, ns, pod, want)
 	}
 	waitGroupCondition(t, env, ns, "closed-gang", schedulingv1alpha1.ReasonQueueUnavailable, `queue "closed-team" is closed`)
-	holdBound(t, env, ns, map[string]int{"closed-team": 0, "no-such-queue": 0, "closed-parent": 0}, 3*time.Second)
+	framework.HoldBound(t, env, ns, map[string]int{"closed-team": 0, "no-such-queue": 0, "closed-parent": 0}, 3*time.Second)
 
 	q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(context.Background(), "closed-team", metav1.GetOptions{})
 	require.NoError(t, err)
 	q.Spec.State = schedulingv1alpha1.QueueOpen
 	_, err = env.Tephra.SchedulingV1alpha1().Queues().Update(context.Background(), q, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	waitBound(t, env, ns, map[string]int{"closed-team": 3}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"closed-team": 3}, time.Minute)
 	waitGroupPhase(t, env, ns, "closed-gang", schedulingv1alpha1.PodGroupRunning)
 
 	// The missing queue created, its pod runs.
-	createQueue(t, env, "no-such-queue", nil)
-	waitBound(t, env, ns, map[string]int{"closed-team": 3, "no-such-queue": 1}, time.Minute)
+	framework.CreateQueue(t, env, "no-such-queue", nil)
+	framework.WaitBound(t, env, ns, map[string]int{"closed-team": 3, "no-such-queue": 1}, time.Minute)
 }
 
 // A gang enters its queue only when its minimum fits under the queue's capability; one larger
@@ -135,11 +135,11 @@ func TestGangAdmission(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-gang"
 	pool := units(t, env, gpu, 4, 2)
-	createQueue(t, env, "gangs", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "gangs", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{gpu: resource.MustParse("4")}
 	})
 	submit(t, env, ns, 2, "solo", workPod{queue: "gangs", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"gangs": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"gangs": 2}, time.Minute)
 
 	// Needs 3 of the 2 left under the capability: it waits whole, holding nothing.
 	createGroup(t, env, ns, "fits-later", "gangs", 3, corev1.ResourceList{gpu: resource.MustParse("3")})
@@ -152,22 +152,22 @@ func TestGangAdmission(t *testing.T) {
 	waitGroupCondition(t, env, ns, "too-big", schedulingv1alpha1.ReasonNeverFits, "it can never run there")
 	// A member carries the event (each is refused once, and after that only the group's pilot is
 	// tried).
-	waitEventOnAny(t, env, ns, []string{"big-0", "big-1", "big-2", "big-3", "big-4", "big-5"}, "ExceedsQueueCapability")
-	holdBound(t, env, ns, map[string]int{"gangs": 2}, 3*time.Second)
+	framework.WaitEventOnAny(t, env, ns, []string{"big-0", "big-1", "big-2", "big-3", "big-4", "big-5"}, "ExceedsQueueCapability")
+	framework.HoldBound(t, env, ns, map[string]int{"gangs": 2}, 3*time.Second)
 	group, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), "fits-later", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, group.Status.Phase)
 
 	// The queue is not blocked: a pod that fits runs beside the waiting gangs.
 	submit(t, env, ns, 1, "small", workPod{queue: "gangs", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"gangs": 3}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"gangs": 3}, time.Minute)
 
 	// Once the plain pods are gone, the gang's minimum fits and runs whole.
 	for _, name := range []string{"solo-0", "solo-1", "small-0"} {
 		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	}
 	waitGroupPhase(t, env, ns, "fits-later", schedulingv1alpha1.PodGroupRunning)
-	waitBound(t, env, ns, map[string]int{"gangs": 3}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"gangs": 3}, time.Minute)
 }
 
 // A higher-priority pod preempts a lower-priority pod of its own queue, and only of its own queue,
@@ -177,8 +177,8 @@ func TestInQueuePreemption(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-preempt"
 	pool := units(t, env, gpu, 2, 2)
-	createQueue(t, env, "prio-a", nil)
-	createQueue(t, env, "prio-b", nil)
+	framework.CreateQueue(t, env, "prio-a", nil)
+	framework.CreateQueue(t, env, "prio-b", nil)
 	_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-queue-high"}, Value: 1000,
 	}, metav1.CreateOptions{})
@@ -189,11 +189,11 @@ func TestInQueuePreemption(t *testing.T) {
 
 	submit(t, env, ns, 2, "a-low", workPod{queue: "prio-a", res: gpu, amount: 1, pool: pool})
 	submit(t, env, ns, 2, "b-low", workPod{queue: "prio-b", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, time.Minute)
 	submit(t, env, ns, 1, "a-high", workPod{queue: "prio-a", res: gpu, amount: 1, pool: pool, priorityClass: "e2e-queue-high"})
 	env.WaitPod(t, ns, "a-high-0", time.Minute, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
-	waitBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, 5*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, 5*time.Second)
 	assert.Equal(t, 2, livePods(t, env, ns, "prio-b"), "no pod of the other queue was preempted")
 	assert.Equal(t, 2, livePods(t, env, ns, "prio-a"), "exactly one low-priority pod of the queue was preempted")
 	assert.Contains(t, eventsOfAll(t, env, ns, "Preempted"), `of higher priority in queue "prio-a"`)
@@ -206,11 +206,11 @@ func TestStatusSurvivesRestarts(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-restart"
 	pool := units(t, env, gpu, 2, 4)
-	createQueue(t, env, "restart-q", nil)
+	framework.CreateQueue(t, env, "restart-q", nil)
 	submit(t, env, ns, 5, "before", workPod{queue: "restart-q", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"restart-q": 5}, time.Minute)
-	waitQueueStatus(t, env, "restart-q", 30*time.Second, "allocated 5", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, gpu) == 5
+	framework.WaitBound(t, env, ns, map[string]int{"restart-q": 5}, time.Minute)
+	framework.WaitQueueStatus(t, env, "restart-q", 30*time.Second, "allocated 5", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, gpu) == 5
 	})
 
 	env.Cluster.KillComponent(localcluster.Controllers)
@@ -222,11 +222,11 @@ func TestStatusSurvivesRestarts(t *testing.T) {
 	require.NoError(t, env.Cluster.StartComponent(context.Background(), localcluster.Controllers))
 	require.NoError(t, env.Cluster.StartComponent(context.Background(), localcluster.Scheduler))
 
-	waitBound(t, env, ns, map[string]int{"restart-q": 5}, time.Minute)
-	q := waitQueueStatus(t, env, "restart-q", time.Minute, "allocated what the bound pods request", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, gpu) == 5 && q.Status.Running == 5 && q.Status.Pending == 0
+	framework.WaitBound(t, env, ns, map[string]int{"restart-q": 5}, time.Minute)
+	q := framework.WaitQueueStatus(t, env, "restart-q", time.Minute, "allocated what the bound pods request", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, gpu) == 5 && q.Status.Running == 5 && q.Status.Pending == 0
 	})
-	assert.Equal(t, int64(5), amountOf(q.Status.Deserved, gpu))
+	assert.Equal(t, int64(5), framework.AmountOf(q.Status.Deserved, gpu))
 }
 
 func createGroup(t *testing.T, env *framework.Env, ns, name, queue string, minMember int32, minResources corev1.ResourceList) {
@@ -247,20 +247,6 @@ func waitEvent(t *testing.T, env *framework.Env, ns, object, want string) {
 		return strings.Contains(last, want), nil
 	})
 	require.NoError(t, err, "event on %s containing %q; events: %s", object, want, last)
-}
-
-// waitEventOnAny waits for an event containing want on any of the objects.
-func waitEventOnAny(t *testing.T, env *framework.Env, ns string, objects []string, want string) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = ""
-		for _, object := range objects {
-			last += env.Events(ns, object)
-		}
-		return strings.Contains(last, want), nil
-	})
-	require.NoError(t, err, "event on one of %v containing %q; events: %s", objects, want, last)
 }
 
 func waitGroupCondition(t *testing.T, env *framework.Env, ns, name, reason, message string) {

@@ -23,21 +23,21 @@ func TestClosedQueueBacklogLeavesTheClusterToOthers(t *testing.T) {
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/gpu-backlog"
 	pool := units(t, env, res, 4, 1)
-	createQueue(t, env, "backlog-closed", func(s *schedulingv1alpha1.QueueSpec) { s.State = schedulingv1alpha1.QueueClosed })
-	createQueue(t, env, "backlog-open", nil)
+	framework.CreateQueue(t, env, "backlog-closed", func(s *schedulingv1alpha1.QueueSpec) { s.State = schedulingv1alpha1.QueueClosed })
+	framework.CreateQueue(t, env, "backlog-open", nil)
 
 	submit(t, env, ns, 4, "closed", workPod{queue: "backlog-closed", res: res, amount: 1, pool: pool})
-	waitQueueStatus(t, env, "backlog-closed", time.Minute, "its backlog counted as pending", func(q *schedulingv1alpha1.Queue) bool {
+	framework.WaitQueueStatus(t, env, "backlog-closed", time.Minute, "its backlog counted as pending", func(q *schedulingv1alpha1.Queue) bool {
 		return q.Status.Pending == 4
 	})
 	submit(t, env, ns, 4, "open", workPod{queue: "backlog-open", res: res, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"backlog-open": 4, "backlog-closed": 0}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"backlog-open": 4, "backlog-closed": 0}, 5*time.Second)
-	waitQueueStatus(t, env, "backlog-open", time.Minute, "deserving the whole cluster", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Deserved, res) == 4
+	framework.WaitBound(t, env, ns, map[string]int{"backlog-open": 4, "backlog-closed": 0}, time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"backlog-open": 4, "backlog-closed": 0}, 5*time.Second)
+	framework.WaitQueueStatus(t, env, "backlog-open", time.Minute, "deserving the whole cluster", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Deserved, res) == 4
 	})
-	waitQueueStatus(t, env, "backlog-closed", time.Minute, "deserving nothing", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Deserved, res) == 0
+	framework.WaitQueueStatus(t, env, "backlog-closed", time.Minute, "deserving nothing", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Deserved, res) == 0
 	})
 
 	// kubectl get queues shows both, in words.

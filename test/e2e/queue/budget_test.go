@@ -28,8 +28,8 @@ func TestReclaimRespectsPodDisruptionBudgets(t *testing.T) {
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/gpu-budget"
 	pool := units(t, env, res, 6, 1)
-	createQueue(t, env, "budget-a", nil)
-	createQueue(t, env, "budget-b", nil)
+	framework.CreateQueue(t, env, "budget-a", nil)
+	framework.CreateQueue(t, env, "budget-b", nil)
 	before := asyncPreemptions(t, env)
 
 	create := func(name, app string) {
@@ -40,12 +40,12 @@ func TestReclaimRespectsPodDisruptionBudgets(t *testing.T) {
 	}
 	create("free-0", "free")
 	create("free-1", "free")
-	waitBound(t, env, ns, map[string]int{"budget-a": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"budget-a": 2}, time.Minute)
 	time.Sleep(1100 * time.Millisecond) // start times are in seconds: the guarded pods start later
 	for i := range 4 {
 		create(fmt.Sprintf("guarded-%d", i), "guarded")
 	}
-	waitBound(t, env, ns, map[string]int{"budget-a": 6}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"budget-a": 6}, time.Minute)
 	_, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policy.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns},
 		Spec: policy.PodDisruptionBudgetSpec{
@@ -63,8 +63,8 @@ func TestReclaimRespectsPodDisruptionBudgets(t *testing.T) {
 	})
 
 	submit(t, env, ns, 3, "b", workPod{queue: "budget-b", res: res, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"budget-a": 3, "budget-b": 3}, 2*time.Minute)
-	holdBound(t, env, ns, map[string]int{"budget-a": 3, "budget-b": 3}, 5*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"budget-a": 3, "budget-b": 3}, 2*time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"budget-a": 3, "budget-b": 3}, 5*time.Second)
 
 	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app"})
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ func TestJobsInAQueueGoByDominantShare(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-drf"
 	pool := units(t, env, gpu, 1, 2)
-	createQueue(t, env, "drf", nil)
+	framework.CreateQueue(t, env, "drf", nil)
 	// Neither job preempts (the older job's pods above its minimum would be the newer one's
 	// victims): both wait for room.
 	never := corev1.PreemptNever
@@ -38,7 +38,7 @@ func TestJobsInAQueueGoByDominantShare(t *testing.T) {
 
 	createGroup(t, env, ns, "older", "drf", 1, nil)
 	submit(t, env, ns, 4, "older", workPod{group: "older", queue: "drf-older", res: gpu, amount: 1, pool: pool, priorityClass: "e2e-drf-never-preempt"})
-	waitBound(t, env, ns, map[string]int{"drf-older": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"drf-older": 2}, time.Minute)
 	createGroup(t, env, ns, "newer", "drf", 1, nil)
 	submit(t, env, ns, 2, "newer", workPod{group: "newer", queue: "drf-newer", res: gpu, amount: 1, pool: pool, priorityClass: "e2e-drf-never-preempt"})
 	// The room comes as a node, outside the test's pool until both jobs have waited past the
@@ -52,10 +52,10 @@ func TestJobsInAQueueGoByDominantShare(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Kube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
 	require.NoError(t, env.Cluster.WaitNodesReady(context.Background(), node.Name))
-	holdBound(t, env, ns, map[string]int{"drf-newer": 0, "drf-older": 2}, 11*time.Second)
+	framework.HoldBound(t, env, ns, map[string]int{"drf-newer": 0, "drf-older": 2}, 11*time.Second)
 	patch := fmt.Sprintf(`{"metadata":{"labels":{"e2e.tephra.dev/pool":%q}}}`, pool["e2e.tephra.dev/pool"])
 	_, err = env.Kube.CoreV1().Nodes().Patch(context.Background(), node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
-	waitBound(t, env, ns, map[string]int{"drf-newer": 2, "drf-older": 2}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"drf-newer": 2, "drf-older": 2}, 3*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"drf-newer": 2, "drf-older": 2}, time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"drf-newer": 2, "drf-older": 2}, 3*time.Second)
 }

@@ -13,13 +13,11 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
@@ -48,20 +46,6 @@ func units(t *testing.T, env *framework.Env, res corev1.ResourceName, count int,
 		}
 	})
 	return pool
-}
-
-// createQueue creates a queue and deletes it when the test ends.
-func createQueue(t *testing.T, env *framework.Env, name string, mutate func(*schedulingv1alpha1.QueueSpec)) {
-	t.Helper()
-	q := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: schedulingv1alpha1.QueueSpec{Parent: "root", Weight: 1}}
-	if mutate != nil {
-		mutate(&q.Spec)
-	}
-	_, err := env.Tephra.SchedulingV1alpha1().Queues().Create(context.Background(), q, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = env.Tephra.SchedulingV1alpha1().Queues().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
 }
 
 // workPod is a pod of a queue that asks for amount of res and runs until deleted (or for the
@@ -131,55 +115,6 @@ func submit(t *testing.T, env *framework.Env, ns string, count int, prefix strin
 	}
 }
 
-// boundByQueue counts the live pods bound to a node in a namespace, by queue label.
-func boundByQueue(ctx context.Context, env *framework.Env, ns string) (map[string]int, error) {
-	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, pod := range pods.Items {
-		if pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			out[pod.Labels["e2e.tephra.dev/queue"]]++
-		}
-	}
-	return out, nil
-}
-
-// waitBound waits until the bound pods per queue are exactly want.
-func waitBound(t *testing.T, env *framework.Env, ns string, want map[string]int, timeout time.Duration) {
-	t.Helper()
-	var last map[string]int
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		got, err := boundByQueue(ctx, env, ns)
-		if err != nil {
-			return false, nil
-		}
-		last = got
-		for q, n := range want {
-			if got[q] != n {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	require.NoError(t, err, "bound pods by queue: want %v, last seen %v\n%s", want, last, queueStatuses(env))
-}
-
-// holdBound checks that the bound pods per queue stay exactly want for a while: shares settle.
-func holdBound(t *testing.T, env *framework.Env, ns string, want map[string]int, during time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(during)
-	for time.Now().Before(deadline) {
-		got, err := boundByQueue(context.Background(), env, ns)
-		require.NoError(t, err)
-		for q, n := range want {
-			require.Equal(t, n, got[q], "queue %s: bound pods changed after the shares settled (all: %v)", q, got)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // livePods counts the pods of a queue that exist and are not being deleted.
 func livePods(t *testing.T, env *framework.Env, ns, queue string) int {
 	t.Helper()
@@ -206,40 +141,4 @@ func countEvents(t *testing.T, env *framework.Env, ns, reason string) int {
 		}
 	}
 	return n
-}
-
-// waitQueueStatus waits until a queue's status satisfies ok.
-func waitQueueStatus(t *testing.T, env *framework.Env, name string, timeout time.Duration, what string, ok func(*schedulingv1alpha1.Queue) bool) *schedulingv1alpha1.Queue {
-	t.Helper()
-	var last *schedulingv1alpha1.Queue
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = q
-		return ok(q), nil
-	})
-	require.NoError(t, err, "queue %s: %s; last status: %+v", name, what, last)
-	return last
-}
-
-func amountOf(list corev1.ResourceList, name corev1.ResourceName) int64 {
-	q, ok := list[name]
-	if !ok {
-		return 0
-	}
-	return q.Value()
-}
-
-func queueStatuses(env *framework.Env) string {
-	queues, err := env.Tephra.SchedulingV1alpha1().Queues().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, q := range queues.Items {
-		fmt.Fprintf(&b, "queue %s: allocated %v deserved %v\n", q.Name, q.Status.Allocated, q.Status.Deserved)
-	}
-	return b.String()
 }

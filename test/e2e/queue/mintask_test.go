@@ -23,7 +23,7 @@ func TestElasticPreemptionNeverTakesATaskBelowItsMinimum(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-mintask"
 	pool := units(t, env, gpu, 4, 1)
-	createQueue(t, env, "mintask", nil)
+	framework.CreateQueue(t, env, "mintask", nil)
 	for name, value := range map[string]int32{"e2e-mintask-low": 10, "e2e-mintask-high": 20} {
 		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingapi.PriorityClass{
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
@@ -50,7 +50,7 @@ func TestElasticPreemptionNeverTakesATaskBelowItsMinimum(t *testing.T) {
 	for _, name := range []string{"worker-0", "worker-1", "worker-2"} {
 		member(name, "worker", "e2e-mintask-high")
 	}
-	waitBound(t, env, ns, map[string]int{"mintask": 4}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"mintask": 4}, time.Minute)
 
 	// Another gang of the queue needs two GPUs for its minimum.
 	createGroup(t, env, ns, "other", "mintask", 2, nil)

@@ -39,18 +39,18 @@ func TestMonitoring(t *testing.T) {
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/gpu-monitoring"
 	pool := units(t, env, res, 2, 1)
-	createQueue(t, env, "monitoring-a", nil)
-	createQueue(t, env, "monitoring-b", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "monitoring-a", nil)
+	framework.CreateQueue(t, env, "monitoring-b", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Guarantee = corev1.ResourceList{res: resource.MustParse("1")}
 	})
 
 	// A gang that fits, then a reclaim, then a gang that never fits.
 	createGroup(t, env, ns, "fits", "monitoring-a", 2, nil)
 	submit(t, env, ns, 2, "fits", workPod{group: "fits", queue: "monitoring-a", res: res, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"monitoring-a": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"monitoring-a": 2}, time.Minute)
 	submit(t, env, ns, 1, "b", workPod{queue: "monitoring-b", res: res, amount: 1, pool: pool})
 	framework.Eventually(t, time.Minute, "a pod of queue a reclaimed", func() (bool, string) {
-		return countEvents(t, env, ns, "Reclaimed") > 0, queueStatuses(env)
+		return countEvents(t, env, ns, "Reclaimed") > 0, framework.QueueStatuses(env)
 	})
 	createGroup(t, env, ns, "never", "monitoring-b", 3, nil)
 	submit(t, env, ns, 3, "never", workPod{group: "never", queue: "monitoring-b", res: res, amount: 1, pool: pool})

@@ -22,11 +22,11 @@ func TestResizePastCapabilityIsRefused(t *testing.T) {
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
 	pool := units(t, env, "e2e.tephra.dev/resize", 1, 1)
-	createQueue(t, env, "resize-capped", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "resize-capped", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Capability = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 	})
 	submit(t, env, ns, 2, "work", workPod{queue: "resize-capped", cpu: "500m", pool: pool})
-	waitBound(t, env, ns, map[string]int{"resize-capped": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"resize-capped": 2}, time.Minute)
 
 	resize := func(name, cpu string) error {
 		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -37,7 +37,7 @@ func TestResizePastCapabilityIsRefused(t *testing.T) {
 	}
 	allocatedCPU := func(want string) {
 		t.Helper()
-		waitQueueStatus(t, env, "resize-capped", 30*time.Second, "allocated cpu "+want, func(q *schedulingv1alpha1.Queue) bool {
+		framework.WaitQueueStatus(t, env, "resize-capped", 30*time.Second, "allocated cpu "+want, func(q *schedulingv1alpha1.Queue) bool {
 			got := q.Status.Allocated[corev1.ResourceCPU]
 			return got.Cmp(resource.MustParse(want)) == 0
 		})

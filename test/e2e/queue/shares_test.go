@@ -22,21 +22,21 @@ func TestReclaimSplitsEvenly(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-even"
 	pool := units(t, env, gpu, 5, 2)
-	createQueue(t, env, "even-a", nil)
-	createQueue(t, env, "even-b", nil)
+	framework.CreateQueue(t, env, "even-a", nil)
+	framework.CreateQueue(t, env, "even-b", nil)
 
 	submit(t, env, ns, 10, "a", workPod{queue: "even-a", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"even-a": 10}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"even-a": 10}, time.Minute)
 	submit(t, env, ns, 10, "b", workPod{queue: "even-b", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"even-a": 5, "even-b": 5}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"even-a": 5, "even-b": 5}, 10*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"even-a": 5, "even-b": 5}, time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"even-a": 5, "even-b": 5}, 10*time.Second)
 
 	assert.Equal(t, 5, livePods(t, env, ns, "even-a"), "exactly 5 of A's pods were evicted")
 	assert.Equal(t, 5, countEvents(t, env, ns, "Reclaimed"), "one Reclaimed event per evicted pod")
 	assert.Contains(t, env.Events(ns, "a-0")+env.Events(ns, "a-9")+eventsOfAll(t, env, ns, "Reclaimed"), `Reclaimed by queue "even-b"`)
 	for _, name := range []string{"even-a", "even-b"} {
-		waitQueueStatus(t, env, name, 30*time.Second, "allocated and deserved 5 GPUs", func(q *schedulingv1alpha1.Queue) bool {
-			return amountOf(q.Status.Allocated, gpu) == 5 && amountOf(q.Status.Deserved, gpu) == 5
+		framework.WaitQueueStatus(t, env, name, 30*time.Second, "allocated and deserved 5 GPUs", func(q *schedulingv1alpha1.Queue) bool {
+			return framework.AmountOf(q.Status.Allocated, gpu) == 5 && framework.AmountOf(q.Status.Deserved, gpu) == 5
 		})
 	}
 }
@@ -47,15 +47,15 @@ func TestWeightedShares(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-weighted"
 	pool := units(t, env, gpu, 6, 2)
-	createQueue(t, env, "weighted-a", func(s *schedulingv1alpha1.QueueSpec) { s.Weight = 3 })
-	createQueue(t, env, "weighted-b", nil)
+	framework.CreateQueue(t, env, "weighted-a", func(s *schedulingv1alpha1.QueueSpec) { s.Weight = 3 })
+	framework.CreateQueue(t, env, "weighted-b", nil)
 
 	submit(t, env, ns, 20, "a", workPod{queue: "weighted-a", res: gpu, amount: 1, pool: pool})
 	submit(t, env, ns, 20, "b", workPod{queue: "weighted-b", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"weighted-a": 9, "weighted-b": 3}, 90*time.Second)
-	holdBound(t, env, ns, map[string]int{"weighted-a": 9, "weighted-b": 3}, 5*time.Second)
-	waitQueueStatus(t, env, "weighted-a", 30*time.Second, "deserves 9 GPUs", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Deserved, gpu) == 9 && amountOf(q.Status.Allocated, gpu) == 9
+	framework.WaitBound(t, env, ns, map[string]int{"weighted-a": 9, "weighted-b": 3}, 90*time.Second)
+	framework.HoldBound(t, env, ns, map[string]int{"weighted-a": 9, "weighted-b": 3}, 5*time.Second)
+	framework.WaitQueueStatus(t, env, "weighted-a", 30*time.Second, "deserves 9 GPUs", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Deserved, gpu) == 9 && framework.AmountOf(q.Status.Allocated, gpu) == 9
 	})
 }
 
@@ -66,18 +66,18 @@ func TestHierarchicalShares(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-tree"
 	pool := units(t, env, gpu, 6, 2)
-	createQueue(t, env, "tree-eng", func(s *schedulingv1alpha1.QueueSpec) { s.Weight = 3 })
-	createQueue(t, env, "tree-train", func(s *schedulingv1alpha1.QueueSpec) { s.Parent, s.Weight = "tree-eng", 2 })
-	createQueue(t, env, "tree-infer", func(s *schedulingv1alpha1.QueueSpec) { s.Parent = "tree-eng" })
-	createQueue(t, env, "tree-research", nil)
+	framework.CreateQueue(t, env, "tree-eng", func(s *schedulingv1alpha1.QueueSpec) { s.Weight = 3 })
+	framework.CreateQueue(t, env, "tree-train", func(s *schedulingv1alpha1.QueueSpec) { s.Parent, s.Weight = "tree-eng", 2 })
+	framework.CreateQueue(t, env, "tree-infer", func(s *schedulingv1alpha1.QueueSpec) { s.Parent = "tree-eng" })
+	framework.CreateQueue(t, env, "tree-research", nil)
 
 	for _, q := range []string{"tree-train", "tree-infer", "tree-research"} {
 		submit(t, env, ns, 15, q, workPod{queue: q, res: gpu, amount: 1, pool: pool})
 	}
-	waitBound(t, env, ns, map[string]int{"tree-train": 6, "tree-infer": 3, "tree-research": 3}, 90*time.Second)
-	holdBound(t, env, ns, map[string]int{"tree-train": 6, "tree-infer": 3, "tree-research": 3}, 5*time.Second)
-	waitQueueStatus(t, env, "tree-eng", 30*time.Second, "eng allocated and deserves 9", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Allocated, gpu) == 9 && amountOf(q.Status.Deserved, gpu) == 9
+	framework.WaitBound(t, env, ns, map[string]int{"tree-train": 6, "tree-infer": 3, "tree-research": 3}, 90*time.Second)
+	framework.HoldBound(t, env, ns, map[string]int{"tree-train": 6, "tree-infer": 3, "tree-research": 3}, 5*time.Second)
+	framework.WaitQueueStatus(t, env, "tree-eng", 30*time.Second, "eng allocated and deserves 9", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Allocated, gpu) == 9 && framework.AmountOf(q.Status.Deserved, gpu) == 9
 	})
 
 	reclaimedBefore := countEvents(t, env, ns, "Reclaimed")
@@ -86,8 +86,8 @@ func TestHierarchicalShares(t *testing.T) {
 	research.Spec.Guarantee = corev1.ResourceList{gpu: resource.MustParse("6")}
 	_, err = env.Tephra.SchedulingV1alpha1().Queues().Update(context.Background(), research, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	waitBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 90*time.Second)
-	holdBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 10*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 90*time.Second)
+	framework.HoldBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 10*time.Second)
 	assert.Equal(t, 3, countEvents(t, env, ns, "Reclaimed")-reclaimedBefore, "research reclaimed exactly the 3 GPUs it was owed")
 }
 
@@ -98,23 +98,23 @@ func TestGuaranteeAndNonReclaimable(t *testing.T) {
 	ns := env.Namespace(t)
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-guarantee"
 	pool := units(t, env, gpu, 6, 2)
-	createQueue(t, env, "guard-a", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "guard-a", func(s *schedulingv1alpha1.QueueSpec) {
 		s.Guarantee = corev1.ResourceList{gpu: resource.MustParse("5")}
 	})
-	createQueue(t, env, "guard-b", func(s *schedulingv1alpha1.QueueSpec) { s.Reclaimable = new(false) })
-	createQueue(t, env, "guard-c", nil)
+	framework.CreateQueue(t, env, "guard-b", func(s *schedulingv1alpha1.QueueSpec) { s.Reclaimable = new(false) })
+	framework.CreateQueue(t, env, "guard-c", nil)
 
 	submit(t, env, ns, 6, "a", workPod{queue: "guard-a", res: gpu, amount: 1, pool: pool})
 	submit(t, env, ns, 6, "b", workPod{queue: "guard-b", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"guard-a": 6, "guard-b": 6}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"guard-a": 6, "guard-b": 6}, time.Minute)
 	// c deserves 3 (a keeps its guarantee of 5, b and c split the rest), but only 1 GPU may be
 	// taken: from a, down to its guarantee; b does not lend.
 	submit(t, env, ns, 12, "c", workPod{queue: "guard-c", res: gpu, amount: 1, pool: pool})
-	waitBound(t, env, ns, map[string]int{"guard-a": 5, "guard-b": 6, "guard-c": 1}, time.Minute)
-	holdBound(t, env, ns, map[string]int{"guard-a": 5, "guard-b": 6, "guard-c": 1}, 10*time.Second)
+	framework.WaitBound(t, env, ns, map[string]int{"guard-a": 5, "guard-b": 6, "guard-c": 1}, time.Minute)
+	framework.HoldBound(t, env, ns, map[string]int{"guard-a": 5, "guard-b": 6, "guard-c": 1}, 10*time.Second)
 	assert.Equal(t, 6, livePods(t, env, ns, "guard-b"), "no pod of the non-reclaimable queue was evicted")
-	waitQueueStatus(t, env, "guard-c", 30*time.Second, "deserves 3 GPUs", func(q *schedulingv1alpha1.Queue) bool {
-		return amountOf(q.Status.Deserved, gpu) == 3
+	framework.WaitQueueStatus(t, env, "guard-c", 30*time.Second, "deserves 3 GPUs", func(q *schedulingv1alpha1.Queue) bool {
+		return framework.AmountOf(q.Status.Deserved, gpu) == 3
 	})
 }
 

@@ -35,7 +35,7 @@ func TestNamespaceOutsideAQueuesSelectorCannotUseIt(t *testing.T) {
 	label(other, "b")
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-tenancy"
 	pool := units(t, env, gpu, 1, 4)
-	createQueue(t, env, "tenant-a", func(s *schedulingv1alpha1.QueueSpec) {
+	framework.CreateQueue(t, env, "tenant-a", func(s *schedulingv1alpha1.QueueSpec) {
 		s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"e2e.tephra.dev/team": "a"}}
 	})
 
@@ -47,11 +47,11 @@ func TestNamespaceOutsideAQueuesSelectorCannotUseIt(t *testing.T) {
 	want := `QueueForbidden: namespace "` + other + `" does not match the namespaceSelector of queue "tenant-a" (e2e.tephra.dev/team=a)`
 	waitEvent(t, env, other, "intruder-0", want)
 	waitGroupCondition(t, env, other, "intruders", schedulingv1alpha1.ReasonQueueForbidden, `does not match the namespaceSelector of queue "tenant-a"`)
-	waitBound(t, env, mine, map[string]int{"tenant-a": 1}, time.Minute)
-	holdBound(t, env, other, map[string]int{"tenant-a": 0}, 3*time.Second)
+	framework.WaitBound(t, env, mine, map[string]int{"tenant-a": 1}, time.Minute)
+	framework.HoldBound(t, env, other, map[string]int{"tenant-a": 0}, 3*time.Second)
 
 	// The namespace joins team a: its waiting pods are queued again and run.
 	label(other, "a")
-	waitBound(t, env, other, map[string]int{"tenant-a": 3}, time.Minute)
+	framework.WaitBound(t, env, other, map[string]int{"tenant-a": 3}, time.Minute)
 	waitGroupPhase(t, env, other, "intruders", schedulingv1alpha1.PodGroupRunning)
 }

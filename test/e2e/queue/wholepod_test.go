@@ -22,27 +22,27 @@ func TestReclaimWithWholePodsConverges(t *testing.T) {
 	// Each node has 1000 units and each pod asks for 1000, so that a share of 1.5 pods (1500
 	// units) is exact: with 1 unit per pod, shares would be rounded to whole units, and pods.
 	pool := units(t, env, gpu, 4, 1000)
-	createQueue(t, env, "whole-a", nil)
-	createQueue(t, env, "whole-b", nil)
-	createQueue(t, env, "whole-c", nil)
+	framework.CreateQueue(t, env, "whole-a", nil)
+	framework.CreateQueue(t, env, "whole-b", nil)
+	framework.CreateQueue(t, env, "whole-c", nil)
 
 	submit(t, env, ns, 2, "a", workPod{queue: "whole-a", res: gpu, amount: 1000, pool: pool})
 	submit(t, env, ns, 2, "b", workPod{queue: "whole-b", res: gpu, amount: 1000, pool: pool})
-	waitBound(t, env, ns, map[string]int{"whole-a": 2, "whole-b": 2}, time.Minute)
+	framework.WaitBound(t, env, ns, map[string]int{"whole-a": 2, "whole-b": 2}, time.Minute)
 	// A and B keep asking for more, so their shares stay at 1.5 whatever is evicted.
 	submit(t, env, ns, 1, "a-more", workPod{queue: "whole-a", res: gpu, amount: 1000, pool: pool})
 	submit(t, env, ns, 1, "b-more", workPod{queue: "whole-b", res: gpu, amount: 1000, pool: pool})
 	submit(t, env, ns, 1, "c", workPod{queue: "whole-c", res: gpu, amount: 1000, pool: pool})
 
 	framework.Eventually(t, time.Minute, "C to run its pod", func() (bool, string) {
-		got, err := boundByQueue(t.Context(), env, ns)
+		got, err := framework.BoundByQueue(t.Context(), env, ns)
 		if err != nil {
 			return false, err.Error()
 		}
-		return got["whole-c"] == 1 && got["whole-a"]+got["whole-b"] == 3, queueStatuses(env)
+		return got["whole-c"] == 1 && got["whole-a"]+got["whole-b"] == 3, framework.QueueStatuses(env)
 	})
-	got, err := boundByQueue(t.Context(), env, ns)
+	got, err := framework.BoundByQueue(t.Context(), env, ns)
 	assert.NoError(t, err)
-	holdBound(t, env, ns, got, 60*time.Second)
+	framework.HoldBound(t, env, ns, got, 60*time.Second)
 	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"), "one pod reclaimed, and none since")
 }
