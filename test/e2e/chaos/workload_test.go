@@ -474,10 +474,17 @@ func (w *workload) mostRunningAtOnce(t *testing.T, ctx context.Context, r string
 	var described []string
 	for _, pod := range pods.Items {
 		for _, c := range pod.Status.ContainerStatuses {
-			if term := c.State.Terminated; term != nil {
-				runs = append(runs, run{term.StartedAt.Time, term.FinishedAt.Time})
-				described = append(described, fmt.Sprintf("%s %s-%s", pod.Name, term.StartedAt.Format("15:04:05"), term.FinishedAt.Format("15:04:05")))
+			term := c.State.Terminated
+			if term == nil || pod.Status.StartTime == nil {
+				continue
 			}
+			// kwok's terminated state has no startedAt: the pod's start is its container's.
+			start := pod.Status.StartTime.Time
+			if !term.StartedAt.IsZero() {
+				start = term.StartedAt.Time
+			}
+			runs = append(runs, run{start, term.FinishedAt.Time})
+			described = append(described, fmt.Sprintf("%s %s-%s", pod.Name, start.Format("15:04:05"), term.FinishedAt.Format("15:04:05")))
 		}
 	}
 	require.Len(t, runs, reclaimers, "round %s: every pod of queue B ran to its end: %v", r, described)
