@@ -7,7 +7,10 @@
 //
 // The plugin keeps one in-memory ledger of every queue's usage, fed by the scheduler's informers
 // and by Reserve/Unreserve; it writes nothing to Queue objects (the Queue controller reports
-// status from the pods, with the same rules from package quota).
+// status from the pods, with the same rules from package quota). Devices of Dynamic Resource
+// Allocation count as any resource (devices.go, docs/dra.md): reclaim gives victims' devices back
+// to DRA's allocator in its dry run (devicefit.go), and Filter holds the devices a preemption
+// freed for the pod nominated there (held.go).
 package queue
 
 import (
