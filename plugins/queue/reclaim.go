@@ -218,6 +218,9 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if r.elastic {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the pod is above its group's minimum and only takes free capacity")
 	}
+	if q.minimumArranged(pod, w) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: the rest of pod group %s's minimum is placed or has room on its way; the pod is above the minimum and only takes free capacity", w.group))
+	}
 	// Victims are chosen for this pod alone; the rest of a gang's minimum is checked in bulk
 	// before anything is evicted.
 	r.need = q.ledger.podRequests(pod)
@@ -276,6 +279,14 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if r.devices != nil {
 		m = devicesMayFree{m}
 		r.nodeStatus = m
+	}
+	if node, err := r.roomComing(ctx, cs, pod, m); err != nil {
+		return nil, fwk.AsStatus(err)
+	} else if node != "" {
+		q.ledger.nominate(pod.UID, node, time.Now())
+		setup.EvictingFor(ctx, q.handle, pod)
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
+			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
 	}
 	r.victimsMu.Lock()
 	r.dryRun = map[string][]*corev1.Pod{}
@@ -743,7 +754,8 @@ func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*
 	var bound []*corev1.Pod
 	byTask := map[string]int{}
 	for _, obj := range objs {
-		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil {
+		// Victims of the last preemptions are on their way out already: they are not spare.
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !r.going[pod.UID] {
 			bound = append(bound, pod)
 			byTask[v1alpha1.TaskOf(pod)]++
 		}

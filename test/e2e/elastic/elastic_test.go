@@ -43,6 +43,8 @@ type cluster struct {
 	pool map[string]string
 	q1   string
 	q2   string
+	// priority names the PriorityClass of a job's pods (none if absent).
+	priority map[string]string
 }
 
 func newCluster(t *testing.T, name string) *cluster {
@@ -126,6 +128,7 @@ func (c *cluster) createPod(ctx context.Context, t *testing.T, job string, i int
 			Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: job, "e2e.tephra.dev/job": job}},
 		Spec: corev1.PodSpec{
 			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: c.pool,
+			PriorityClassName: c.priority[job],
 			Containers: []corev1.Container{{Name: "train", Image: "busybox", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{c.gpu: one}, Limits: corev1.ResourceList{c.gpu: one},
 			}}},
