@@ -150,6 +150,12 @@ func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment
 
 // PreFilter holds back a group that is backing off or whose minimum cannot fit.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if g.inPodGroupCycles(pod) {
+		if g.groups.reservationCount() > 0 {
+			return nil, nil // Filter keeps it off nodes reserved for other groups
+		}
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return g.preFilter(ctx, state, pod, nodes)
 }
 
@@ -163,36 +169,58 @@ func (g *Gang) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 
 // PostFilter releases a group whose member fits no node.
 func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if g.inPodGroupCycles(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	return g.postFilter(ctx, state, pod, m)
 }
 
 // Reserve records the member in its group's attempt.
 func (g *Gang) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	if g.inPodGroupCycles(pod) {
+		return nil
+	}
 	return g.reserve(ctx, state, pod, nodeName)
 }
 
 // Unreserve ends the member's attempt when it will not bind.
 func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	if g.inPodGroupCycles(pod) {
+		return
+	}
 	g.unreserve(ctx, state, pod, nodeName)
 }
 
 // Permit holds the member until its group's minimum is placed.
 func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	if g.inPodGroupCycles(pod) {
+		return nil, 0
+	}
 	return g.permit(ctx, state, pod, nodeName)
 }
 
 // PreBind refuses a member whose attempt failed since Permit.
 func (g *Gang) PreBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	if g.inPodGroupCycles(pod) {
+		return nil
+	}
 	return g.preBind(ctx, state, pod, nodeName)
 }
 
 // PreBindPreFlight skips PreBind for pods without a group.
 func (g *Gang) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if g.inPodGroupCycles(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	return g.preBindPreFlight(ctx, state, pod, nodeName)
 }
 
 // PostBind rolls back a member bound after its attempt failed, and measures whole gangs.
 func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	if g.inPodGroupCycles(pod) {
+		g.shares.forget(pod.UID)
+		return
+	}
 	g.postBind(ctx, state, pod, nodeName)
 }
 

@@ -104,6 +104,11 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if g.inPodGroupCycles(pod) {
+		// kube-scheduler's GangScheduling holds it until its group's minCount exists; TephraGang
+		// only waits for the group's mirror, which its queue is read from.
+		return nil
+	}
 	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
 	count := g.countMembers(key, pg, pod)
 	if short := count.shortOf(pg); short != "" {

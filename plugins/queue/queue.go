@@ -74,16 +74,20 @@ type Queue struct {
 	queueRunning atomic.Bool
 	// deviceCEL caches the compiled selectors of reclaim's device checks (devicefit.go).
 	deviceCEL *cel.Cache
+	// simulated is what victims free while PodGroupPostFilter places a group without them
+	// (groupreclaim.go).
+	simulated simulatedFreed
 }
 
 var (
-	_ fwk.PreEnqueuePlugin  = &Queue{}
-	_ fwk.PreFilterPlugin   = &Queue{}
-	_ fwk.FilterPlugin      = &Queue{}
-	_ fwk.PostFilterPlugin  = &Queue{}
-	_ fwk.ReservePlugin     = &Queue{}
-	_ fwk.EnqueueExtensions = &Queue{}
-	_ fwk.SignPlugin        = &Queue{}
+	_ fwk.PreEnqueuePlugin         = &Queue{}
+	_ fwk.PreFilterPlugin          = &Queue{}
+	_ fwk.FilterPlugin             = &Queue{}
+	_ fwk.PostFilterPlugin         = &Queue{}
+	_ fwk.PodGroupPostFilterPlugin = &Queue{}
+	_ fwk.ReservePlugin            = &Queue{}
+	_ fwk.EnqueueExtensions        = &Queue{}
+	_ fwk.SignPlugin               = &Queue{}
 )
 
 // New builds the plugin and fills its ledger from the informers before the first cycle. The
@@ -337,7 +341,11 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	}
 	need := q.needOf(pod, w)
 	s = s.withDemandFor(leaf.Name, need)
-	if msg := s.admit(leaf, need, nil, false); msg != "" {
+	var freed map[string]quota.Amounts
+	if f := q.simulated.Load(); f != nil {
+		freed = *f // PodGroupPostFilter places the pod's group without its victims
+	}
+	if msg := s.admit(leaf, need, freed, false); msg != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return nil, nil

@@ -533,7 +533,11 @@ type unit struct {
 // Then every victim that is not needed is spared, those that break a budget first. The budgets
 // are PostFilter's (budgetsNow), which count the victims still going as disrupted already.
 func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
-	units := orderByBudgets(r.units(nodeInfo, possible), r.budgetsNow)
+	var candidates []fwk.PodInfo
+	for _, dv := range possible {
+		candidates = append(candidates, dv.Pods()...)
+	}
+	units := orderByBudgets(r.units(candidates), r.budgetsNow)
 	if len(units) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no pod on the node may be reclaimed or preempted")
 	}
@@ -663,74 +667,72 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	return pods, broken, nil
 }
 
-// units turns the pods on the node into eviction units the preemptor may take, least important
+// units turns the candidate pods into eviction units the preemptor may take, least important
 // first.
-func (r *reclaimer) units(nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim) []*unit {
+func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 	preemptorPriority := corev1helpers.PodPriority(r.pod)
 	seenGroups := map[string]bool{}
 	var units []*unit
-	for _, dv := range possible {
-		for _, pi := range dv.Pods() {
-			pod := pi.GetPod()
-			if pod.DeletionTimestamp != nil {
-				continue
-			}
-			e, ok := r.q.ledger.entry(pod.UID)
-			if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) || r.going[pod.UID] {
-				continue
-			}
-			elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
-			task := v1alpha1.TaskOf(pod)
-			if e.group != "" {
-				var spareByTask map[string]int
-				elastic, spare, members, spareByTask = r.gangUnit(e.group)
-				if n, ok := spareByTask[task]; ok {
-					taskSpare = n
-				}
-				if elastic && taskSpare == 0 {
-					// Its group runs above minMember, but its task runs no more than its
-					// minTaskMember: the pod is part of the minimum (a job's only master), never
-					// elastic.
-					continue
-				}
-			}
-			kind := ""
-			switch {
-			case e.queue == r.leaf.Name && (e.priority < preemptorPriority || (elastic && e.priority <= preemptorPriority)):
-				// Within the queue: lower priority, or above a gang's minimum when the preemptor
-				// is part of one (elastic pods run only on what no minimum needs).
-				kind = kindPreempt
-			case e.queue != r.leaf.Name && r.belowShare && r.reclaimable(e.queue):
-				kind = kindReclaim
-			default:
-				continue
-			}
-			// A claim other pods still use stays charged to them: evicting the pod frees none of it.
-			freed := e.requests.Clone()
-			freed.Sub(e.shared)
-			u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: freed,
-				elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
-			if e.group != "" && !elastic {
-				// A member of a running minimum goes only with its whole gang.
-				if seenGroups[e.group] {
-					continue
-				}
-				seenGroups[e.group] = true
-				u.pods, u.freed = members, quota.Amounts{}
-				// The whole gang goes: the claims its members share are freed too.
-				for _, m := range members {
-					if me, ok := r.q.ledger.entry(m.UID); ok {
-						u.freed.Add(me.requests)
-					} else {
-						u.freed.Add(r.q.ledger.podRequests(m))
-					}
-				}
-			}
-			if pod.Status.StartTime != nil {
-				u.started = pod.Status.StartTime.UnixNano()
-			}
-			units = append(units, u)
+	for _, pi := range candidates {
+		pod := pi.GetPod()
+		if pod.DeletionTimestamp != nil {
+			continue
 		}
+		e, ok := r.q.ledger.entry(pod.UID)
+		if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) || r.going[pod.UID] {
+			continue
+		}
+		elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
+		task := v1alpha1.TaskOf(pod)
+		if e.group != "" {
+			var spareByTask map[string]int
+			elastic, spare, members, spareByTask = r.gangUnit(e.group)
+			if n, ok := spareByTask[task]; ok {
+				taskSpare = n
+			}
+			if elastic && taskSpare == 0 {
+				// Its group runs above minMember, but its task runs no more than its
+				// minTaskMember: the pod is part of the minimum (a job's only master), never
+				// elastic.
+				continue
+			}
+		}
+		kind := ""
+		switch {
+		case e.queue == r.leaf.Name && (e.priority < preemptorPriority || (elastic && e.priority <= preemptorPriority)):
+			// Within the queue: lower priority, or above a gang's minimum when the preemptor
+			// is part of one (elastic pods run only on what no minimum needs).
+			kind = kindPreempt
+		case e.queue != r.leaf.Name && r.belowShare && r.reclaimable(e.queue):
+			kind = kindReclaim
+		default:
+			continue
+		}
+		// A claim other pods still use stays charged to them: evicting the pod frees none of it.
+		freed := e.requests.Clone()
+		freed.Sub(e.shared)
+		u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: freed,
+			elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
+		if e.group != "" && !elastic {
+			// A member of a running minimum goes only with its whole gang.
+			if seenGroups[e.group] {
+				continue
+			}
+			seenGroups[e.group] = true
+			u.pods, u.freed = members, quota.Amounts{}
+			// The whole gang goes: the claims its members share are freed too.
+			for _, m := range members {
+				if me, ok := r.q.ledger.entry(m.UID); ok {
+					u.freed.Add(me.requests)
+				} else {
+					u.freed.Add(r.q.ledger.podRequests(m))
+				}
+			}
+		}
+		if pod.Status.StartTime != nil {
+			u.started = pod.Status.StartTime.UnixNano()
+		}
+		units = append(units, u)
 	}
 	sort.SliceStable(units, func(i, j int) bool {
 		a, b := units[i], units[j]

@@ -47,6 +47,10 @@ func Main(m *testing.M, opts localcluster.Options, setup func(*Env) error) int {
 	}
 	opts.Dir = dir
 	opts.Log = os.Stderr
+	if GenericWorkload() {
+		opts = WithGenericWorkload(opts)
+		fmt.Fprintln(os.Stderr, "tephra-scheduler runs with GenericWorkload=true ("+genericWorkloadEnv+")")
+	}
 	cluster, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
@@ -226,4 +230,25 @@ func (e *Env) Pool(t testing.TB, name string, count, cpus int) map[string]string
 		t.Fatalf("creating nodes of pool %s: %v", name, err)
 	}
 	return selector
+}
+
+// genericWorkloadEnv runs a package's tests with kube-scheduler's GenericWorkload feature gate on
+// in tephra-scheduler too (and in the apiserver, with upstream's PodGroup API served): make test
+// runs the gang, queue, elastic, topology and upstream packages both ways.
+const genericWorkloadEnv = "TEPHRA_E2E_GENERIC_WORKLOAD"
+
+// GenericWorkload says whether the package runs with tephra-scheduler's GenericWorkload gate on.
+func GenericWorkload() bool { return os.Getenv(genericWorkloadEnv) == "true" }
+
+// WithGenericWorkload turns the GenericWorkload gate on in every component of opts, and serves
+// upstream's PodGroup API.
+func WithGenericWorkload(opts localcluster.Options) localcluster.Options {
+	if !strings.Contains(opts.FeatureGates, "GenericWorkload=") {
+		opts.FeatureGates = strings.TrimPrefix(opts.FeatureGates+",GenericWorkload=true", ",")
+	}
+	if !strings.Contains(opts.RuntimeConfig, "scheduling.k8s.io/v1beta1") {
+		opts.RuntimeConfig = strings.TrimPrefix(opts.RuntimeConfig+",scheduling.k8s.io/v1beta1=true", ",")
+	}
+	opts.TephraSchedulerWithoutFeatureGates = false
+	return opts
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingapi "k8s.io/api/scheduling/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -32,8 +33,8 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
 		FeatureGates:  "GenericWorkload=true",
 		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
-		// As installed, tephra-scheduler runs without the gate: no upstream pod-group cycle,
-		// which would hold pods of a missing PodGroup without a word (docs/gang.md).
+		// As installed, tephra-scheduler runs without the gate; make test runs the package again
+		// with it on (TEPHRA_E2E_GENERIC_WORKLOAD, docs/gang.md).
 		TephraSchedulerWithoutFeatureGates: true,
 	}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
@@ -107,8 +108,7 @@ func mirror(ctx context.Context, env *framework.Env, ns, name string) (*scheduli
 
 // An upstream gang of 7 one-CPU pods on 6 free CPUs binds none; a node added binds all 7. The
 // upstream PodGroup is mirrored (minMember 7, owned by it) and its PodGroupInitiallyScheduled
-// condition follows. (That only Tephra gates them with the gate on in tephra-scheduler too is
-// test/e2e/upstreamgate's.)
+// condition follows.
 func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
@@ -272,4 +272,91 @@ func TestUpstreamMissingAndDeleted(t *testing.T) {
 	_, err := env.Kube.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
 	require.NoError(t, err)
 	env.WaitPod(t, ns, "plain", time.Minute, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+}
+
+// An upstream gang of 3 two-CPU pods, of high priority, arrives where 8 one-CPU pods of low
+// priority fill both nodes: it preempts the 6 it needs, no more, and binds whole. With
+// tephra-scheduler's GenericWorkload gate on, the gang preempts in its pod-group cycle, through
+// TephraQueue's PodGroupPostFilter; with it off, member by member through TephraQueue's
+// PostFilter. Either way the result is the same.
+func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	nodes := env.Pool(t, "up-preempt", 2, 4)
+	for name, value := range map[string]int32{"e2e-up-low": 0, "e2e-up-high": 1000} {
+		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingapi.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	for i := range 8 {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("low-%d", i), Namespace: ns},
+			Spec: corev1.PodSpec{
+				SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: nodes,
+				PriorityClassName: "e2e-up-low",
+				Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+				}}},
+			},
+		}
+		_, err := env.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	framework.Eventually(t, time.Minute, "the 8 low-priority pods to be bound", func() (bool, string) {
+		n := boundPods(t, env, ns)
+		return n == 8, fmt.Sprintf("%d bound", n)
+	})
+
+	upstreamPodGroup(t, env, ns, "urgent", 3, nil)
+	for i := range 3 {
+		linkedPodOf(t, env, ns, fmt.Sprintf("urgent-%d", i), "urgent", "2", nodes, "e2e-up-high")
+	}
+	framework.Eventually(t, 2*time.Minute, "the gang to be bound whole", func() (bool, string) {
+		bound := 0
+		for i := range 3 {
+			p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("urgent-%d", i), metav1.GetOptions{})
+			if err == nil && p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound == 3, fmt.Sprintf("%d of 3 bound", bound)
+	})
+	events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	preempted := map[string]bool{}
+	for _, e := range events.Items {
+		if e.Reason == "Preempted" {
+			preempted[e.Regarding.Name] = true
+		}
+	}
+	assert.Len(t, preempted, 6, "exactly the 6 CPUs the gang needs were freed: %v", preempted)
+	for name := range preempted {
+		assert.True(t, strings.HasPrefix(name, "low-"), "only low-priority pods are preempted: %s", name)
+	}
+}
+
+// linkedPodOf is linkedPod with a PriorityClass.
+func linkedPodOf(t *testing.T, env *framework.Env, ns, name, group, cpu string, pool map[string]string, priorityClass string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName:     schedulingv1alpha1.SchedulerName,
+			RestartPolicy:     corev1.RestartPolicyNever,
+			NodeSelector:      pool,
+			PriorityClassName: priorityClass,
+			SchedulingGroup:   &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)},
+			Containers: []corev1.Container{{
+				Name: "work", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+			}},
+		},
+	}
+	_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

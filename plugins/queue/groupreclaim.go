@@ -1,0 +1,288 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
+)
+
+// With kube-scheduler's GenericWorkload gate on, the pods of an upstream PodGroup are scheduled
+// together in a pod-group cycle, and when the cycle cannot place the group, PodGroupPostFilter
+// may make room for the whole group at once. TephraQueue chooses the victims under the same rules
+// as for a single pod (SelectVictimsOnNode): reclaim only from queues above their deserved share
+// and never below a guarantee, in-queue preemption of lower priority only, pods above their gang's
+// minimum before any minimum, a minimum broken whole or not at all, PodDisruptionBudgets respected
+// before they are broken. As upstream's workload-aware preemption does, it first takes away every
+// victim it may, asks kube-scheduler's pod-group algorithm to place the group, and then gives back
+// the most important victims the group does not need: nothing is evicted for a group that would
+// still not fit, and every member is nominated to the node the algorithm chose for it.
+
+// simulatedFreed is what the victims of a group's preemption free, by leaf queue, while
+// PodGroupPostFilter asks the pod-group algorithm whether the group fits without them: PreFilter
+// admits the group's pods against it. nil outside that simulation.
+type simulatedFreed = atomic.Pointer[map[string]quota.Amounts]
+
+// PodGroupPostFilter preempts for an upstream PodGroup that its pod-group cycle could not place.
+func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	members := pgInfo.GetUnscheduledPods()
+	if len(members) == 0 || pgInfo.GetPodGroup() == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no pod of the group to make room for")
+	}
+	pod := members[0]
+	if v1alpha1.IsSystemPod(pod) || !q.ledger.counts(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the group counts in no queue")
+	}
+	for _, m := range members {
+		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == corev1.PreemptNever {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod %s of the group has preemptionPolicy Never", m.Name))
+		}
+	}
+	w, status := q.workloadOf(pod)
+	if status != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
+	}
+	st := q.snapshotFor(pod)
+	leaf, why := st.tree.WorkloadQueue(w.queue)
+	if why != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
+	}
+	r := q.reclaimer
+	if pending := r.groupPreemptionPending(members); pending != nil {
+		// The victims of its last preemption are still going: keep the room for the group.
+		return &fwk.PodGroupPostFilterResult{NominatingInfos: pending}, fwk.NewStatus(fwk.Success, "reclaim: the group's last preemption is still taking effect")
+	}
+	// What the group asks, all its unplaced members together.
+	need := quota.Amounts{}
+	for _, m := range members {
+		need.Add(q.ledger.podRequests(m))
+	}
+	r.pod, r.work, r.leaf, r.need, r.nodeStatus, r.elastic, r.devices = pod, w, leaf, need, nil, false, nil
+	r.going = r.victimsGoing()
+	st = st.withDemandFor(leaf.Name, need)
+	st = r.withGoing(st)
+	r.state = st
+	r.belowShare = st.belowShare(leaf, need)
+	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
+	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
+	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority or above a gang's minimum", leaf.Name))
+	}
+	pdbs, err := r.pdbs.List(labels.Everything())
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	r.budgetsNow = r.budgets(pdbs, r.going)
+
+	lister := q.handle.MutableSnapshotSharedLister()
+	if err := lister.StartMutations(); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
+	}
+	defer func() {
+		if err := lister.EndMutations(); err != nil {
+			klog.FromContext(ctx).Error(err, "Ending the snapshot's mutations", "podGroup", pgInfo.GetKey())
+		}
+	}()
+	victims, assignments, msg, err := r.chooseForGroup(ctx, lister, schedule)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
+	}
+	if msg != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
+	}
+	now := time.Now()
+	r.victimsMu.Lock()
+	var pods []*corev1.Pod
+	for _, u := range victims {
+		for _, p := range u.pods {
+			r.inFlight[p.UID] = now
+			pods = append(pods, p)
+		}
+	}
+	r.victimsMu.Unlock()
+	broken := violations(victims, r.budgetsNow)
+	// Evicted after the cycle, as kube-scheduler's own preemption does (async): the cycle never
+	// waits on the API.
+	go func() {
+		for _, victim := range pods {
+			if _, err := r.evict(r.q.stop, pod, victim, Name, int64(broken)); err != nil {
+				klog.FromContext(ctx).Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(victim), "podGroup", pgInfo.GetKey())
+			}
+		}
+	}()
+	nominations := map[types.NamespacedName]*fwk.NominatingInfo{}
+	for _, a := range assignments {
+		p := a.GetPod()
+		nominations[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: a.GetNodeName()}
+		q.ledger.nominate(p.UID, a.GetNodeName(), now)
+	}
+	setup.EvictingFor(ctx, q.handle, pod)
+	return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations},
+		fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: evicting %d pods for pod group %s, whose %d pods then fit", len(pods), w.group, len(assignments)))
+}
+
+// chooseForGroup takes every unit the group may evict off the snapshot, asks the pod-group
+// algorithm to place the group, and gives back the most important units the group still fits
+// without. It returns the victims, least important first, and the members' nodes, or why nothing
+// may be evicted.
+func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc) ([]*unit, []fwk.ProposedAssignment, string, error) {
+	logger := klog.FromContext(ctx)
+	infos, err := lister.NodeInfos().List()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	// Pods on their way out free their room whatever is chosen: the group is placed without them.
+	var candidates []fwk.PodInfo
+	for _, info := range infos {
+		for _, pi := range info.GetPods() {
+			p := pi.GetPod()
+			if p.DeletionTimestamp != nil || r.going[p.UID] {
+				if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
+					return nil, nil, "", err
+				}
+				continue
+			}
+			candidates = append(candidates, pi)
+		}
+	}
+	// Every unit the group may take, least important first, as SelectVictimsOnNode would take
+	// them one after another.
+	var pool []*unit
+	freed := map[string]quota.Amounts{}
+	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
+	for _, u := range orderByBudgets(r.units(candidates), r.budgetsNow) {
+		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
+			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
+			continue
+		}
+		if u.elastic {
+			elasticTaken[u.group]++
+			taskTaken[u.group+"/"+u.task]++
+		}
+		addSigned(freed, u.queue, u.freed, 1)
+		pool = append(pool, u)
+	}
+	if len(pool) == 0 {
+		return nil, nil, fmt.Sprintf("no pod may be evicted for pod group %s: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", r.work.group, r.leaf.Name), nil
+	}
+	move := func(u *unit, sign int) error {
+		for _, p := range u.pods {
+			if sign < 0 {
+				if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
+					return err
+				}
+				continue
+			}
+			info, err := lister.NodeInfos().Get(p.Spec.NodeName)
+			if err != nil {
+				return err
+			}
+			pi, err := r.podInfo(p)
+			if err != nil {
+				return err
+			}
+			if err := lister.AddPod(pi, info.Node().Name); err != nil {
+				return err
+			}
+		}
+		addSigned(freed, u.queue, u.freed, int64(-sign))
+		return nil
+	}
+	for _, u := range pool {
+		if err := move(u, -1); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	place := func() ([]fwk.ProposedAssignment, bool) {
+		f := map[string]quota.Amounts{}
+		for q, a := range freed {
+			f[q] = a.Clone()
+		}
+		r.q.simulated.Store(&f)
+		defer r.q.simulated.Store(nil)
+		result, status := schedule(ctx)
+		if !status.IsSuccess() || result == nil {
+			return nil, false
+		}
+		var placed []fwk.ProposedAssignment
+		for _, a := range result.ProposedAssignments {
+			if a.GetNodeName() != "" {
+				placed = append(placed, a)
+			}
+		}
+		return placed, true
+	}
+	assignments, ok := place()
+	if !ok {
+		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
+	}
+	// Give back the most important units first: each one the group fits without stays.
+	var victims []*unit
+	for i := len(pool) - 1; i >= 0; i-- {
+		u := pool[i]
+		if err := move(u, 1); err != nil {
+			return nil, nil, "", err
+		}
+		if placed, ok := place(); ok {
+			assignments = placed
+			continue
+		}
+		if err := move(u, -1); err != nil {
+			return nil, nil, "", err
+		}
+		victims = append(victims, u)
+	}
+	slices.Reverse(victims)
+	return victims, assignments, "", nil
+}
+
+// podInfo is the scheduler's PodInfo of a pod on a node, from the live snapshot.
+func (r *reclaimer) podInfo(p *corev1.Pod) (fwk.PodInfo, error) {
+	info, err := r.q.handle.SnapshotSharedLister().NodeInfos().Get(p.Spec.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	for _, pi := range info.GetPods() {
+		if pi.GetPod().UID == p.UID {
+			return pi, nil
+		}
+	}
+	return nil, fmt.Errorf("pod %s/%s is not on node %s in the scheduler's snapshot", p.Namespace, p.Name, p.Spec.NodeName)
+}
+
+// groupPreemptionPending returns the members' nominations while the victims of the group's last
+// preemption may still be going (nil if there is none).
+func (r *reclaimer) groupPreemptionPending(members []*corev1.Pod) map[types.NamespacedName]*fwk.NominatingInfo {
+	var out map[types.NamespacedName]*fwk.NominatingInfo
+	for _, m := range members {
+		e, ok := r.q.ledger.entry(m.UID)
+		if !ok || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+			continue
+		}
+		if out == nil {
+			out = map[types.NamespacedName]*fwk.NominatingInfo{}
+		}
+		out[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: e.nominatedNode}
+	}
+	return out
+}
+
+func podsIn(units []*unit) int {
+	n := 0
+	for _, u := range units {
+		n += len(u.pods)
+	}
+	return n
+}
