@@ -41,21 +41,11 @@ var shortSet = []workload{
 // unsupported are the workloads (by suite, or suite:TestCase/Workload) a profile cannot run yet,
 // and why: the harness would wait for them until its timeout. They are reported as not run.
 var unsupported = map[string]map[string]string{
-	"tephra": {
-		// Upstream's pod-group scheduling cycle preempts through PodGroupPostFilter plugins
-		// (DefaultPreemption's); TephraQueue replaces DefaultPreemption but preempts per pod in
-		// PostFilter, which that cycle does not call.
-		"workload_preemption": "Tephra has no PodGroupPostFilter: a pod group's preemption in upstream's pod-group cycle finds no victims",
-		// Seen on 2026-11-25 (docs/benchmark-analysis.md): cycles of 0.2-1.6 s per member, and
-		// the gangs' placed members time out at TephraGang's Permit (60 s) before the 1000th
-		// is placed, again and again.
-		"podgroup/gangscheduling:GangScheduling/5000Nodes_3Gangs_3000Pods_1000PerGroup": "gangs of 1000 in upstream's pod-group cycles (GenericWorkload on, as the harness runs every profile): members time out at TephraGang's Permit (60 s) before the gang is placed",
-		// Seen on 2026-11-25: 916 of the 3000 pods scheduled after 10 minutes (about 1.5 pods/s,
-		// against 2.66x upstream's rate in make bench's T, where the scheduler runs without
-		// GenericWorkload as Tephra ships it); the harness then fails the workload, and
-		// kube-scheduler 1.37 panics in its pod-group cycle while the test tears down.
-		"podgroup/tas:TopologyAwareScheduling/5000Nodes_750Gangs_3000Pods": "topology gangs in upstream's pod-group cycles (GenericWorkload on): 916 of 3000 pods in the harness's 10 minutes",
-	},
+	// Tephra ran every workload of fullSet once it left upstream PodGroups to kube-scheduler's
+	// pod-group cycles with the gate on and preempted for them in PodGroupPostFilter (#28);
+	// before, the gang-preemption workloads found no victims, gangs of 1000 timed out at
+	// TephraGang's Permit, and the topology workload placed 916 of 3000 pods in 10 minutes.
+	"tephra": {},
 }
 
 // unsupportedReason says why profile cannot run w, or "".
