@@ -236,9 +236,17 @@ func unschedulableCondition(group *schedulingv1alpha1.PodGroup, pods []corev1.Po
 	cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonUnschedulable, podCond.Message
 	if reason, from, ok := schedulingv1alpha1.ReasonIn(podCond.Message); ok {
 		cond.Reason, cond.Message = reason, from
+	} else if strings.Contains(podCond.Message, upstreamMinCountUnmet) {
+		// With GenericWorkload on in tephra-scheduler, kube-scheduler's own pod-group cycle
+		// reports the group of an upstream PodGroup that does not fit, in its own words.
+		cond.Reason = schedulingv1alpha1.ReasonNotEnoughResources
 	}
 	return cond
 }
+
+// upstreamMinCountUnmet is in the message of kube-scheduler's pod-group cycle for a gang whose
+// minCount it could not place ("minCount (7) cannot be satisfied: 6 scheduled, 0 remaining").
+const upstreamMinCountUnmet = ") cannot be satisfied: "
 
 // missingMembers says how the group falls short of minMember, or of a task's minTaskMember,
 // counting the members that can still be placed. short is false when nothing is missing.

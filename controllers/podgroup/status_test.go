@@ -208,6 +208,17 @@ func TestUnschedulableCondition(t *testing.T) {
 			message: "NotEnoughResources: 1 of 2 pods could be placed; preemption: no victims",
 		},
 		{
+			name: "kube-scheduler's own pod-group cycle: not enough resources", group: group(7, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("pod group is unschedulable, minCount (7) cannot be satisfied: 6 scheduled, 0 remaining", t0)),
+				member("b", corev1.PodPending), member("c", corev1.PodPending), member("d", corev1.PodPending),
+				member("e", corev1.PodPending), member("f", corev1.PodPending), member("g", corev1.PodPending),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "NotEnoughResources",
+			message: "pod group is unschedulable, minCount (7) cannot be satisfied: 6 scheduled, 0 remaining",
+		},
+		{
 			name: "equal times: the first pod by name", group: group(2, nil),
 			pods: []corev1.Pod{
 				member("b", corev1.PodPending, unschedulable("InvalidPodGroup: from b", t0)),

@@ -184,8 +184,12 @@ func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
 	waitingPods.Set(float64(g.groups.waitingCount()))
 	// Members held at PreEnqueue for the group (waiting for its pilot, say) get no other event:
 	// brought back, they learn that the group is gone (PodGroupNotFound) and wait for it.
+	pending := g.pendingMembers(key, "")
+	for _, pod := range pending {
+		g.reportMissingGroup(pod)
+	}
 	if g.queueRunning.Load() {
-		g.handle.Activate(logger, g.pendingMembers(key, ""))
+		g.handle.Activate(logger, pending)
 	}
 }
 

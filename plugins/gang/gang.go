@@ -86,6 +86,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	}
 	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
 	g.topologies = topologyInformer.Lister()
+	if g.podGroupCycles {
+		// kube-scheduler watches upstream PodGroups itself with the gate on: the informer is its.
+		g.upstreamGroups = handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups().Lister()
+	}
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.shares.nodeHandler()); err != nil {
 		return nil, err
 	}

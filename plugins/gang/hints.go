@@ -124,7 +124,11 @@ func (g *groupManager) isSchedulableAfterMemberAdded(logger klog.Logger, pod *co
 // alone, the others following at no fixed time.
 func (g *groupManager) memberCreated(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !g.queueRunning.Load() {
+	if !ok || pod.Spec.NodeName != "" {
+		return
+	}
+	g.reportMissingGroup(pod)
+	if !g.queueRunning.Load() {
 		return
 	}
 	key, ok := groupOf(pod)

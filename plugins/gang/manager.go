@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	schedulingv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
@@ -45,6 +46,8 @@ type groupManager struct {
 	// upstream PodGroup (spec.schedulingGroup) together, in pod-group cycles of its own; those
 	// groups get no pilot, which would split them.
 	podGroupCycles bool
+	// upstreamGroups lists upstream PodGroups, with podGroupCycles only (nil otherwise).
+	upstreamGroups schedulingv1beta1listers.PodGroupLister
 	// queueRunning is set by the first preEnqueue: from then on the scheduling queue exists, and
 	// the handle may Activate pods.
 	queueRunning atomic.Bool

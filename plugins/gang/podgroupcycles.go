@@ -1,7 +1,12 @@
 package gang
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // With kube-scheduler's GenericWorkload feature gate on, the pods of an upstream PodGroup (those
@@ -24,4 +29,20 @@ import (
 // which gang it: TephraGang then neither gates nor holds it.
 func (g *groupManager) inPodGroupCycles(pod *corev1.Pod) bool {
 	return g.podGroupCycles && pod.Spec.SchedulingGroup != nil && pod.Spec.SchedulingGroup.PodGroupName != nil
+}
+
+// reportMissingGroup tells, in an event, why a pod that kube-scheduler schedules in pod-group
+// cycles waits while its upstream PodGroup does not exist: kube-scheduler's queue parks such a pod
+// before any plugin's PreEnqueue, without a word, where TephraGang says PodGroupNotFound for the
+// pods it gates.
+func (g *groupManager) reportMissingGroup(pod *corev1.Pod) {
+	if g.upstreamGroups == nil || !g.inPodGroupCycles(pod) || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != g.handle.ProfileName() {
+		return
+	}
+	name := *pod.Spec.SchedulingGroup.PodGroupName
+	if _, err := g.upstreamGroups.PodGroups(pod.Namespace).Get(name); !apierrors.IsNotFound(err) {
+		return
+	}
+	g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it",
+		v1alpha1.ReasonPodGroupNotFound, name, pod.Namespace))
 }

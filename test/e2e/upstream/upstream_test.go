@@ -312,7 +312,8 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 		return n == 8, fmt.Sprintf("%d bound", n)
 	})
 
-	upstreamPodGroup(t, env, ns, "urgent", 3, nil)
+	// kube-scheduler's pod-group cycle wants the group's priority to be its pods'.
+	upstreamPodGroup(t, env, ns, "urgent", 3, func(pg *upstreamv1beta1.PodGroup) { pg.Spec.PriorityClassName = "e2e-up-high" })
 	for i := range 3 {
 		linkedPodOf(t, env, ns, fmt.Sprintf("urgent-%d", i), "urgent", "2", nodes, "e2e-up-high")
 	}
