@@ -145,6 +145,8 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	}
 	// Pods on their way out free their room whatever is chosen: the group is placed without them.
 	var candidates []fwk.PodInfo
+	// The snapshot's PodInfos, kept to put the victims given back again.
+	podInfos := map[types.UID]fwk.PodInfo{}
 	for _, info := range infos {
 		for _, pi := range info.GetPods() {
 			p := pi.GetPod()
@@ -155,6 +157,7 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 				continue
 			}
 			candidates = append(candidates, pi)
+			podInfos[p.UID] = pi
 		}
 	}
 	// Every unit the group may take, least important first, as SelectVictimsOnNode would take
@@ -189,9 +192,9 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 			if err != nil {
 				return err
 			}
-			pi, err := r.podInfo(p)
-			if err != nil {
-				return err
+			pi, ok := podInfos[p.UID]
+			if !ok {
+				return fmt.Errorf("pod %s/%s is not on node %s in the scheduler's snapshot", p.Namespace, p.Name, p.Spec.NodeName)
 			}
 			if err := lister.AddPod(pi, info.Node().Name); err != nil {
 				return err
@@ -246,20 +249,6 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	}
 	slices.Reverse(victims)
 	return victims, assignments, "", nil
-}
-
-// podInfo is the scheduler's PodInfo of a pod on a node, from the live snapshot.
-func (r *reclaimer) podInfo(p *corev1.Pod) (fwk.PodInfo, error) {
-	info, err := r.q.handle.SnapshotSharedLister().NodeInfos().Get(p.Spec.NodeName)
-	if err != nil {
-		return nil, err
-	}
-	for _, pi := range info.GetPods() {
-		if pi.GetPod().UID == p.UID {
-			return pi, nil
-		}
-	}
-	return nil, fmt.Errorf("pod %s/%s is not on node %s in the scheduler's snapshot", p.Namespace, p.Name, p.Spec.NodeName)
 }
 
 // groupPreemptionPending returns the members' nominations while the victims of the group's last
