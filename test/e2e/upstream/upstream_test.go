@@ -333,6 +333,8 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 	for _, e := range events.Items {
 		if e.Reason == "Preempted" {
 			preempted[e.Regarding.Name] = true
+			// TephraQueue's words, not DefaultPreemption's: the queues' rules chose the victims.
+			assert.Contains(t, e.Note, `of higher priority in queue "default"`)
 		}
 	}
 	assert.Len(t, preempted, 6, "exactly the 6 CPUs the gang needs were freed: %v", preempted)
