@@ -52,7 +52,7 @@ func unavailable(format string, args ...any) error {
 // benchCluster is a fresh local control plane for one run of one configuration: etcd and
 // kube-apiserver with the simulated nodes. The scheduler is started once the run's backlog
 // exists (run.go). There is no kube-controller-manager (but while G8-DRA's backlog is created, for
-// its claims: devices.go) and, but for CU (whose upstream PodGroups
+// its claims: devices.go) and, but for CU and CG (whose upstream PodGroups
 // tephra-controllers mirrors into Tephra's), no tephra-controllers, and the nodes are created
 // Ready, with no kubelet or kwok to keep them so: nothing but the scheduler (and CU's
 // controllers) and the benchmark's driver talks to the apiserver while a scenario runs, and

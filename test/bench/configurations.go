@@ -24,7 +24,7 @@ const (
 
 // Configuration is one way of scheduling the same workloads on the same cluster.
 type Configuration struct {
-	// Name is the short name used in tables: L, B0, B1, C, CU.
+	// Name is the short name used in tables: L, B0, B1, C, CU, CG.
 	Name string `json:"name"`
 	// Title says what it is.
 	Title string `json:"title"`
@@ -97,6 +97,17 @@ var Configurations = []*Configuration{
 		// As shipped: only the apiserver needs the gate (docs/gang.md).
 		SchedulerWithoutFeatureGates: true,
 		schedulerConfig:              tephraSchedulerConfig,
+	},
+	{
+		Name: "CG",
+		Title: "Tephra with the GenericWorkload gate on in the scheduler too: CU, whose upstream PodGroups kube-scheduler then " +
+			"schedules in its own pod-group cycles (docs/gang.md)",
+		Gangs:           UpstreamGangs,
+		Controllers:     true,
+		GangsOnly:       true,
+		FeatureGates:    "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		RuntimeConfig:   "scheduling.k8s.io/v1beta1=true",
+		schedulerConfig: tephraSchedulerConfig,
 	},
 }
 

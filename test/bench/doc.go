@@ -13,6 +13,8 @@
 //     which tephra-controllers (running in CU's control plane only) mirrors into Tephra
 //     PodGroups before the scheduler starts; its CPU is reported beside the scheduler's. CU runs
 //     the gang scenarios only (G8, G64, GI): elsewhere it would be C.
+//   - CG, CU with the GenericWorkload gate on in the scheduler too: kube-scheduler's pod-group
+//     cycles gang the upstream PodGroups (docs/gang.md). The same scenarios as CU.
 //
 // Every run (one scenario on one configuration) gets fresh processes: etcd, kube-apiserver and
 // N simulated nodes created Ready (no kubelet, kwok or heartbeat keeps them so); a backlog of

@@ -554,20 +554,20 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"(the GangScheduling plugin joins the default profile, and the queue handles pod groups). kube-controller-manager uses the gate only for " +
 		"the PodGroupProtection controller, a deletion finalizer that scheduling does not need; no other gate is required. " +
 		"Every control plane has Tephra's CRDs, the `root` and `default` queues that tephra-controllers would create, and Q's three queues " +
-		"(only C's and CU's schedulers read them), and has served each Tephra CRD once before the scheduler starts, " +
+		"(only C's, CU's and CG's schedulers read them), and has served each Tephra CRD once before the scheduler starts, " +
 		"as a running cluster's apiserver has long done (it builds a CRD's storage on the first request).\n")
-	b.WriteString("CU alone also runs tephra-controllers (the manifests' Deployment, as its ServiceAccount, with leader election), " +
+	b.WriteString("CU and CG also run tephra-controllers (the manifests' Deployment, as its ServiceAccount, with leader election), " +
 		"whose upstream PodGroup adapter mirrors each scheduling.k8s.io/v1beta1 PodGroup into a Tephra PodGroup of the same name; " +
-		"the backlog counts as created once every mirror exists, and only then does CU's scheduler start. " +
+		"the backlog counts as created once every mirror exists, and only then does the scheduler start. " +
 		"The controllers keep running while the backlog drains (they write the groups' status, Tephra's and upstream's), " +
-		"so CU's API writes/pod and API CPU include theirs. CU's scheduler runs without GenericWorkload, as Tephra ships it " +
-		"(docs/gang.md): with the gate, kube-scheduler would add its GangScheduling plugin (the shipped configuration disables it) " +
-		"and schedule the upstream groups' pods in pod-group cycles of its own; without it, TephraGang alone gangs CU's pods. " +
-		"CU runs only the scenarios with gangs (G8, G64, GI): P's and Q's pods have none, and there CU would be C.\n")
+		"so CU's and CG's API writes/pod and API CPU include theirs. CU's scheduler runs without GenericWorkload, as Tephra ships it: " +
+		"TephraGang gangs the upstream groups' pods. CG's runs with it: kube-scheduler adds its GangScheduling plugin and " +
+		"schedules the upstream groups' pods in pod-group cycles of its own, and TephraGang leaves those pods to it (docs/gang.md). " +
+		"CU and CG run only the scenarios with gangs (G8, G64, GI): P's and Q's pods have none, and there they would be C.\n")
 	b.WriteString("L's binder makes one request per pod where a scheduler makes at least two (the binding and its event), " +
 		"so where the client QPS rather than the apiserver is the limit, L binds up to twice as fast. " +
 		"A gang member that waits at Permit costs B1 a third write: kube-scheduler 1.37 sets its nominatedNodeName first " +
-		"(NominatedNodeNameForExpectation, on by default). Tephra's Deployment turns that gate off (docs/gang.md), and C and CU run with its flags; " +
+		"(NominatedNodeNameForExpectation, on by default). Tephra's Deployment turns that gate off (docs/gang.md), and C, CU and CG run with its flags; " +
 		"B0 and B1 run with upstream's defaults.\n")
 	b.WriteString("\nIn each run the pods are created (32 at a time) while nothing schedules; then the scheduler (or L's binder) starts " +
 		"and drains the backlog. B0 and L get the same pods without gangs.\n\n")
