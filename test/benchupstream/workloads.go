@@ -20,7 +20,8 @@ type workload struct {
 func (w workload) String() string { return fmt.Sprintf("%s:%s/%s", w.suite, w.testCase, w.name) }
 
 // fullSet are the workloads of issue #18 that fit 30 minutes per profile on 2 cores: plain pods,
-// gangs of 3 and of 1000, topology-aware gangs at 5000 nodes, and gang preemption.
+// gangs of 3 and of 1000, topology-aware gangs at 5000 nodes, and every gang-preemption workload
+// of upstream's workload_preemption (100 nodes each).
 var fullSet = []workload{
 	{"misc", "SchedulingBasic", "5000Nodes_10000Pods"},
 	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_1000Gangs_3000Pods"},
@@ -28,6 +29,10 @@ var fullSet = []workload{
 	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_750Gangs_3000Pods"},
 	{"workload_preemption", "GangPreemptionBasic", "100Nodes_1PreemptorGang_100Pods_Evicting_1000InitPods"},
 	{"workload_preemption", "GangPreemptionBasic", "100Nodes_10PreemptorGangs_10Pods_Evicting_1000InitPods"},
+	{"workload_preemption", "GangPreemptionPodGroups", "100Nodes_1PreemptorGang_100Pods_Evicting_5LowPriorityGangs"},
+	{"workload_preemption", "GangPreemptionPodGroups", "100Nodes_10PreemptorGangs_10Pods_Evicting_50LowPriorityGangs"},
+	{"workload_preemption", "GangPreemptionAffinity", "100Nodes_1PreemptorGang_100Pods_Evicting_1000InitPods"},
+	{"workload_preemption", "GangPreemptionAffinity", "100Nodes_10PreemptorGangs_10Pods_Evicting_1000InitPods"},
 }
 
 // shortSet are upstream's short integration workloads of the same files: what make test runs.
@@ -36,6 +41,8 @@ var shortSet = []workload{
 	{"podgroup/gangscheduling", "GangScheduling", "10Nodes_3Gangs"},
 	{"podgroup/tas", "TopologyAwareScheduling", "10Nodes_3Gangs"},
 	{"workload_preemption", "GangPreemptionBasic", "2Nodes_1PreemptorGang_2Pods_Evicting_10InitPods"},
+	{"workload_preemption", "GangPreemptionPodGroups", "2Nodes_1PreemptorGang_2Pods_Evicting_2LowPriorityGangs"},
+	{"workload_preemption", "GangPreemptionAffinity", "2Nodes_1PreemptorGang_2Pods_Evicting_10InitPods"},
 }
 
 // unsupported are the workloads (by suite, or suite:TestCase/Workload) a profile cannot run yet,
