@@ -172,27 +172,6 @@ func (g *groupManager) pilotLocked(s *groupState, pod *corev1.Pod) string {
 	return ""
 }
 
-// evictingFor admits the group of a member that TephraQueue's PostFilter evicts pods for
-// (reclaim or preemption): its other members need evictions of their own, and get them only by
-// being tried. TephraQueue evicts for a gang's member only when the free capacity and what may be
-// evicted cover the rest of the minimum, so the evictions of any member, the pilot or not, show
-// that room can be made for the group. It is told in the cycle that evicts (setup.EvictingFor).
-// The member's nomination, as the pod informer shows it later, is no signal: the evictions are
-// often made in the cycle that found the group unfit, before any member is its pilot, and a
-// nomination that came before its pod became the pilot was ignored; that pilot, allowed one
-// eviction per victimsGrace, then freed one GPU per 10 s while its siblings waited at PreEnqueue.
-func (g *groupManager) evictingFor(ctx context.Context, pod *corev1.Pod) {
-	key, ok := groupOf(pod)
-	if !ok || !g.queueRunning.Load() {
-		return
-	}
-	held := false
-	g.groups.with(key, func(s *groupState) { held = s.piloted && !s.admitted })
-	if held {
-		g.admit(ctx, key, pod)
-	}
-}
-
 // admit lets the group's other members go on: a member's PreFilter found room for the
 // group's minimum.
 func (g *groupManager) admit(ctx context.Context, key groupKey, pod *corev1.Pod) {
@@ -472,6 +451,17 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 	if count.placed >= int(pg.Spec.MinMember) {
 		// The minimum is placed; this member is extra and simply waits for room.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	coming := 0
+	g.groups.with(key, func(s *groupState) { coming = g.withRoomComing(s, key, now) })
+	if count.placed+coming >= int(pg.Spec.MinMember) {
+		// The minimum is placed or has room on its way (victims TephraQueue evicted for its
+		// members, still going): this member waits for that room, or is above the minimum and
+		// waits like an elastic one. Failing the attempt would release the members waiting at
+		// Permit and drop their nominations, and calling the group stalled would let elastic
+		// pods in: either way a pod of lower priority took the room made for the minimum.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s is placed or has room on its way (%d placed, %d with room coming); pod %s waits for room",
+			v1alpha1.ReasonNotEnoughResources, key, count.placed, coming, pod.Name))
 	}
 	if count.placed == 0 {
 		// Nothing of the group is held (e.g. PreFilter found no room): nothing to release, and

@@ -19,6 +19,9 @@ func (k groupKey) String() string { return k.namespace + "/" + k.name }
 type groupState struct {
 	// assumed maps the UID of each member reserved in this attempt to its task.
 	assumed map[types.UID]string
+	// roomFor holds the members TephraQueue evicted pods or found room on its way for, and when
+	// (evictingFor).
+	roomFor map[types.UID]time.Time
 	// waiting holds the members waiting at Permit.
 	waiting map[types.UID]struct{}
 	// bound holds the members this scheduler has bound, which the pod informer may not show yet,
@@ -176,7 +179,7 @@ func (t *tracker) with(key groupKey, f func(*groupState)) {
 	g := t.groups[key]
 	if g == nil {
 		g = &groupState{assumed: map[types.UID]string{}, waiting: map[types.UID]struct{}{}, bound: map[types.UID]uint64{},
-			attempt: 1, attemptOf: map[types.UID]uint64{}, allowed: map[types.UID]uint64{}}
+			attempt: 1, attemptOf: map[types.UID]uint64{}, allowed: map[types.UID]uint64{}, roomFor: map[types.UID]time.Time{}}
 		t.groups[key] = g
 	}
 	before := len(g.waiting)
