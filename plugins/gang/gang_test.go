@@ -1215,3 +1215,29 @@ func TestClaimFreedQueuesDeviceMembers(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.name)
 	}
 }
+
+// A gang of 4 with a minimum of 2: one member waits at Permit, and TephraQueue made room for
+// another (its victims are still going). A third member that fits nowhere is above that minimum:
+// its PostFilter fails no attempt, so the member at Permit keeps its node, and the group is not
+// stalled, so elastic pods of other groups do not take the room. Once the room is older than
+// roomGrace, the member counts for the minimum again and the attempt fails as before.
+func TestAMemberAboveAMinimumWithRoomComingFailsNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "job", 2, nil, f.now)
+	a, b, c := f.member(t, "a", "job", ""), f.member(t, "b", "job", ""), f.member(t, "c", "job", "")
+	f.member(t, "d", "job", "")
+
+	require.Equal(t, fwk.Wait, f.permit(t, a).Code())
+	f.gang.evictingFor(ctx, b)
+	_, status := f.gang.PostFilter(ctx, nil, c, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "has room on its way (1 placed, 1 with room coming)")
+	assert.Empty(t, f.handle.waiting["a"].rejected, "the member at Permit keeps its node")
+	assert.False(t, f.gang.groups.backingOff(groupKey{"ns", "job"}, f.now), "no attempt failed")
+
+	f.now = f.now.Add(roomGrace)
+	_, status = f.gang.PostFilter(ctx, nil, c, nil)
+	assert.Equal(t, "NotEnoughResources: 1 of 2 pods of pod group ns/job could be placed; releasing them", status.Message())
+	assert.Equal(t, status.Message(), f.handle.waiting["a"].rejected)
+}
