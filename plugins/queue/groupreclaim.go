@@ -50,14 +50,9 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod %s of the group has preemptionPolicy Never", m.Name))
 		}
 	}
-	w, status := q.workloadOf(pod)
+	w, st, leaf, status := q.preemptorQueue(pod)
 	if status != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
-	}
-	st := q.snapshotFor(pod)
-	leaf, why := st.tree.WorkloadQueue(w.queue)
-	if why != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+status.Message())
 	}
 	r := q.reclaimer
 	if pending := r.groupPreemptionPending(members); pending != nil {

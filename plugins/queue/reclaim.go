@@ -203,14 +203,9 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if s := m.Get(""); s != nil && s.Plugin() != "" && (s.Code() == fwk.UnschedulableAndUnresolvable || strings.HasPrefix(s.Message(), v1alpha1.ReasonElasticWaiting)) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	w, status := q.workloadOf(pod)
+	w, st, leaf, status := q.preemptorQueue(pod)
 	if status != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
-	}
-	st := q.snapshotFor(pod)
-	leaf, why := st.tree.WorkloadQueue(w.queue)
-	if why != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+		return nil, status
 	}
 	r := q.reclaimer
 	r.pod, r.work, r.leaf, r.nodeStatus = pod, w, leaf, m
@@ -308,6 +303,21 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
 	}
 	return result, status
+}
+
+// preemptorQueue resolves the workload of a pod that preempts, the state it decides on, and its
+// leaf queue, or says why it cannot preempt.
+func (q *Queue) preemptorQueue(pod *corev1.Pod) (workload, state, *quota.Node, *fwk.Status) {
+	w, status := q.workloadOf(pod)
+	if status != nil {
+		return w, state{}, nil, fwk.NewStatus(fwk.Unschedulable, status.Message())
+	}
+	st := q.snapshotFor(pod)
+	leaf, why := st.tree.WorkloadQueue(w.queue)
+	if why != "" {
+		return w, st, nil, fwk.NewStatus(fwk.Unschedulable, why)
+	}
+	return w, st, leaf, nil
 }
 
 func minimumEqual(a, b quota.Amounts) bool {

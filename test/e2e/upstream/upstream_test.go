@@ -71,22 +71,7 @@ func upstreamPodGroup(t *testing.T, env *framework.Env, ns, name string, minCoun
 // linkedPod is a one-CPU (by default) tephra-scheduler pod linked to group by spec.schedulingGroup.
 func linkedPod(t *testing.T, env *framework.Env, ns, name, group, cpu string, pool map[string]string) {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			SchedulerName:   schedulingv1alpha1.SchedulerName,
-			RestartPolicy:   corev1.RestartPolicyNever,
-			NodeSelector:    pool,
-			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)},
-			Containers: []corev1.Container{{
-				Name: "work", Image: "busybox",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
-			}},
-		},
-	}
-	created, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, created.Spec.SchedulingGroup, "the apiserver keeps spec.schedulingGroup (GenericWorkload is on)")
+	linkedPodOf(t, env, ns, name, group, cpu, pool, "")
 }
 
 func boundPods(t *testing.T, env *framework.Env, ns string) int {
@@ -360,6 +345,7 @@ func linkedPodOf(t *testing.T, env *framework.Env, ns, name, group, cpu string, 
 			}},
 		},
 	}
-	_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	created, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.NotNil(t, created.Spec.SchedulingGroup, "the apiserver keeps spec.schedulingGroup (GenericWorkload is on)")
 }
