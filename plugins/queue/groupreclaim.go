@@ -142,17 +142,22 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	var candidates []fwk.PodInfo
 	// The snapshot's PodInfos, kept to put the victims given back again.
 	podInfos := map[types.UID]fwk.PodInfo{}
+	var leaving []*corev1.Pod
 	for _, info := range infos {
 		for _, pi := range info.GetPods() {
 			p := pi.GetPod()
 			if p.DeletionTimestamp != nil || r.going[p.UID] {
-				if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
-					return nil, nil, "", err
-				}
+				leaving = append(leaving, p)
 				continue
 			}
 			candidates = append(candidates, pi)
 			podInfos[p.UID] = pi
+		}
+	}
+	// Removed once the nodes are read: RemovePod changes the node's list of pods in place.
+	for _, p := range leaving {
+		if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
+			return nil, nil, "", err
 		}
 	}
 	// Every unit the group may take, least important first, as SelectVictimsOnNode would take
