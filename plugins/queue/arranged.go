@@ -54,8 +54,9 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 }
 
 // roomComing returns a node the pod fits on once the pods leaving it are gone, counting the pods
-// nominated to it before this one ("" if there is none). Only nodes that some pod is leaving are
-// tried, so it costs nothing while nothing is being evicted.
+// nominated to it before this one ("" if there is none). The filters run only on nodes that some
+// pod is leaving, and the cycle state is copied only then: while nothing is being evicted, it only
+// reads the nodes' pods.
 func (r *reclaimer) roomComing(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (string, error) {
 	if r.state.admit(r.leaf, r.need, nil, true) != "" {
 		return "", nil
@@ -64,12 +65,7 @@ func (r *reclaimer) roomComing(ctx context.Context, cs fwk.CycleState, pod *core
 	if err != nil {
 		return "", err
 	}
-	state := cs.Clone()
-	if r.devices != nil {
-		// DynamicResources' Filter sees the devices allocated when the cycle began: the
-		// allocator is asked with the leaving pods' devices given back instead.
-		skipDRAFilter(state)
-	}
+	var state fwk.CycleState
 	for _, info := range infos {
 		node := info.Node()
 		if node == nil || m.Get(node.Name).Code() == fwk.UnschedulableAndUnresolvable {
@@ -83,6 +79,14 @@ func (r *reclaimer) roomComing(ctx context.Context, cs fwk.CycleState, pod *core
 		}
 		if len(leaving) == 0 {
 			continue
+		}
+		if state == nil {
+			state = cs.Clone()
+			if r.devices != nil {
+				// DynamicResources' Filter sees the devices allocated when the cycle began: the
+				// allocator is asked with the leaving pods' devices given back instead.
+				skipDRAFilter(state)
+			}
 		}
 		clone := info.Snapshot()
 		for _, p := range leaving {
