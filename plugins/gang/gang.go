@@ -65,6 +65,10 @@ var (
 	_ fwk.PreBindPlugin     = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.SignPlugin        = &Gang{}
+
+	_ fwk.PlacementGeneratePlugin  = &Gang{}
+	_ fwk.PlacementScorePlugin     = &Gang{}
+	_ fwk.PlacementScoreExtensions = &Gang{}
 )
 
 // New builds the plugin: it watches PodGroups with its own informer and indexes the scheduler's
@@ -226,6 +230,25 @@ func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.P
 		return
 	}
 	g.postBind(ctx, state, pod, nodeName)
+}
+
+// GeneratePlacements offers a pod-group cycle the domains of an upstream PodGroup's topology
+// constraint that hold its minimum, best fit first (placements.go).
+func (g *Gang) GeneratePlacements(ctx context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	return g.generatePlacements(ctx, state, group, parent)
+}
+
+// ScorePlacement counts the pods a feasible placement places.
+func (g *Gang) ScorePlacement(ctx context.Context, state fwk.PlacementCycleState, group fwk.PodGroupInfo, assignments *fwk.PodGroupAssignments) (int64, *fwk.Status) {
+	return g.scorePlacement(ctx, state, group, assignments)
+}
+
+// PlacementScoreExtensions ranks the placements.
+func (g *Gang) PlacementScoreExtensions() fwk.PlacementScoreExtensions { return g }
+
+// NormalizePlacementScore ranks the feasible placements: most pods, then best fit.
+func (g *Gang) NormalizePlacementScore(ctx context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
+	return g.normalizePlacementScores(ctx, state, group, scores)
 }
 
 // EventsToRegister says which cluster events may let a pod this plugin rejected go on.

@@ -48,6 +48,8 @@ type groupManager struct {
 	podGroupCycles bool
 	// upstreamGroups lists upstream PodGroups, with podGroupCycles only (nil otherwise).
 	upstreamGroups schedulingv1beta1listers.PodGroupLister
+	// narrowed are the upstream groups offered only their best-fit domain (placements.go).
+	narrowed narrowedGroups
 	// queueRunning is set by the first preEnqueue: from then on the scheduling queue exists, and
 	// the handle may Activate pods.
 	queueRunning atomic.Bool

@@ -31,7 +31,9 @@ import (
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
-		FeatureGates:  "GenericWorkload=true",
+		// TopologyAwareWorkloadScheduling serves schedulingConstraints, and with the gate-on run
+		// lets kube-scheduler's pod-group cycles try placements (TephraGang's, docs/topology.md).
+		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
 		// As installed, tephra-scheduler runs without the gate; make test runs the package again
 		// with it on (TEPHRA_E2E_GENERIC_WORKLOAD, docs/gang.md).
@@ -348,4 +350,69 @@ func linkedPodOf(t *testing.T, env *framework.Env, ns, name, group, cpu string, 
 	created, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NotNil(t, created.Spec.SchedulingGroup, "the apiserver keeps spec.schedulingGroup (GenericWorkload is on)")
+}
+
+// An upstream PodGroup with schedulingConstraints.topology gets Tephra's topology choice, gate on
+// or off: with both gates (GenericWorkload and TopologyAwareWorkloadScheduling) through
+// TephraGang's placement plugins in kube-scheduler's pod-group cycle, without them through the
+// mirror's required topology. Best fit: a gang of 4 CPUs goes to the rack of 4 free CPUs, not
+// to the one of 8, so that a gang of 8 that follows still finds a whole rack (upstream's
+// placement scorer picks either rack at random for the first, and the second then waits). A gang
+// no rack holds binds nothing and says why, rack by rack.
+func TestUpstreamTopologyGangTakesTheBestFit(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	const rackKey = "topology.kubernetes.io/rack"
+	pool := map[string]string{framework.PoolLabel: "up-tas"}
+	rackOf := map[string]string{}
+	for _, n := range []struct{ name, rack string }{{"up-tas-small-0", "tas-small"}, {"up-tas-large-0", "tas-large"}, {"up-tas-large-1", "tas-large"}} {
+		addNode(t, env, map[string]string{framework.PoolLabel: "up-tas", rackKey: n.rack}, n.name, 4)
+		rackOf[n.name] = n.rack
+	}
+	inRack := func(pg *upstreamv1beta1.PodGroup) {
+		pg.Spec.SchedulingConstraints = &upstreamv1beta1.PodGroupSchedulingConstraints{Topology: []upstreamv1beta1.TopologyConstraint{{Key: rackKey}}}
+	}
+	racksOf := func(prefix string, n int) (map[string]int, int) {
+		racks, bound := map[string]int{}, 0
+		for i := range n {
+			p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("%s-%d", prefix, i), metav1.GetOptions{})
+			require.NoError(t, err)
+			if p.Spec.NodeName != "" {
+				bound++
+				racks[rackOf[p.Spec.NodeName]]++
+			}
+		}
+		return racks, bound
+	}
+
+	upstreamPodGroup(t, env, ns, "small", 4, inRack)
+	for i := range 4 {
+		linkedPod(t, env, ns, fmt.Sprintf("small-%d", i), "small", "1", pool)
+	}
+	framework.Eventually(t, time.Minute, "the gang of 4 to be bound", func() (bool, string) {
+		racks, bound := racksOf("small", 4)
+		return bound == 4, fmt.Sprintf("%d bound, by rack %v", bound, racks)
+	})
+	racks, _ := racksOf("small", 4)
+	assert.Equal(t, map[string]int{"tas-small": 4}, racks, "the gang of 4 fills the rack that fits it best")
+
+	upstreamPodGroup(t, env, ns, "large", 8, inRack)
+	for i := range 8 {
+		linkedPod(t, env, ns, fmt.Sprintf("large-%d", i), "large", "1", pool)
+	}
+	framework.Eventually(t, time.Minute, "the gang of 8 to be bound", func() (bool, string) {
+		racks, bound := racksOf("large", 8)
+		return bound == 8, fmt.Sprintf("%d bound, by rack %v", bound, racks)
+	})
+	racks, _ = racksOf("large", 8)
+	assert.Equal(t, map[string]int{"tas-large": 8}, racks, "the gang of 8 finds a whole rack")
+
+	upstreamPodGroup(t, env, ns, "none", 2, inRack)
+	for i := range 2 {
+		linkedPod(t, env, ns, fmt.Sprintf("none-%d", i), "none", "1", pool)
+	}
+	framework.WaitEventOnAny(t, env, ns, []string{"none-0", "none-1"}, "no "+rackKey+" domain holds it")
+	_, bound := racksOf("none", 2)
+	assert.Zero(t, bound, "no member of a gang no rack holds is bound")
 }

@@ -1,0 +1,239 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/topology"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
+)
+
+// With kube-scheduler's TopologyAwareWorkloadScheduling gate (and GenericWorkload), a pod-group
+// cycle first asks one PlacementGenerate plugin for the sets of nodes to try the group on, tries
+// the group on each, and lets the PlacementScore plugins choose among those that hold it. Upstream's
+// own generator offers every domain of the group's schedulingConstraints.topology key, and its
+// scorer prefers the one that places the most pods: it evaluates the whole group once per domain
+// (50 times per gang on upstream's 5000-node benchmark), and breaks ties at random.
+//
+// TephraGang offers its own topology choice there instead (chooseDomain, as for Tephra's
+// PodGroups): only domains whose free capacity holds the minimum, best fit first, so that whole
+// racks stay free for the next big gang; and when none does, it says why, level by level, and the
+// group goes to PodGroupPostFilter. It offers the best-fit domain alone, which is the choice
+// TephraGang would make; a group whose cycle then finds it infeasible (a port or an affinity the
+// arithmetic does not see) is offered every domain that holds it in its next cycle.
+
+// placementChoiceKey holds, in a pod-group cycle's state, what GeneratePlacements measured for
+// the scorer.
+const placementChoiceKey fwk.StateKey = Name + "/placements"
+
+// placementChoice is what the generator measured: the free share of each domain offered, by
+// placement name (less is a better fit).
+type placementChoice struct {
+	free map[string]float64
+}
+
+func (c *placementChoice) Clone() fwk.StateData { return c }
+
+// narrowedGroups are the upstream PodGroups offered only their best-fit domain whose cycle has not
+// since found a feasible placement: their next cycle is offered every domain that holds them.
+type narrowedGroups struct {
+	mu     sync.Mutex
+	groups map[types.UID]bool
+}
+
+func (n *narrowedGroups) take(uid types.UID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	was := n.groups[uid]
+	delete(n.groups, uid)
+	return was
+}
+
+func (n *narrowedGroups) mark(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.groups == nil {
+		n.groups = map[types.UID]bool{}
+	}
+	n.groups[uid] = true
+}
+
+// generatePlacements offers the domains of an upstream PodGroup's topology constraint that hold
+// its minimum, best fit first; parent unchanged for a group without one.
+func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	pg := group.GetPodGroup()
+	if pg == nil || pg.Spec.SchedulingConstraints == nil || len(pg.Spec.SchedulingConstraints.Topology) == 0 {
+		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
+	}
+	// The API allows one constraint, required; its key is the level (topology.Resolve of a
+	// required key alone).
+	constraint := &topology.Constraint{Levels: []string{pg.Spec.SchedulingConstraints.Topology[0].Key}, Required: true}
+	level := constraint.Levels[0]
+	key := pg.Namespace + "/" + pg.Name
+
+	var scheduled []*corev1.Pod
+	if st, err := g.handle.SnapshotSharedLister().PodGroupStates().Get(pg.Namespace, pg.Name); err == nil {
+		scheduled = st.ScheduledPods()
+	}
+	if len(scheduled) > 0 {
+		// Members already placed fix the domain: the rest join them.
+		return g.placementOfPlaced(level, key, scheduled, parent)
+	}
+
+	pods := group.GetUnscheduledPods()
+	if len(pods) == 0 {
+		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
+	}
+	minCount := 1
+	if pg.Spec.SchedulingPolicy.Gang != nil {
+		minCount = int(pg.Spec.SchedulingPolicy.Gang.MinCount)
+	}
+	requests := sortedRequests(pods)
+	nodes := nodesFor(pods[0], parent.Nodes) // members share their template's node affinity
+	if g.devices != nil && slices.ContainsFunc(pods, devices.UsesDevices) {
+		requests = g.requestsWithDevices(pods)
+		nodes = g.devices.WithDevices(nodes)
+	}
+	minimum := minimumNeeds{need: corev1.ResourceList{}, missing: minCount}
+	for i := 0; i < minCount && i < len(requests); i++ {
+		addTo(minimum.need, requests[i])
+	}
+	if len(requests) >= minCount {
+		minimum.smallest = smallestRequests(requests)
+	}
+
+	total := map[corev1.ResourceName]int64{}
+	for _, n := range nodes {
+		for name := range minimum.need {
+			a, _ := capacity.Of(n, name)
+			total[name] += a
+		}
+	}
+	values, byValue := domainsAt(level, nodes)
+	type candidate struct {
+		value string
+		free  float64
+	}
+	var candidates []candidate
+	for _, v := range values {
+		if minimum.holds(byValue[v]) {
+			candidates = append(candidates, candidate{v, freeShare(byValue[v], minimum.need, total)})
+		}
+	}
+	if len(candidates) == 0 {
+		// chooseDomain words the reason as it does for Tephra's PodGroups.
+		_, why := chooseDomain(constraint, nodes, minimum, nil, nil)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(minimum.need), why))
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].free < candidates[j].free })
+	if !g.narrowed.take(pg.UID) {
+		candidates = candidates[:1]
+		g.narrowed.mark(pg.UID)
+	}
+
+	// Placements hold the snapshot's own nodes (the pod-group cycle assumes pods on them), not
+	// the copies that count devices.
+	snapshot := map[string]fwk.NodeInfo{}
+	for _, n := range parent.Nodes {
+		snapshot[n.Node().Name] = n
+	}
+	choice := &placementChoice{free: map[string]float64{}}
+	placements := make([]*fwk.Placement, 0, len(candidates))
+	for _, c := range candidates {
+		name := level + "=" + c.value
+		members := make([]fwk.NodeInfo, 0, len(byValue[c.value]))
+		for _, n := range byValue[c.value] {
+			members = append(members, snapshot[n.Node().Name])
+		}
+		placements = append(placements, &fwk.Placement{Name: name, Nodes: members})
+		choice.free[name] = c.free
+	}
+	state.Write(placementChoiceKey, choice)
+	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
+}
+
+// placementOfPlaced offers the one domain the group's placed members are in.
+func (g *groupManager) placementOfPlaced(level, key string, scheduled []*corev1.Pod, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
+	nodes := g.handle.SnapshotSharedLister().NodeInfos()
+	value := ""
+	for _, pod := range scheduled {
+		n, err := nodes.Get(pod.Spec.NodeName)
+		if err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("node of placed member %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+		v, ok := n.Node().Labels[level]
+		switch {
+		case !ok:
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s has member %s on node %s, which has no label %s", v1alpha1.ReasonInvalidPodGroup, key, pod.Name, n.Node().Name, level))
+		case value != "" && v != value:
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s has members in two %s domains, %s and %s", v1alpha1.ReasonInvalidPodGroup, key, level, value, v))
+		}
+		value = v
+	}
+	var members []fwk.NodeInfo
+	for _, n := range parent.Nodes {
+		if v, ok := n.Node().Labels[level]; ok && v == value {
+			members = append(members, n)
+		}
+	}
+	if len(members) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod group %s has members in %s=%s, which has no node left to place the rest", v1alpha1.ReasonNotEnoughResources, key, level, value))
+	}
+	return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: level + "=" + value, Nodes: members}}}, nil
+}
+
+// scorePlacement counts the group's pods a placement places (with those placed before it):
+// normalizePlacementScores ranks by it first.
+func (g *groupManager) scorePlacement(_ context.Context, _ fwk.PlacementCycleState, group fwk.PodGroupInfo, assignments *fwk.PodGroupAssignments) (int64, *fwk.Status) {
+	if pg := group.GetPodGroup(); pg != nil {
+		// A placement is feasible: the group's next cycle starts from its best fit again.
+		g.narrowed.take(pg.UID)
+	}
+	placed := int64(len(assignments.ProposedAssignments))
+	if st, err := g.handle.SnapshotSharedLister().PodGroupStates().Get(group.GetNamespace(), group.GetName()); err == nil {
+		placed += int64(st.ScheduledPodsCount())
+	}
+	return placed, nil
+}
+
+// normalizePlacementScores ranks the feasible placements: most pods placed, then the best fit
+// (least free capacity left, as measured when the placements were generated), then by name, so
+// that the choice never depends on chance. The best gets MaxScore, the worst MinScore.
+func (g *groupManager) normalizePlacementScores(_ context.Context, state fwk.PodGroupCycleState, _ fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
+	free := map[string]float64{}
+	if data, err := state.Read(placementChoiceKey); err == nil {
+		free = data.(*placementChoice).free
+	}
+	order := make([]int, len(scores))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := scores[order[a]], scores[order[b]]
+		if x.Score != y.Score {
+			return x.Score > y.Score
+		}
+		if fx, fy := free[x.Placement.Name], free[y.Placement.Name]; fx != fy {
+			return fx < fy
+		}
+		return x.Placement.Name < y.Placement.Name
+	})
+	n := int64(len(scores))
+	for rank, i := range order {
+		if n == 1 {
+			scores[i].Score = fwk.MaxScore
+			continue
+		}
+		scores[i].Score = fwk.MaxScore - int64(rank)*(fwk.MaxScore-fwk.MinScore)/(n-1)
+	}
+	return nil
+}
