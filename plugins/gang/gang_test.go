@@ -71,7 +71,11 @@ type fakeHandle struct {
 	activated []string
 	recorder  *events.FakeRecorder
 	clientset *kubefake.Clientset
+	// snapshot answers SnapshotSharedLister when set.
+	snapshot fwk.SharedLister
 }
+
+func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
 
 func (h *fakeHandle) ClientSet() kubernetes.Interface { return h.clientset }
 
