@@ -172,7 +172,7 @@ BENCH_UPSTREAM_FLAGS ?=
 .PHONY: bench-upstream
 bench-upstream: ## Run upstream's scheduler_perf (5000 nodes: plain pods, gangs, topology, gang preemption) with upstream's profile and Tephra's, about 30 min on 2 cores; writes docs/benchmarks.md.
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 180m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x ./test/benchupstream \
-		-args -upstream-publish $(BENCH_UPSTREAM_FLAGS)
+		-args -upstream-publish -upstream-cpuprofile $(BENCH_UPSTREAM_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.

@@ -58,6 +58,16 @@ func (a Amounts) Add(b Amounts) {
 	}
 }
 
+// IsZero says whether every amount is zero.
+func (a Amounts) IsZero() bool {
+	for _, v := range a {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Sub subtracts b from a.
 func (a Amounts) Sub(b Amounts) {
 	for name, v := range b {

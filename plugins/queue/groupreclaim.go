@@ -231,16 +231,22 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	if !ok {
 		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
 	}
-	// Give back the most important units first: each one the group fits without stays.
+	// Give back the most important units first: each one the group fits without stays, unless
+	// the victims left would no longer converge together. The convergence rule is not monotone: a
+	// queue far above its share may give up many pods for a queue below its share where it may
+	// not give up a few, as the preemptor's gain is the same either way (quota.MoveConverges).
 	var victims []*unit
+	resources := r.neededResources()
 	for i := len(pool) - 1; i >= 0; i-- {
 		u := pool[i]
 		if err := move(u, 1); err != nil {
 			return nil, nil, "", err
 		}
-		if placed, ok := place(); ok {
-			assignments = placed
-			continue
+		if r.victimsConverge(freed, resources) {
+			if placed, ok := place(); ok {
+				assignments = placed
+				continue
+			}
 		}
 		if err := move(u, -1); err != nil {
 			return nil, nil, "", err
@@ -249,6 +255,18 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	}
 	slices.Reverse(victims)
 	return victims, assignments, "", nil
+}
+
+// victimsConverge says whether victims freeing freed (by queue) together pass the queues'
+// convergence rule; victims of the preemptor's own queue only (preemption by priority) always do.
+func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts, resources []corev1.ResourceName) bool {
+	taken := map[string]quota.Amounts{}
+	for q, a := range freed {
+		if q != r.leaf.Name && !a.IsZero() {
+			taken[q] = a
+		}
+	}
+	return len(taken) == 0 || r.moveConverges(taken, resources)
 }
 
 // groupPreemptionPending returns the members' nominations while the victims of the group's last

@@ -808,12 +808,8 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	alloc.Sub(r.state.view.terminating[u.queue])
 	deserved := r.state.deserved[u.queue]
 	overInNeeded := false
-	var resources []corev1.ResourceName
-	for _, name := range r.need.Names() {
-		if r.need[name] <= 0 {
-			continue
-		}
-		resources = append(resources, name)
+	resources := r.neededResources()
+	for _, name := range resources {
 		if u.freed[name] <= 0 || alloc[name] <= deserved[name] {
 			continue // the unit frees none of it, or the queue is not over its share in it
 		}
@@ -825,7 +821,6 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	if !overInNeeded {
 		return false
 	}
-	allocated := map[string]quota.Amounts{}
 	taken := map[string]quota.Amounts{}
 	for q, amounts := range freed {
 		taken[q] = amounts.Clone()
@@ -834,6 +829,24 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 		taken[u.queue] = quota.Amounts{}
 	}
 	taken[u.queue].Add(u.freed)
+	return r.moveConverges(taken, resources)
+}
+
+// neededResources are the resources the preemptor asks for.
+func (r *reclaimer) neededResources() []corev1.ResourceName {
+	var resources []corev1.ResourceName
+	for _, name := range r.need.Names() {
+		if r.need[name] > 0 {
+			resources = append(resources, name)
+		}
+	}
+	return resources
+}
+
+// moveConverges says whether taking taken (by queue) for the preemptor's pod strictly lowers the
+// queues' total distance from their deserved shares (quota.MoveConverges).
+func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName) bool {
+	allocated := map[string]quota.Amounts{}
 	for q := range taken {
 		allocated[q] = r.state.view.allocated[q].Clone()
 		allocated[q].Sub(r.state.view.terminating[q])

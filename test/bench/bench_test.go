@@ -686,7 +686,7 @@ func TestPublishUpstreamKeepsTheOwnResults(t *testing.T) {
 	u.Finished = u.Started.Add(20 * time.Minute)
 	u.Rows = []UpstreamRow{
 		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileVanilla, Threshold: 680, Data: map[string]float64{"Average": 200, "Perc50": 180, "Perc90": 350}},
-		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileTephra, Threshold: 680, Data: map[string]float64{"Average": 150, "Perc50": 140, "Perc90": 250}},
+		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileTephra, Threshold: 680, Data: map[string]float64{"Average": 150, "Perc50": 140, "Perc90": 250}, CPUProfile: "benchmarks/profiles/t.txt"},
 		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileVanilla, Failed: "the workload failed"},
 		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileTephra, NotRun: "no PodGroupPostFilter"},
 	}
@@ -694,8 +694,8 @@ func TestPublishUpstreamKeepsTheOwnResults(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "### GI", "the own results stay")
-	assert.Contains(t, string(md), "| misc/SchedulingBasic/5000Nodes_10000Pods | 680 | 200.0 (180, 350) | 150.0 (140, 250) | 0.75 |")
-	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/w | – | failed: the workload failed | not run: no PodGroupPostFilter | – |")
+	assert.Contains(t, string(md), "| misc/SchedulingBasic/5000Nodes_10000Pods | 680 | 200.0 (180, 350) | 150.0 (140, 250) | 0.75 | [Tephra](benchmarks/profiles/t.txt) |")
+	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/w | – | failed: the workload failed | not run: no PodGroupPostFilter | – | – |")
 
 	require.NoError(t, syntheticResults().Publish(docs))
 	md, err = os.ReadFile(filepath.Join(docs, "benchmarks.md"))

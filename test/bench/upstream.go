@@ -39,6 +39,11 @@ type UpstreamRow struct {
 	// Threshold is upstream's pass mark for the workload's average throughput on its CI
 	// machines (0: none), reported, not applied.
 	Threshold float64 `json:"threshold,omitempty"`
+	// CPUProfile is the top of the CPU profile of the workload's measured phase, published
+	// beside docs/benchmarks.md (a path relative to it) for a workload below 1.0x.
+	CPUProfile string `json:"cpuProfile,omitempty"`
+	// RawCPUProfile is that profile as scheduler_perf wrote it, for the run only.
+	RawCPUProfile string `json:"-"`
 }
 
 // NewUpstreamResults starts the record of a run.
@@ -124,7 +129,7 @@ func upstreamSection(u *UpstreamResults) string {
 		}
 		byProfile[k][r.Profile] = r
 	}
-	header := []string{"workload", "upstream's threshold", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream"}
+	header := []string{"workload", "upstream's threshold", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream", "CPU profiles"}
 	var rows [][]string
 	cell := func(r UpstreamRow, ok bool) string {
 		switch {
@@ -148,7 +153,20 @@ func upstreamSection(u *UpstreamResults) string {
 		if t := max(up.Threshold, te.Threshold); t > 0 {
 			threshold = fmt.Sprintf("%.0f", t)
 		}
-		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), threshold, cell(up, upOK), cell(te, teOK), ratioCell})
+		var profiles []string
+		for _, r := range []struct {
+			row  UpstreamRow
+			name string
+		}{{up, "upstream"}, {te, "Tephra"}} {
+			if r.row.CPUProfile != "" {
+				profiles = append(profiles, fmt.Sprintf("[%s](%s)", r.name, r.row.CPUProfile))
+			}
+		}
+		profileCell := "–"
+		if len(profiles) > 0 {
+			profileCell = strings.Join(profiles, ", ")
+		}
+		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), threshold, cell(up, upOK), cell(te, teOK), ratioCell, profileCell})
 	}
 	slices.SortStableFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	writeMarkdownTable(&b, header, rows)

@@ -49,7 +49,7 @@ type profileRun struct {
 
 // prepare builds etcd (bin/, cached) and puts it on PATH for the harness, copies upstream's
 // workload files to bin/bench-upstream/tree, and points the harness's results there.
-func prepare(b *testing.B, reuse bool) *env {
+func prepare(b *testing.B, reuse, cpuProfiles bool) *env {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -83,6 +83,7 @@ func prepare(b *testing.B, reuse bool) *env {
 		// The derived files hold only the selected workloads, without labels.
 		"perf-scheduling-label-filter": "",
 		"data-items-dir":               e.results,
+		"perf-cpuprofile":              fmt.Sprint(cpuProfiles),
 	} {
 		require.NoError(b, flag.Set(name, value))
 	}
@@ -162,6 +163,7 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 	}
 	for _, w := range runs {
 		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name, Threshold: thresholds[w]}
+		row.RawCPUProfile = e.cpuProfileOf(b, w, p.name)
 		for _, item := range items {
 			if item.Labels["Metric"] == "SchedulingThroughput" && strings.Contains(item.Labels["Name"], w.testCase+"/"+w.name+"/") {
 				row.Data = item.Data
@@ -176,6 +178,86 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// cpuProfileOf finds the CPU profile scheduler_perf took of a workload's measured phase and names
+// it after the profile: the harness names it after the workload only, and the next profile's run
+// of the same workload would overwrite it. "" when there is none (no -upstream-cpuprofile).
+func (e *env) cpuProfileOf(b *testing.B, w workload, profile string) string {
+	prefix := filepath.Join(e.results, strings.ReplaceAll(fmt.Sprintf("%s_%s_%s", w.testCase, w.name, suiteName(w.suite)), "/", "_"))
+	ours := "-" + profile + "-cpu.prof"
+	if found, _ := filepath.Glob(prefix + "*" + ours); len(found) > 0 {
+		return found[len(found)-1] // reused
+	}
+	found, _ := filepath.Glob(prefix + "*-cpu.prof")
+	for _, f := range found {
+		if strings.HasSuffix(f, "-"+bench.UpstreamProfileVanilla+"-cpu.prof") || strings.HasSuffix(f, "-"+bench.UpstreamProfileTephra+"-cpu.prof") || strings.HasSuffix(f, "-"+tephraSchedulerOnly+"-cpu.prof") {
+			continue
+		}
+		named := strings.TrimSuffix(f, "-cpu.prof") + ours
+		if err := os.Rename(f, named); err != nil {
+			b.Error(err)
+			return ""
+		}
+		return named
+	}
+	return ""
+}
+
+// publishCPUProfiles writes, beside docs/benchmarks.md, the top of both profiles' CPU profiles of
+// each workload where Tephra is below upstream (or either failed), and names them in the rows: the
+// profile that says why a goal is missed. The tops of the previous run are removed.
+func (e *env) publishCPUProfiles(rows []bench.UpstreamRow) error {
+	dir := filepath.Join(e.root, "docs", "benchmarks", "profiles")
+	old, _ := filepath.Glob(filepath.Join(dir, "upstream-*.txt"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	type key struct{ suite, testCase, name string }
+	average := map[key]map[string]float64{}
+	for _, r := range rows {
+		k := key{r.Suite, r.TestCase, r.Workload}
+		if average[k] == nil {
+			average[k] = map[string]float64{}
+		}
+		average[k][r.Profile] = r.Data["Average"]
+	}
+	for i, r := range rows {
+		a := average[key{r.Suite, r.TestCase, r.Workload}]
+		up, te := a[bench.UpstreamProfileVanilla], a[bench.UpstreamProfileTephra]
+		if r.RawCPUProfile == "" || up > 0 && te >= up {
+			continue
+		}
+		name := fmt.Sprintf("upstream-%s-%s-%s-top.txt", r.TestCase, r.Workload, r.Profile)
+		top, err := cpuProfileTop(e.root, r.RawCPUProfile)
+		if err != nil {
+			return err
+		}
+		header := fmt.Sprintf("CPU profile of make bench-upstream's %s/%s/%s under %s's profile, the measured phase only (scheduler_perf's -perf-cpuprofile): the whole process, which runs the apiserver, the harness and, under Tephra's profile, tephra-controllers beside the scheduler.\n\n", r.Suite, r.TestCase, r.Workload, r.Profile)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(header+top), 0o644); err != nil {
+			return err
+		}
+		rows[i].CPUProfile = "benchmarks/profiles/" + name
+	}
+	return nil
+}
+
+// cpuProfileTop is go tool pprof's flat top of a profile, then the cumulative top of the
+// scheduler's own code (kube-scheduler's and Tephra's plugins).
+func cpuProfileTop(root, profile string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	flat, err := goCommand(ctx, root, "tool", "pprof", "-top", "-nodecount=40", profile)
+	if err != nil {
+		return "", err
+	}
+	cum, err := goCommand(ctx, root, "tool", "pprof", "-top", "-cum", "-nodecount=60", `-focus=k8s.io/kubernetes/pkg/scheduler|tephra-dev/tephra/plugins`, profile)
+	if err != nil {
+		return "", err
+	}
+	return "go tool pprof -top -nodecount=40\n\n" + flat + "\n\ngo tool pprof -top -cum -nodecount=60 -focus='k8s.io/kubernetes/pkg/scheduler|tephra-dev/tephra/plugins'\n\n" + cum + "\n", nil
 }
 
 // firstResult is when the oldest result in the results folder was written, or since if it is
@@ -222,6 +304,7 @@ func (e *env) report(b *testing.B, results *bench.UpstreamResults, publish bool)
 	if !publish {
 		return
 	}
+	require.NoError(b, e.publishCPUProfiles(results.Rows))
 	require.NoError(b, bench.PublishUpstream(filepath.Join(e.root, "docs"), results))
 	klog.Background().Info("published", "file", filepath.Join(e.root, "docs", "benchmarks.md"))
 }

@@ -94,3 +94,32 @@ func TestSelectionReadsSetsAndLists(t *testing.T) {
 	defer delete(unsupported["tephra"], "workload_preemption")
 	assert.Equal(t, "a suite-wide reason", unsupportedReason("tephra", workload{"workload_preemption", "GangPreemptionBasic", "any"}))
 }
+
+// The full set is every performance workload of upstream's gang files, as the module has them.
+func TestFullSetHasEveryPerformanceWorkloadOfTheGangFiles(t *testing.T) {
+	out, err := goCommand(t.Context(), ".", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	require.NoError(t, err)
+	var want []workload
+	for _, suite := range []string{"podgroup/gangscheduling", "podgroup/tas", "workload_preemption"} {
+		data, err := os.ReadFile(filepath.Join(out, "test", "integration", "scheduler_perf", suite, "performance-config.yaml"))
+		require.NoError(t, err)
+		var testCases []struct {
+			Name      string
+			Workloads []struct {
+				Name   string
+				Labels []string
+			}
+		}
+		require.NoError(t, yaml.Unmarshal(data, &testCases))
+		for _, tc := range testCases {
+			for _, w := range tc.Workloads {
+				if slices.Contains(w.Labels, "performance") {
+					want = append(want, workload{suite, tc.Name, w.Name})
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, want)
+	got := slices.DeleteFunc(slices.Clone(fullSet), func(w workload) bool { return w.suite == "misc" })
+	assert.ElementsMatch(t, want, got)
+}

@@ -31,6 +31,7 @@ var (
 	publish       = flag.Bool("upstream-publish", false, "write the results to docs/benchmarks/upstream.json and render docs/benchmarks.md again")
 	command       = flag.String("upstream-command", "make bench-upstream", "the command reported with published results")
 	reuse         = flag.Bool("upstream-reuse", false, "keep bin/bench-upstream/results and reuse the results of suites and profiles found there instead of running them again (after a run that stopped part way)")
+	cpuProfiles   = flag.Bool("upstream-cpuprofile", false, "take a CPU profile of each workload's measured phase under each profile (scheduler_perf's -perf-cpuprofile); with -upstream-publish, publish the top of both profiles' for each workload below 1.0x")
 	podsTimeout   = flag.Duration("upstream-pods-timeout", 0, "how long the harness waits for a workload's pods to be scheduled before it fails the workload (0: its default, 10 min)")
 )
 
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 func BenchmarkUpstream(b *testing.B) {
 	selected, err := selection(*workloadSet, *workloadsFlag)
 	require.NoError(b, err)
-	env := prepare(b, *reuse)
+	env := prepare(b, *reuse, *cpuProfiles)
 	results := bench.NewUpstreamResults(*command, env.kubernetesVersion, env.tephraVersion)
 	if *reuse {
 		results.Started = env.firstResult(results.Started)

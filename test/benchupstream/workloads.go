@@ -19,14 +19,23 @@ type workload struct {
 
 func (w workload) String() string { return fmt.Sprintf("%s:%s/%s", w.suite, w.testCase, w.name) }
 
-// fullSet are the workloads of issue #18 that fit 30 minutes per profile on 2 cores: plain pods,
-// gangs of 3 and of 1000, topology-aware gangs at 5000 nodes, and every gang-preemption workload
-// of upstream's workload_preemption (100 nodes each).
+// fullSet is every performance workload of upstream's gang files: podgroup/gangscheduling,
+// podgroup/tas and workload_preemption (issue #28), and misc's SchedulingBasic at 5000 nodes for
+// plain pods.
 var fullSet = []workload{
 	{"misc", "SchedulingBasic", "5000Nodes_10000Pods"},
 	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_1000Gangs_3000Pods"},
+	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_2000Gangs_6000Pods"},
+	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_3000Gangs_9000Pods"},
 	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_3Gangs_3000Pods_1000PerGroup"},
+	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_6Gangs_6000Pods_1000PerGroup"},
+	{"podgroup/gangscheduling", "GangScheduling", "5000Nodes_9Gangs_9000Pods_1000PerGroup"},
 	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_750Gangs_3000Pods"},
+	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_1500Gangs_6000Pods"},
+	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_2250Gangs_9000Pods"},
+	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_3Gangs_3000Pods_1000PerGroup"},
+	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_6Gangs_6000Pods_1000PerGroup"},
+	{"podgroup/tas", "TopologyAwareScheduling", "5000Nodes_9Gangs_9000Pods_1000PerGroup"},
 	{"workload_preemption", "GangPreemptionBasic", "100Nodes_1PreemptorGang_100Pods_Evicting_1000InitPods"},
 	{"workload_preemption", "GangPreemptionBasic", "100Nodes_10PreemptorGangs_10Pods_Evicting_1000InitPods"},
 	{"workload_preemption", "GangPreemptionPodGroups", "100Nodes_1PreemptorGang_100Pods_Evicting_5LowPriorityGangs"},
