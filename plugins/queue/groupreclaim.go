@@ -203,6 +203,10 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 		addSigned(freed, u.queue, u.freed, int64(-sign))
 		return nil
 	}
+	// From here freed is what the units off the snapshot free, kept by move: the sum the pool was
+	// checked against starts again from nothing (counted twice, it let PreFilter admit the group
+	// against twice what its victims free).
+	freed = map[string]quota.Amounts{}
 	for _, u := range pool {
 		if err := move(u, -1); err != nil {
 			return nil, nil, "", err
@@ -231,27 +235,29 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	if !ok {
 		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
 	}
-	// Give back the most important units first: each one the group fits without stays, unless
-	// the victims left would no longer converge together. The convergence rule is not monotone: a
-	// queue far above its share may give up many pods for a queue below its share where it may
-	// not give up a few, as the preemptor's gain is the same either way (quota.MoveConverges).
+	// Give back the most important units first: each one the group fits without stays.
 	var victims []*unit
-	resources := r.neededResources()
 	for i := len(pool) - 1; i >= 0; i-- {
 		u := pool[i]
 		if err := move(u, 1); err != nil {
 			return nil, nil, "", err
 		}
-		if r.victimsConverge(freed, resources) {
-			if placed, ok := place(); ok {
-				assignments = placed
-				continue
-			}
+		if placed, ok := place(); ok {
+			assignments = placed
+			continue
 		}
 		if err := move(u, -1); err != nil {
 			return nil, nil, "", err
 		}
 		victims = append(victims, u)
+	}
+	// The pool passed the queues' convergence rule unit by unit, on everything taken before each;
+	// the victims left are fewer, and the rule is not monotone: the preemptor gains the same
+	// either way, so a queue far above its share may give up many pods where it may not give up a
+	// few (quota.MoveConverges). Evicting more than the group needs to pass it would be absurd:
+	// the group then waits for room instead.
+	if !r.victimsConverge(freed) {
+		return nil, nil, fmt.Sprintf("the %d pods pod group %s needs evicted would not bring the queues closer to their deserved shares; nothing is evicted", podsIn(victims), r.work.group), nil
 	}
 	slices.Reverse(victims)
 	return victims, assignments, "", nil
@@ -259,14 +265,14 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 
 // victimsConverge says whether victims freeing freed (by queue) together pass the queues'
 // convergence rule; victims of the preemptor's own queue only (preemption by priority) always do.
-func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts, resources []corev1.ResourceName) bool {
+func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts) bool {
 	taken := map[string]quota.Amounts{}
 	for q, a := range freed {
 		if q != r.leaf.Name && !a.IsZero() {
 			taken[q] = a
 		}
 	}
-	return len(taken) == 0 || r.moveConverges(taken, resources)
+	return len(taken) == 0 || r.moveConverges(taken, r.neededResources())
 }
 
 // groupPreemptionPending returns the members' nominations while the victims of the group's last

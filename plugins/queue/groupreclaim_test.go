@@ -11,6 +11,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
@@ -44,4 +46,70 @@ func TestGroupReclaimTakesLeavingPodsOffTheSnapshot(t *testing.T) {
 	info, err := snapshot.NodeInfos().Get("n1")
 	require.NoError(t, err)
 	assert.Len(t, info.GetPods(), 2, "the leaving pod is off the node")
+}
+
+// The victims left after the reprieve must still pass the queues' convergence rule together: it is
+// not monotone, and the pool passed it unit by unit on more. Queue p asks 8 GPUs; a (7 GPUs of
+// v1, far above its share) and b (1 GPU of v2, 1 above) may both go, and the group needs only b's
+// node. With p 8 below its share, taking b alone converges: b is evicted, a stays. With p 1 below,
+// p would end 7 above its share for 1 GPU taken from v2: nothing is evicted.
+func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		pAllocated  int64
+		wantVictims []string
+		wantMsg     string
+	}{
+		{name: "p far below its share", pAllocated: 12, wantVictims: []string{"b"}},
+		{name: "p just below its share", pAllocated: 19, wantMsg: "would not bring the queues closer to their deserved shares; nothing is evicted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := ledgerPod("a", map[string]string{v1alpha1.QueueLabel: "v1"}, "n1", 7)
+			b := ledgerPod("b", map[string]string{v1alpha1.QueueLabel: "v2"}, "n2", 1)
+			b.Spec.Priority = ptr.To[int32](10) // more important than a: given back first
+			l := newLedger(v1alpha1.SchedulerName)
+			for _, p := range []*corev1.Pod{a, b} {
+				l.observe(p, func(string, string) string { return "" })
+			}
+			snapshot := schedcache.NewSnapshot([]*corev1.Pod{a, b}, []*corev1.Node{
+				{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+			})
+			require.NoError(t, snapshot.StartMutations())
+			defer func() { require.NoError(t, snapshot.EndMutations()) }()
+
+			tree := quota.NewTree([]*v1alpha1.Queue{
+				{ObjectMeta: metav1.ObjectMeta{Name: "v1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "v2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "p"}},
+			})
+			r := &reclaimer{
+				q: &Queue{ledger: l}, pod: ledgerPod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
+				leaf: tree.Get("p"), need: quota.Amounts{gpu: 8}, belowShare: true,
+				state: state{tree: tree, view: view{
+					total:     quota.Amounts{gpu: 40},
+					allocated: map[string]quota.Amounts{"v1": {gpu: 20}, "v2": {gpu: 11}, "p": {gpu: tc.pAllocated}},
+				}, deserved: map[string]quota.Amounts{"v1": {gpu: 10}, "v2": {gpu: 10}, "p": {gpu: 20}}},
+			}
+			// The group fits once b's node is free.
+			victims, _, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
+				n2, err := snapshot.NodeInfos().Get("n2")
+				require.NoError(t, err)
+				if len(n2.GetPods()) > 0 {
+					return nil, fwk.NewStatus(fwk.Unschedulable)
+				}
+				return &fwk.PodGroupAssignments{}, nil
+			})
+			require.NoError(t, err)
+			var names []string
+			for _, u := range victims {
+				for _, p := range u.pods {
+					names = append(names, p.Name)
+				}
+			}
+			assert.Equal(t, tc.wantVictims, names)
+			if tc.wantMsg == "" {
+				assert.Empty(t, msg)
+			} else {
+				assert.Contains(t, msg, tc.wantMsg)
+			}
+		})
+	}
 }
