@@ -43,8 +43,9 @@ func ControllerRef(owner client.Object, gvk schema.GroupVersionKind) metav1.Owne
 }
 
 // SyncPodGroup creates or updates the Tephra PodGroup that mirrors owner with spec (and labels,
-// set when it is created). It returns nil (and records an event) when a PodGroup of that name
-// exists that owner does not control, or when Tephra's API refuses the spec.
+// set when it is created), and with owner's Tephra annotations that a PodGroup reads
+// (passedAnnotations). It returns nil (and records an event) when a PodGroup of that name exists
+// that owner does not control, or when Tephra's API refuses the spec.
 func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRecorder, owner client.Object, gvk schema.GroupVersionKind, spec schedulingv1alpha1.PodGroupSpec, labels map[string]string) (*schedulingv1alpha1.PodGroup, error) {
 	if spec.Queue == "" {
 		spec.Queue = schedulingv1alpha1.DefaultQueue
@@ -63,6 +64,7 @@ func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRec
 			},
 			Spec: spec,
 		}
+		passAnnotations(owner, &group)
 		if err := c.Create(ctx, &group); err != nil {
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return nil, nil // going away with its namespace
@@ -79,7 +81,8 @@ func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRec
 			"Tephra PodGroup %s/%s already exists and is not owned by this %s: it is left as it is and decides how the pods are scheduled", group.Namespace, group.Name, gvk.Kind)
 		return nil, nil
 	}
-	if apiequality.Semantic.DeepEqual(group.Spec, spec) {
+	annotationsChanged := passAnnotations(owner, &group)
+	if !annotationsChanged && apiequality.Semantic.DeepEqual(group.Spec, spec) {
 		return &group, nil
 	}
 	group.Spec = spec
@@ -87,6 +90,32 @@ func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRec
 		return nil, Refused(recorder, owner, "update", err)
 	}
 	return &group, nil
+}
+
+// passedAnnotations are the annotations of a Tephra PodGroup that a foreign group may carry
+// too: its SLA waiting time (docs/elastic.md), which no foreign API has a field for.
+var passedAnnotations = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation}
+
+// passAnnotations gives the mirror owner's passedAnnotations, removing those owner no longer has,
+// and says whether it changed anything.
+func passAnnotations(owner client.Object, group *schedulingv1alpha1.PodGroup) bool {
+	changed := false
+	for _, key := range passedAnnotations {
+		want, has := owner.GetAnnotations()[key]
+		got, had := group.Annotations[key]
+		switch {
+		case has && (!had || got != want):
+			if group.Annotations == nil {
+				group.Annotations = map[string]string{}
+			}
+			group.Annotations[key] = want
+			changed = true
+		case !has && had:
+			delete(group.Annotations, key)
+			changed = true
+		}
+	}
+	return changed
 }
 
 // Refused turns an error of Tephra's API into an event on owner when the request was invalid

@@ -113,6 +113,34 @@ func TestMirrorSpec(t *testing.T) {
 	assert.Equal(t, int32(5), m.Spec.MinMember)
 }
 
+// The SLA waiting time annotation passes to the mirror, follows changes and goes with them.
+func TestMirrorCarriesTheSLA(t *testing.T) {
+	withSLA := gang("urgent", 2, nil, "")
+	withSLA.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "30s", "other": "x"}
+	r, _ := setup(t, withSLA)
+	reconcileOnce(t, r, "urgent")
+	m, err := getMirror(t, r, "urgent")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "30s"}, m.Annotations, "Tephra's annotation only")
+
+	var up upstreamv1beta1.PodGroup
+	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "urgent"}, &up))
+	up.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation] = "2m"
+	require.NoError(t, r.Update(context.Background(), &up))
+	reconcileOnce(t, r, "urgent")
+	m, err = getMirror(t, r, "urgent")
+	require.NoError(t, err)
+	assert.Equal(t, "2m", m.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
+
+	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "urgent"}, &up))
+	delete(up.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
+	require.NoError(t, r.Update(context.Background(), &up))
+	reconcileOnce(t, r, "urgent")
+	m, err = getMirror(t, r, "urgent")
+	require.NoError(t, err)
+	assert.NotContains(t, m.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
+}
+
 func TestMalformedAndConflict(t *testing.T) {
 	foreign := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "taken"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 9}}
 	r, rec := setup(t, foreign,

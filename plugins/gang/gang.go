@@ -159,10 +159,7 @@ func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment
 // PreFilter holds back a group that is backing off or whose minimum cannot fit.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if g.inPodGroupCycles(pod) {
-		if g.groups.reservationCount() > 0 {
-			return nil, nil // Filter keeps it off nodes reserved for other groups
-		}
-		return nil, fwk.NewStatus(fwk.Skip)
+		return g.preFilterInPodGroupCycle(ctx, state, pod, nodes)
 	}
 	return g.preFilter(ctx, state, pod, nodes)
 }
@@ -186,6 +183,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 // Reserve records the member in its group's attempt.
 func (g *Gang) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	if g.inPodGroupCycles(pod) {
+		g.placedInPodGroupCycle(ctx, pod)
 		return nil
 	}
 	return g.reserve(ctx, state, pod, nodeName)

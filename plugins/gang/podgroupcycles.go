@@ -1,10 +1,13 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -45,4 +48,112 @@ func (g *groupManager) reportMissingGroup(pod *corev1.Pod) {
 	}
 	g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it",
 		v1alpha1.ReasonPodGroupNotFound, name, pod.Namespace))
+}
+
+// An upstream PodGroup that waits past its SLA (the sla-waiting-time annotation, which its mirror
+// carries, or the plugin's default) reserves nodes as Tephra's groups do (reservation.go), with
+// the gate on too: its pods in a pod-group cycle are sent to the reserved nodes, and Filter keeps
+// other pods of its priority or lower off them. The group's minimum is placed whole by the cycle,
+// so the reservation ends when the cycle's pods reach Reserve (placedInPodGroupCycle).
+
+// cycleReservationKey holds, in a pod-group cycle's state, the reservation its first pod found,
+// so that the group's members are counted once per cycle, not once per pod.
+const cycleReservationKey fwk.StateKey = Name + "/cycleReservation"
+
+type cycleReservation struct{ nodes []string }
+
+func (c *cycleReservation) Clone() fwk.StateData { return c }
+
+// preFilterInPodGroupCycle sends a pod of a group past its SLA to its group's reserved nodes.
+func (g *groupManager) preFilterInPodGroupCycle(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	var groupState fwk.PodGroupCycleState
+	if state != nil && state.IsPodGroupSchedulingCycle() {
+		groupState = state.GetPodGroupSchedulingCycle()
+	}
+	var reserved []string
+	if data, err := readCycle(groupState); err == nil {
+		reserved = data.nodes
+	} else {
+		reserved = g.cycleReservationFor(ctx, pod, nodes)
+		if groupState != nil {
+			groupState.Write(cycleReservationKey, &cycleReservation{nodes: reserved})
+		}
+	}
+	if reserved != nil {
+		result := onReserved(reserved)
+		state.Write(allowedNodesKey, &allowedNodes{result.NodeNames})
+		return result, nil
+	}
+	if g.groups.reservationCount() > 0 {
+		return nil, nil // Filter keeps it off nodes reserved for other groups
+	}
+	return nil, fwk.NewStatus(fwk.Skip)
+}
+
+func readCycle(state fwk.PodGroupCycleState) (*cycleReservation, error) {
+	if state == nil {
+		return nil, fwk.ErrNotFound
+	}
+	data, err := state.Read(cycleReservationKey)
+	if err != nil {
+		return nil, err
+	}
+	return data.(*cycleReservation), nil
+}
+
+// cycleReservationFor returns the nodes reserved for the pod's group, reserving them first if the
+// group waits past its SLA and its minimum is not placed; nil when none are.
+func (g *groupManager) cycleReservationFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) []string {
+	key, ok := groupOf(pod)
+	if !ok {
+		return nil
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return nil
+	}
+	var held []string
+	armed := false
+	g.groups.with(key, func(s *groupState) {
+		held = s.reserved
+		armed, s.slaArmed = s.slaArmed, true
+	})
+	if held != nil {
+		return held
+	}
+	sla, _ := g.slaOf(pg)
+	if sla <= 0 {
+		return nil
+	}
+	if !armed {
+		// Its members come back when the SLA ends, for the reservation to be made then.
+		g.armSLA(klog.FromContext(ctx), key, pg)
+	}
+	if g.now().Sub(pg.CreationTimestamp.Time) < sla {
+		return nil
+	}
+	count := g.countMembers(key, pg, nil)
+	if count.placedMeets(pg) {
+		return nil
+	}
+	need := g.minimumStillNeeded(pg, count, sortedRequests(count.unplaced))
+	if constraint, problem := g.constraintOf(pg, pod); constraint != nil && problem == "" {
+		// A reservation of a topology gang holds nodes of one domain only.
+		nodes = reservationDomain(constraint, nodesFor(pod, nodes), need)
+	}
+	return g.reservationFor(ctx, key, pg, pod, need, nodes, nil)
+}
+
+// placedInPodGroupCycle ends the reservation of a group whose pod-group cycle placed it: the cycle
+// reserves its pods only once it has placed the group's minimum.
+func (g *groupManager) placedInPodGroupCycle(ctx context.Context, pod *corev1.Pod) {
+	key, ok := groupOf(pod)
+	if !ok {
+		return
+	}
+	held := false
+	g.groups.with(key, func(s *groupState) { held = s.reserved != nil })
+	if held {
+		g.releaseReservation(klog.FromContext(ctx), key)
+	}
 }

@@ -3,11 +3,13 @@ package gang
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 )
 
@@ -36,5 +38,51 @@ func TestPodsInPodGroupCyclesAreNotGangedTwice(t *testing.T) {
 			assert.Equal(t, fwk.Wait, permit.Code(), "gate off: TephraGang holds the member for the rest")
 		}
 		assert.Equal(t, fwk.Wait, f.permit(t, labelled).Code(), "a member by label only is TephraGang's either way")
+	}
+}
+
+// A group in pod-group cycles that waits past its SLA reserves nodes as a Tephra group does: its
+// pods are sent there, other pods kept off, and the reservation ends when the cycle reserves the
+// group's pods (the cycle places the minimum whole). Its first pod counts the members for the
+// whole cycle.
+func TestSLAReservationInPodGroupCycles(t *testing.T) {
+	f := newFixture(t)
+	f.gang.podGroupCycles = true
+	ctx := context.Background()
+	m0, nodes := f.slaGroup(t)
+	for _, name := range []string{"m0", "m1"} {
+		obj, _, err := f.pods.GetByKey("ns/" + name)
+		require.NoError(t, err)
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("big")}
+		require.NoError(t, f.pods.Update(p))
+		if name == "m0" {
+			m0 = p
+		}
+	}
+
+	_, status := f.gang.PreFilter(ctx, framework.NewCycleState(), m0, nodes)
+	assert.Equal(t, fwk.Skip, status.Code(), "within its SLA, and no reservation anywhere: nothing to filter")
+
+	f.now = f.now.Add(31 * time.Second)
+	groupCycle := framework.NewCycleState()
+	state := framework.NewCycleState()
+	state.SetPodGroupSchedulingCycle(groupCycle)
+	result, status := f.gang.PreFilter(ctx, state, m0, nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	require.NotNil(t, result)
+	assert.Equal(t, 2, result.NodeNames.Len(), "two 1-CPU nodes hold the 2-CPU minimum")
+	assert.Contains(t, <-f.handle.recorder.Events, "Reserved: the group has waited 31s, past its SLA waiting time of 30s")
+	_, err := groupCycle.Read(cycleReservationKey)
+	assert.NoError(t, err, "the cycle's other pods read the reservation")
+
+	other := f.member(t, "other", "", "")
+	reserved := result.NodeNames.UnsortedList()[0]
+	for _, n := range nodes {
+		if n.Node().Name == reserved {
+			assert.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.Filter(ctx, nil, other, n).Code(), "other pods are kept off the reserved nodes")
+			require.True(t, f.gang.Reserve(ctx, state, m0, reserved).IsSuccess())
+			assert.Nil(t, f.gang.Filter(ctx, nil, other, n), "the cycle placed the group: its nodes are free again")
+		}
 	}
 }

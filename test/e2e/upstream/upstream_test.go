@@ -416,3 +416,98 @@ func TestUpstreamTopologyGangTakesTheBestFit(t *testing.T) {
 	_, bound := racksOf("none", 2)
 	assert.Zero(t, bound, "no member of a gang no rack holds is bound")
 }
+
+// An upstream gang that waits past its SLA (the sla-waiting-time annotation on the upstream
+// PodGroup, which its mirror carries) reserves nodes, gate on or off: a pod of its priority that
+// comes later is kept off the room freed there, and the gang runs whole on its reserved nodes once
+// they have room.
+func TestUpstreamGangPastItsSLAReservesNodes(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	pool := env.Pool(t, "up-sla", 4, 2)
+	plain := func(name string) {
+		t.Helper()
+		_, err := env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"e2e.tephra.dev/job": "small"}},
+			Spec: corev1.PodSpec{
+				SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: pool,
+				Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+				}}},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for i := range 8 {
+		plain(fmt.Sprintf("small-%d", i))
+	}
+	framework.Eventually(t, time.Minute, "the 8 small pods to fill the pool", func() (bool, string) {
+		n := boundPods(t, env, ns)
+		return n == 8, fmt.Sprintf("%d bound", n)
+	})
+
+	upstreamPodGroup(t, env, ns, "urgent", 4, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "3s"}
+	})
+	for i := range 4 {
+		linkedPod(t, env, ns, fmt.Sprintf("urgent-%d", i), "urgent", "1", pool)
+	}
+	var reserved []string
+	framework.Eventually(t, time.Minute, "the gang to reserve nodes past its SLA", func() (bool, string) {
+		events := env.Events(ns, "urgent")
+		_, nodes, found := strings.Cut(events, ": nodes ")
+		if !found {
+			return false, events
+		}
+		nodes, _, _ = strings.Cut(nodes, " are reserved")
+		reserved = strings.Split(nodes, ", ")
+		return true, events
+	})
+	require.Len(t, reserved, 2, "4 CPUs on nodes of 2")
+
+	// Room freed on a reserved node is kept for the gang: a pod of its priority that comes later
+	// stays pending while every other node is full.
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "e2e.tephra.dev/job=small"})
+	require.NoError(t, err)
+	var onFirst, rest []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == reserved[0] {
+			onFirst = append(onFirst, p.Name)
+		} else {
+			rest = append(rest, p.Name)
+		}
+	}
+	deleteNow := func(names []string) {
+		for _, name := range names {
+			require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+		}
+	}
+	deleteNow(onFirst)
+	plain("intruder")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "intruder", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Empty(t, p.Spec.NodeName, "a pod of the gang's priority took room on a node reserved for it")
+	}
+
+	deleteNow(rest)
+	framework.Eventually(t, time.Minute, "the gang to run whole on its reserved nodes", func() (bool, string) {
+		var where []string
+		for i := range 4 {
+			p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("urgent-%d", i), metav1.GetOptions{})
+			if err != nil || p.Spec.NodeName == "" {
+				return false, fmt.Sprintf("urgent-%d pending; bound: %v", i, where)
+			}
+			where = append(where, p.Spec.NodeName)
+		}
+		for _, n := range where {
+			assert.Contains(t, reserved, n, "the gang runs on its reserved nodes")
+		}
+		return true, ""
+	})
+	framework.Eventually(t, time.Minute, "the later pod to run once the gang's reservation ended", func() (bool, string) {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "intruder", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "", "pending"
+	})
+}
