@@ -62,6 +62,9 @@ func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known
 			postFilter = append(postFilter, p.Name)
 		}
 		assert.Equal(t, []string{queue.Name, gang.Name}, postFilter, "queue-aware reclaim replaces DefaultPreemption; then the gang plugin releases gangs that cannot complete")
+		assert.Equal(t, []config.Plugin{{Name: queue.Name}, {Name: gang.Name}}, profile.Plugins.PodGroupPostFilter.Enabled, "the same for upstream PodGroups in pod-group cycles")
+		assert.Equal(t, []config.Plugin{{Name: gang.Name}}, profile.Plugins.PlacementGenerate.Enabled, "TephraGang's topology choice for upstream PodGroups")
+		assert.Contains(t, profile.Plugins.PlacementGenerate.Disabled, config.Plugin{Name: "TopologyPlacementGenerator"}, "only one generator is allowed")
 		parsed := false
 		for _, pc := range profile.PluginConfig {
 			if pc.Name == gang.Name {

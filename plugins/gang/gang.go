@@ -66,6 +66,7 @@ var (
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.SignPlugin        = &Gang{}
 
+	_ fwk.PodGroupPostFilterPlugin = &Gang{}
 	_ fwk.PlacementGeneratePlugin  = &Gang{}
 	_ fwk.PlacementScorePlugin     = &Gang{}
 	_ fwk.PlacementScoreExtensions = &Gang{}
@@ -178,6 +179,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	return g.postFilter(ctx, state, pod, m)
+}
+
+// PodGroupPostFilter lets elastic pods go while a group its pod-group cycle could not place
+// waits (podgroupcycles.go).
+func (g *Gang) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, group fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	return nil, g.podGroupPostFilter(ctx, group)
 }
 
 // Reserve records the member in its group's attempt.

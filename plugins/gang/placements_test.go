@@ -32,9 +32,9 @@ type upstreamGroup struct {
 }
 
 func (u upstreamGroup) GetPodGroup() *upstreamv1beta1.PodGroup { return u.pg }
-func (u upstreamGroup) GetUnscheduledPods() []*corev1.Pod     { return u.pods }
-func (u upstreamGroup) GetNamespace() string                  { return u.pg.Namespace }
-func (u upstreamGroup) GetName() string                       { return u.pg.Name }
+func (u upstreamGroup) GetUnscheduledPods() []*corev1.Pod      { return u.pods }
+func (u upstreamGroup) GetNamespace() string                   { return u.pg.Namespace }
+func (u upstreamGroup) GetName() string                        { return u.pg.Name }
 
 func newUpstreamGroup(n int32, rack bool) upstreamGroup {
 	pg := &upstreamv1beta1.PodGroup{

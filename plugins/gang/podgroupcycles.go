@@ -56,32 +56,42 @@ func (g *groupManager) reportMissingGroup(pod *corev1.Pod) {
 // other pods of its priority or lower off them. The group's minimum is placed whole by the cycle,
 // so the reservation ends when the cycle's pods reach Reserve (placedInPodGroupCycle).
 
-// cycleReservationKey holds, in a pod-group cycle's state, the reservation its first pod found,
-// so that the group's members are counted once per cycle, not once per pod.
-const cycleReservationKey fwk.StateKey = Name + "/cycleReservation"
+// cycleDecisionKey holds, in a pod-group cycle's state, what its first pod found for the group:
+// the members are counted once per cycle, not once per pod.
+const cycleDecisionKey fwk.StateKey = Name + "/cycleDecision"
 
-type cycleReservation struct{ nodes []string }
+// cycleDecision is TephraGang's word on a group in a pod-group cycle: the nodes reserved for it,
+// or, for pods above its placed minimum, the other group whose minimum they wait for.
+type cycleDecision struct {
+	reserved []string
+	waitFor  string
+}
 
-func (c *cycleReservation) Clone() fwk.StateData { return c }
+func (c *cycleDecision) Clone() fwk.StateData { return c }
 
-// preFilterInPodGroupCycle sends a pod of a group past its SLA to its group's reserved nodes.
+// preFilterInPodGroupCycle sends a pod of a group past its SLA to its group's reserved nodes, and
+// holds pods above a placed minimum back while another group's minimum may take the room (the
+// rule for elastic pods, docs/elastic.md).
 func (g *groupManager) preFilterInPodGroupCycle(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	var groupState fwk.PodGroupCycleState
 	if state != nil && state.IsPodGroupSchedulingCycle() {
 		groupState = state.GetPodGroupSchedulingCycle()
 	}
-	var reserved []string
-	if data, err := readCycle(groupState); err == nil {
-		reserved = data.nodes
-	} else {
-		reserved = g.cycleReservationFor(ctx, pod, nodes)
+	d, err := readCycle(groupState)
+	if err != nil {
+		d = g.decideInPodGroupCycle(ctx, pod, nodes)
 		if groupState != nil {
-			groupState.Write(cycleReservationKey, &cycleReservation{nodes: reserved})
+			groupState.Write(cycleDecisionKey, d)
 		}
 	}
-	if reserved != nil {
-		result := onReserved(reserved)
-		state.Write(allowedNodesKey, &allowedNodes{result.NodeNames})
+	if d.waitFor != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, d.waitFor))
+	}
+	if d.reserved != nil {
+		result := onReserved(d.reserved)
+		if state != nil {
+			state.Write(allowedNodesKey, &allowedNodes{result.NodeNames})
+		}
 		return result, nil
 	}
 	if g.groups.reservationCount() > 0 {
@@ -90,28 +100,66 @@ func (g *groupManager) preFilterInPodGroupCycle(ctx context.Context, state fwk.C
 	return nil, fwk.NewStatus(fwk.Skip)
 }
 
-func readCycle(state fwk.PodGroupCycleState) (*cycleReservation, error) {
+func readCycle(state fwk.PodGroupCycleState) (*cycleDecision, error) {
 	if state == nil {
 		return nil, fwk.ErrNotFound
 	}
-	data, err := state.Read(cycleReservationKey)
+	data, err := state.Read(cycleDecisionKey)
 	if err != nil {
 		return nil, err
 	}
-	return data.(*cycleReservation), nil
+	return data.(*cycleDecision), nil
+}
+
+// decideInPodGroupCycle is preFilterInPodGroupCycle's decision for the pod's group.
+func (g *groupManager) decideInPodGroupCycle(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) *cycleDecision {
+	key, ok := groupOf(pod)
+	if !ok {
+		return &cycleDecision{}
+	}
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return &cycleDecision{}
+	}
+	if g.minimumScheduled(pod, pg) {
+		// Its pods are elastic: they wait while another group's minimum may take the room.
+		if other := g.pendingMinimum(key); other != "" {
+			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
+			return &cycleDecision{waitFor: other}
+		}
+		return &cycleDecision{}
+	}
+	// Its minimum heads for the nodes: elastic pods of other groups wait for it.
+	now := g.now()
+	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
+	return &cycleDecision{reserved: g.cycleReservationFor(ctx, key, pg, pod, nodes)}
+}
+
+// minimumScheduled says whether kube-scheduler has the group's minimum scheduled (assumed or
+// bound), by its own count of the group's pods.
+func (g *groupManager) minimumScheduled(pod *corev1.Pod, pg *v1alpha1.PodGroup) bool {
+	st, err := g.handle.SnapshotSharedLister().PodGroupStates().Get(pod.Namespace, *pod.Spec.SchedulingGroup.PodGroupName)
+	return err == nil && st.ScheduledPodsCount() >= int(pg.Spec.MinMember)
+}
+
+// podGroupPostFilter runs when a group's pod-group cycle could not place it and TephraQueue
+// evicted nothing for it: a minimum that cannot use the free room holds no elastic pod back.
+func (g *groupManager) podGroupPostFilter(ctx context.Context, group fwk.PodGroupInfo) *fwk.Status {
+	key := groupKey{group.GetNamespace(), group.GetName()}
+	stalled := false
+	g.groups.with(key, func(s *groupState) {
+		stalled = s.wantsMinimum
+		s.stalled = true
+	})
+	if stalled {
+		g.releaseElastic(klog.FromContext(ctx))
+	}
+	return fwk.NewStatus(fwk.Unschedulable)
 }
 
 // cycleReservationFor returns the nodes reserved for the pod's group, reserving them first if the
 // group waits past its SLA and its minimum is not placed; nil when none are.
-func (g *groupManager) cycleReservationFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) []string {
-	key, ok := groupOf(pod)
-	if !ok {
-		return nil
-	}
-	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
-	if err != nil {
-		return nil
-	}
+func (g *groupManager) cycleReservationFor(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, pod *corev1.Pod, nodes []fwk.NodeInfo) []string {
 	var held []string
 	armed := false
 	g.groups.with(key, func(s *groupState) {
@@ -144,16 +192,23 @@ func (g *groupManager) cycleReservationFor(ctx context.Context, pod *corev1.Pod,
 	return g.reservationFor(ctx, key, pg, pod, need, nodes, nil)
 }
 
-// placedInPodGroupCycle ends the reservation of a group whose pod-group cycle placed it: the cycle
-// reserves its pods only once it has placed the group's minimum.
+// placedInPodGroupCycle ends the reservation of a group whose pod-group cycle placed it, and lets
+// the elastic pods it held back go: the cycle reserves its pods only once it has placed the
+// group's minimum.
 func (g *groupManager) placedInPodGroupCycle(ctx context.Context, pod *corev1.Pod) {
 	key, ok := groupOf(pod)
 	if !ok {
 		return
 	}
-	held := false
-	g.groups.with(key, func(s *groupState) { held = s.reserved != nil })
+	held, wanted := false, false
+	g.groups.with(key, func(s *groupState) {
+		held, wanted = s.reserved != nil, s.wantsMinimum
+		s.wantsMinimum = false
+	})
 	if held {
 		g.releaseReservation(klog.FromContext(ctx), key)
+	}
+	if wanted {
+		g.releaseElastic(klog.FromContext(ctx))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -48,6 +50,7 @@ func TestPodsInPodGroupCyclesAreNotGangedTwice(t *testing.T) {
 func TestSLAReservationInPodGroupCycles(t *testing.T) {
 	f := newFixture(t)
 	f.gang.podGroupCycles = true
+	f.handle.snapshot = noGroupStates{}
 	ctx := context.Background()
 	m0, nodes := f.slaGroup(t)
 	for _, name := range []string{"m0", "m1"} {
@@ -73,7 +76,7 @@ func TestSLAReservationInPodGroupCycles(t *testing.T) {
 	require.NotNil(t, result)
 	assert.Equal(t, 2, result.NodeNames.Len(), "two 1-CPU nodes hold the 2-CPU minimum")
 	assert.Contains(t, <-f.handle.recorder.Events, "Reserved: the group has waited 31s, past its SLA waiting time of 30s")
-	_, err := groupCycle.Read(cycleReservationKey)
+	_, err := groupCycle.Read(cycleDecisionKey)
 	assert.NoError(t, err, "the cycle's other pods read the reservation")
 
 	other := f.member(t, "other", "", "")
@@ -85,4 +88,62 @@ func TestSLAReservationInPodGroupCycles(t *testing.T) {
 			assert.Nil(t, f.gang.Filter(ctx, nil, other, n), "the cycle placed the group: its nodes are free again")
 		}
 	}
+}
+
+// scheduledGroups is a snapshot in which groups have a number of pods scheduled.
+type scheduledGroups struct {
+	fwk.SharedLister
+	counts map[string]int
+}
+
+type scheduledGroup struct {
+	fwk.PodGroupState
+	n int
+}
+
+func (s scheduledGroups) PodGroupStates() fwk.PodGroupStateLister { return s }
+func (s scheduledGroups) Get(_, name string) (fwk.PodGroupState, error) {
+	return scheduledGroup{n: s.counts[name]}, nil
+}
+func (s scheduledGroup) ScheduledPodsCount() int { return s.n }
+
+// In pod-group cycles, pods above their group's scheduled minimum wait while another group's
+// minimum is being placed, as elastic pods do with the gate off; once that group's cycle fails
+// (TephraQueue evicted nothing for it), they go.
+func TestElasticPodsWaitForMinimumsInPodGroupCycles(t *testing.T) {
+	f := newFixture(t)
+	f.gang.podGroupCycles = true
+	f.handle.snapshot = scheduledGroups{counts: map[string]int{"running": 2}}
+	ctx := context.Background()
+	inCycle := func(name, group string) *corev1.Pod {
+		p := f.member(t, name, "", "").DeepCopy() // the informer's copy is not changed in place
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+		require.NoError(t, f.pods.Update(p))
+		return p
+	}
+	cycle := func() fwk.CycleState {
+		s := framework.NewCycleState()
+		s.SetPodGroupSchedulingCycle(framework.NewCycleState())
+		return s
+	}
+	f.group(t, "running", 2, nil, f.now)
+	f.group(t, "waiting", 2, nil, f.now)
+	extra := inCycle("running-2", "running")
+	w0 := inCycle("waiting-0", "waiting")
+	inCycle("waiting-1", "waiting")
+	nodes := []fwk.NodeInfo{bigNode()}
+
+	_, status := f.gang.PreFilter(ctx, cycle(), extra, nodes)
+	assert.True(t, status.IsSuccess() || status.IsSkip(), "no minimum is pending: %v", status)
+
+	_, status = f.gang.PreFilter(ctx, cycle(), w0, nodes)
+	require.True(t, status.IsSuccess() || status.IsSkip(), "%v", status)
+	_, status = f.gang.PreFilter(ctx, cycle(), extra, nodes)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Contains(t, status.Message(), "ElasticWaiting: pod running-2 is above the minimum of its group and waits while the minimum of pod group ns/waiting is being placed")
+
+	_, status = f.gang.PodGroupPostFilter(ctx, framework.NewCycleState(), upstreamGroup{pg: &upstreamv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "waiting"}}}, nil)
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	_, status = f.gang.PreFilter(ctx, cycle(), extra, nodes)
+	assert.True(t, status.IsSuccess() || status.IsSkip(), "the minimum's cycle failed: the elastic pod goes: %v", status)
 }

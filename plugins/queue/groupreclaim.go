@@ -54,6 +54,10 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	if status != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+status.Message())
 	}
+	if q.isElastic(w) {
+		// The group grows above its placed minimum: elastic pods evict nobody (docs/elastic.md).
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod group %s has its minimum placed; its pods above it only take free capacity", w.group))
+	}
 	r := q.reclaimer
 	if pending := r.groupPreemptionPending(members); pending != nil {
 		// The victims of its last preemption are still going: keep the room for the group.
