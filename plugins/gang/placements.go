@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -45,26 +44,27 @@ func (c *placementChoice) Clone() fwk.StateData { return c }
 
 // narrowedGroups are the upstream PodGroups offered only their best-fit domain whose cycle has not
 // since found a feasible placement: their next cycle is offered every domain that holds them.
+// A group's entry goes with its first feasible placement, or with its mirror (forgetGroup).
 type narrowedGroups struct {
 	mu     sync.Mutex
-	groups map[types.UID]bool
+	groups map[groupKey]bool
 }
 
-func (n *narrowedGroups) take(uid types.UID) bool {
+func (n *narrowedGroups) take(key groupKey) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	was := n.groups[uid]
-	delete(n.groups, uid)
+	was := n.groups[key]
+	delete(n.groups, key)
 	return was
 }
 
-func (n *narrowedGroups) mark(uid types.UID) {
+func (n *narrowedGroups) mark(key groupKey) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.groups == nil {
-		n.groups = map[types.UID]bool{}
+		n.groups = map[groupKey]bool{}
 	}
-	n.groups[uid] = true
+	n.groups[key] = true
 }
 
 // generatePlacements offers the domains of an upstream PodGroup's topology constraint that hold
@@ -135,9 +135,9 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(minimum.need), why))
 	}
 	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].free < candidates[j].free })
-	if !g.narrowed.take(pg.UID) {
+	if !g.narrowed.take(groupKey{pg.Namespace, pg.Name}) {
 		candidates = candidates[:1]
-		g.narrowed.mark(pg.UID)
+		g.narrowed.mark(groupKey{pg.Namespace, pg.Name})
 	}
 
 	// Placements hold the snapshot's own nodes (the pod-group cycle assumes pods on them), not
@@ -194,10 +194,8 @@ func (g *groupManager) placementOfPlaced(level, key string, scheduled []*corev1.
 // scorePlacement counts the group's pods a placement places (with those placed before it):
 // normalizePlacementScores ranks by it first.
 func (g *groupManager) scorePlacement(_ context.Context, _ fwk.PlacementCycleState, group fwk.PodGroupInfo, assignments *fwk.PodGroupAssignments) (int64, *fwk.Status) {
-	if pg := group.GetPodGroup(); pg != nil {
-		// A placement is feasible: the group's next cycle starts from its best fit again.
-		g.narrowed.take(pg.UID)
-	}
+	// A placement is feasible: the group's next cycle starts from its best fit again.
+	g.narrowed.take(groupKey{group.GetNamespace(), group.GetName()})
 	placed := int64(len(assignments.ProposedAssignments))
 	if st, err := g.handle.SnapshotSharedLister().PodGroupStates().Get(group.GetNamespace(), group.GetName()); err == nil {
 		placed += int64(st.ScheduledPodsCount())
