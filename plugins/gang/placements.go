@@ -90,7 +90,11 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 	}
 
 	pods := group.GetUnscheduledPods()
-	if len(pods) == 0 {
+	reserved := false
+	g.groups.with(groupKey{pg.Namespace, pg.Name}, func(s *groupState) { reserved = s.reserved != nil })
+	if len(pods) == 0 || reserved {
+		// A group past its SLA goes to its reserved nodes, which are in one domain
+		// (reservationDomain); PreFilter sends its pods there.
 		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
 	}
 	minCount := 1
