@@ -62,7 +62,9 @@ func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha
 // or grown may admit them.
 func (r *Reconciler) requestsForQueue(ctx context.Context, _ client.Object) []reconcile.Request {
 	var groups schedulingv1alpha1.PodGroupList
-	if err := r.List(ctx, &groups); err != nil {
+	// Only read: Queues' status changes with every pod placed, and a deep copy of every PodGroup
+	// each time cost 8% of a make bench-upstream run's CPU.
+	if err := r.List(ctx, &groups, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -78,7 +80,7 @@ func (r *Reconciler) requestsForQueue(ctx context.Context, _ client.Object) []re
 // may match a queue's namespaceSelector now, or no longer.
 func (r *Reconciler) requestsForNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
 	var groups schedulingv1alpha1.PodGroupList
-	if err := r.List(ctx, &groups, client.InNamespace(ns.GetName())); err != nil {
+	if err := r.List(ctx, &groups, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
