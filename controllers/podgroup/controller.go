@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -59,7 +60,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// On a label change the handler maps both the old and the new pod, so the group a pod
 		// leaves is reconciled too.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForGroupOf)).
-		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.requestsForQueue)).
+		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.requestsForQueue), builder.WithPredicates(queueHoldMayChange)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsForNamespace)).
 		// A job's end decides its group's phase.
 		Watches(&batchv1alpha1.Job{}, handler.EnqueueRequestsFromMapFunc(requestForJobGroup)).

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -56,6 +58,21 @@ func queueHoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha
 		}
 	}
 	return queueHold{}
+}
+
+// queueHoldMayChange passes the Queue events that may change a group's queueHold: a queue created
+// or deleted, its spec changed, or the allocation of a queue with a capability (queueHoldOf reads
+// nothing else of a Queue's status). Status updates of queues without a capability, which come
+// with every pod placed, would otherwise bring every waiting group back each time.
+var queueHoldMayChange = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok := e.ObjectOld.(*schedulingv1alpha1.Queue)
+		q, ok2 := e.ObjectNew.(*schedulingv1alpha1.Queue)
+		if !ok || !ok2 {
+			return true
+		}
+		return old.Generation != q.Generation || len(q.Spec.Capability) > 0
+	},
 }
 
 // requestsForQueue maps a Queue to the groups that are not running yet: a queue created, opened
