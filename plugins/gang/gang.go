@@ -190,7 +190,6 @@ func (g *Gang) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState,
 // Reserve records the member in its group's attempt.
 func (g *Gang) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	if g.inPodGroupCycles(pod) {
-		g.placedInPodGroupCycle(ctx, pod)
 		return nil
 	}
 	return g.reserve(ctx, state, pod, nodeName)
@@ -207,6 +206,7 @@ func (g *Gang) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 // Permit holds the member until its group's minimum is placed.
 func (g *Gang) Permit(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) (*fwk.Status, time.Duration) {
 	if g.inPodGroupCycles(pod) {
+		g.placedInPodGroupCycle(ctx, pod)
 		return nil, 0
 	}
 	return g.permit(ctx, state, pod, nodeName)

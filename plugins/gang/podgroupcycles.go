@@ -54,7 +54,9 @@ func (g *groupManager) reportMissingGroup(pod *corev1.Pod) {
 // carries, or the plugin's default) reserves nodes as Tephra's groups do (reservation.go), with
 // the gate on too: its pods in a pod-group cycle are sent to the reserved nodes, and Filter keeps
 // other pods of its priority or lower off them. The group's minimum is placed whole by the cycle,
-// so the reservation ends when the cycle's pods reach Reserve (placedInPodGroupCycle).
+// so the reservation ends when the cycle's pods reach Permit (placedInPodGroupCycle): Reserve runs
+// for each pod the cycle tries, and is undone when the cycle fails; Permit only for the pods of a
+// cycle that placed the group.
 
 // cycleDecisionKey holds, in a pod-group cycle's state, what its first pod found for the group:
 // the members are counted once per cycle, not once per pod.
@@ -193,7 +195,7 @@ func (g *groupManager) cycleReservationFor(ctx context.Context, key groupKey, pg
 }
 
 // placedInPodGroupCycle ends the reservation of a group whose pod-group cycle placed it, and lets
-// the elastic pods it held back go: the cycle reserves its pods only once it has placed the
+// the elastic pods it held back go: a cycle's pods reach Permit only once it has placed the
 // group's minimum.
 func (g *groupManager) placedInPodGroupCycle(ctx context.Context, pod *corev1.Pod) {
 	key, ok := groupOf(pod)

@@ -44,9 +44,9 @@ func TestPodsInPodGroupCyclesAreNotGangedTwice(t *testing.T) {
 }
 
 // A group in pod-group cycles that waits past its SLA reserves nodes as a Tephra group does: its
-// pods are sent there, other pods kept off, and the reservation ends when the cycle reserves the
-// group's pods (the cycle places the minimum whole). Its first pod counts the members for the
-// whole cycle.
+// pods are sent there, other pods kept off, and the reservation ends when the group's pods reach
+// Permit (the cycle places the minimum whole), not at Reserve, which the cycle undoes if it fails.
+// Its first pod counts the members for the whole cycle.
 func TestSLAReservationInPodGroupCycles(t *testing.T) {
 	f := newFixture(t)
 	f.gang.podGroupCycles = true
@@ -85,6 +85,9 @@ func TestSLAReservationInPodGroupCycles(t *testing.T) {
 		if n.Node().Name == reserved {
 			assert.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.Filter(ctx, nil, other, n).Code(), "other pods are kept off the reserved nodes")
 			require.True(t, f.gang.Reserve(ctx, state, m0, reserved).IsSuccess())
+			assert.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.Filter(ctx, nil, other, n).Code(), "Reserve is tentative in a pod-group cycle: the reservation stays")
+			s, _ := f.gang.Permit(ctx, state, m0, reserved)
+			require.True(t, s.IsSuccess())
 			assert.Nil(t, f.gang.Filter(ctx, nil, other, n), "the cycle placed the group: its nodes are free again")
 		}
 	}
