@@ -60,6 +60,8 @@ type Reconciler struct {
 	// devices are the devices the cluster's ResourceSlices offer, per DeviceClass; nil while
 	// resource.k8s.io/v1 is not served (devices are not counted then).
 	devices atomic.Pointer[quota.DeviceInventory]
+	// requests keeps the pods' requests between recounts.
+	requests requestsMemo
 }
 
 // SetupWithManager runs the reconciler on any change of Queues, pods, nodes and PodGroups, and of
@@ -111,7 +113,7 @@ func (h batchingHandler) Generic(_ context.Context, _ event.GenericEvent, q work
 
 // Reconcile recomputes every queue's status and writes those that changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	acct, queues, err := AccountFrom(ctx, r.Client, r.SchedulerNames, true, r.devices.Load())
+	acct, queues, err := accountFrom(ctx, r.Client, r.SchedulerNames, true, r.devices.Load(), &r.requests)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,6 +160,11 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 // charged their ResourceClaims' devices too (read through reader), and the inventory's devices
 // add to the cluster's total; nil counts no devices.
 func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory) (*Accounting, []*schedulingv1alpha1.Queue, error) {
+	return accountFrom(ctx, reader, schedulerNames, withNodes, inventory, nil)
+}
+
+// accountFrom is AccountFrom, with the pods' requests kept in memo between recounts (nil: none).
+func accountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory, memo *requestsMemo) (*Accounting, []*schedulingv1alpha1.Queue, error) {
 	var queues schedulingv1alpha1.QueueList
 	if err := reader.List(ctx, &queues); err != nil {
 		return nil, nil, err
@@ -191,7 +198,7 @@ func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []str
 	for i := range queues.Items {
 		ptrs[i] = &queues.Items[i]
 	}
-	return Account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames, devices), ptrs, nil
+	return account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames, devices, memo), ptrs, nil
 }
 
 // Accounting is every queue's usage and share, computed from the cluster's objects with the
@@ -216,6 +223,12 @@ type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
 // scheduler charges them (quota.ChargeDevices); the cluster's total is the nodes' allocatable
 // and the devices' Total.
 func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices) *Accounting {
+	return account(queues, pods, nodes, groups, schedulerNames, devices, nil)
+}
+
+// account is Account, with the pods' requests kept in memo between recounts (nil: none).
+func account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, memo *requestsMemo) *Accounting {
+	defer memo.forgetUnseen()
 	a := &Accounting{
 		Tree:      quota.NewTree(queues),
 		Total:     quota.Amounts{},
@@ -279,7 +292,7 @@ func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 		} else {
 			queue = schedulingv1alpha1.QueueOfPod(pod, "")
 		}
-		requests, claims := podRequests(pod, lookup)
+		requests, claims := podRequests(pod, lookup, memo)
 		gated := quota.Gated(pod)
 		if grouped && pod.DeletionTimestamp == nil && !gated {
 			groupMembers[group]++

@@ -178,3 +178,28 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 	assert.Equal(t, int64(6), a.Deserved["open"][gpu])
 	assert.Equal(t, int64(6), a.Deserved["other"][gpu])
 }
+
+// The memo gives a pod's requests again while its resourceVersion holds, a copy the caller may
+// change, the new requests after a resize, and forgets pods a recount no longer sees.
+func TestRequestsMemo(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", ResourceVersion: "1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		}}}},
+	}
+	var m requestsMemo
+	first := m.requests(pod)
+	first[corev1.ResourceCPU] = 0
+	assert.Equal(t, int64(2000), m.requests(pod)[corev1.ResourceCPU], "a copy: the caller's change does not reach the memo")
+
+	resized := pod.DeepCopy()
+	resized.ResourceVersion = "2"
+	resized.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
+	assert.Equal(t, int64(3000), m.requests(resized)[corev1.ResourceCPU], "a new resourceVersion is read again")
+
+	m.forgetUnseen()
+	assert.Len(t, m.pods, 1, "seen in this recount")
+	m.forgetUnseen()
+	assert.Empty(t, m.pods, "not seen in the next")
+}
