@@ -386,27 +386,21 @@ func TestUpstreamTopologyGangTakesTheBestFit(t *testing.T) {
 		return racks, bound
 	}
 
-	upstreamPodGroup(t, env, ns, "small", 4, inRack)
-	for i := range 4 {
-		linkedPod(t, env, ns, fmt.Sprintf("small-%d", i), "small", "1", pool)
+	// placed submits a rack gang of n one-CPU pods and returns its pods by rack once all are bound.
+	placed := func(name string, n int) map[string]int {
+		upstreamPodGroup(t, env, ns, name, int32(n), inRack)
+		for i := range n {
+			linkedPod(t, env, ns, fmt.Sprintf("%s-%d", name, i), name, "1", pool)
+		}
+		framework.Eventually(t, time.Minute, fmt.Sprintf("the gang of %d to be bound", n), func() (bool, string) {
+			racks, bound := racksOf(name, n)
+			return bound == n, fmt.Sprintf("%d bound, by rack %v", bound, racks)
+		})
+		racks, _ := racksOf(name, n)
+		return racks
 	}
-	framework.Eventually(t, time.Minute, "the gang of 4 to be bound", func() (bool, string) {
-		racks, bound := racksOf("small", 4)
-		return bound == 4, fmt.Sprintf("%d bound, by rack %v", bound, racks)
-	})
-	racks, _ := racksOf("small", 4)
-	assert.Equal(t, map[string]int{"tas-small": 4}, racks, "the gang of 4 fills the rack that fits it best")
-
-	upstreamPodGroup(t, env, ns, "large", 8, inRack)
-	for i := range 8 {
-		linkedPod(t, env, ns, fmt.Sprintf("large-%d", i), "large", "1", pool)
-	}
-	framework.Eventually(t, time.Minute, "the gang of 8 to be bound", func() (bool, string) {
-		racks, bound := racksOf("large", 8)
-		return bound == 8, fmt.Sprintf("%d bound, by rack %v", bound, racks)
-	})
-	racks, _ = racksOf("large", 8)
-	assert.Equal(t, map[string]int{"tas-large": 8}, racks, "the gang of 8 finds a whole rack")
+	assert.Equal(t, map[string]int{"tas-small": 4}, placed("small", 4), "the gang of 4 fills the rack that fits it best")
+	assert.Equal(t, map[string]int{"tas-large": 8}, placed("large", 8), "the gang of 8 finds a whole rack")
 
 	upstreamPodGroup(t, env, ns, "none", 2, inRack)
 	for i := range 2 {
