@@ -170,7 +170,7 @@ bench: ## Benchmark L, B0, B1, C and CU on local control planes, 25-35 min on 2 
 # -upstream-workloads=podgroup/gangscheduling:GangScheduling/5000Nodes_3000Gangs_9000Pods.
 BENCH_UPSTREAM_FLAGS ?=
 .PHONY: bench-upstream
-bench-upstream: ## Run upstream's scheduler_perf (5000 nodes: plain pods, gangs, topology, gang preemption) with upstream's profile and Tephra's, about 30 min on 2 cores; writes docs/benchmarks.md.
+bench-upstream: ## Run upstream's scheduler_perf (5000 nodes: plain pods, gangs, topology, gang preemption) with upstream's profile and Tephra's, every performance workload of upstream's gang files, about 60 min on 2 cores; writes docs/benchmarks.md and the CPU profiles of rows below 1.0x.
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 180m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x ./test/benchupstream \
 		-args -upstream-publish -upstream-cpuprofile $(BENCH_UPSTREAM_FLAGS)
 
