@@ -149,6 +149,14 @@ func (g *groupManager) rollBack(logger klog.Logger, key groupKey, pg *v1alpha1.P
 	sort.Strings(names)
 	msg := fmt.Sprintf("%s: %s; deleting the %d members it had bound (%s) so that no partial gang stays bound", ReasonRollback, why, len(pods), strings.Join(names, ", "))
 	logger.V(2).Info("Rolling back a failed gang attempt", "podGroup", key.String(), "pods", names)
+	g.groups.with(key, func(s *groupState) {
+		if s.rolledBack == nil {
+			s.rolledBack = map[types.UID]struct{}{}
+		}
+		for _, pod := range pods {
+			s.rolledBack[pod.UID] = struct{}{}
+		}
+	})
 	g.groupEvent(pg, corev1.EventTypeWarning, ReasonRollback, msg)
 	groupsRolledBack.Inc()
 	client := g.handle.ClientSet()

@@ -654,6 +654,9 @@ func (g *groupManager) postBind(ctx context.Context, state fwk.CycleState, pod *
 		bound := 0
 		for _, obj := range members {
 			member := obj.(*corev1.Pod)
+			if _, going := s.rolledBack[member.UID]; going {
+				continue
+			}
 			// The pod informer may not show this scheduler's binds yet.
 			if _, ours := s.bound[member.UID]; ours || member.Spec.NodeName != "" {
 				bound++

@@ -59,6 +59,11 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 				c.existingByTask[task]++
 			}
 			c.existing++
+			if _, going := s.rolledBack[pod.UID]; going {
+				// Its rollback deleted it; the informer may not show it yet. It still exists (its
+				// Job creates it again once it is gone), but it is placed no more.
+				return
+			}
 			if pod.Spec.NodeName != "" {
 				c.bound++
 			}

@@ -51,6 +51,11 @@ type groupState struct {
 	unreadyUntil time.Time
 	// fullObserved is set once the group's minimum has been bound and measured.
 	fullObserved bool
+	// rolledBack are the members whose deletion a rollback asked for. They count as gone at
+	// once: until the informer shows them deleted (which may be long when the apiserver is away)
+	// they would otherwise count towards the minimum of the group's next attempt, which then binds
+	// its members beside pods that are on their way out, and is left a partial gang.
+	rolledBack map[types.UID]struct{}
 	// wantsMinimum: a member of the group's minimum has reached PreFilter and the minimum is not
 	// placed yet. stalled: its last attempt placed nothing, so it cannot use what is free now.
 	// Elastic pods of other groups wait while a group wants its minimum and has not stalled.
