@@ -103,7 +103,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if g.devices, err = devices.For(handle); err != nil {
 		return nil, err
 	}
-	g.devices.Notify(nil, g.shares.setDevices)
+	g.devices.Notify(nil, g.devicesChanged)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.memberCreated}); err != nil {
 		return nil, err
 	}

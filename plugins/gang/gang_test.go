@@ -1245,3 +1245,19 @@ func TestAMemberAboveAMinimumWithRoomComingFailsNothing(t *testing.T) {
 	assert.Equal(t, "NotEnoughResources: 1 of 2 pods of pod group ns/job could be placed; releasing them", status.Message())
 	assert.Equal(t, status.Message(), f.handle.waiting["a"].rejected)
 }
+
+// A change of the devices the slices offer tries the groups found unfit again: the scheduling
+// queue's own slice event may have come before the plugin's view of the devices had the slice.
+func TestDevicesChangedRetriesUnfitGroups(t *testing.T) {
+	f := newFixture(t)
+	f.gang.queueRunning.Store(true)
+	f.group(t, "g", 2, nil, f.now)
+	f.member(t, "m0", "g", "")
+	f.gang.unfit(groupKey{"ns", "g"}, "NotEnoughResources: 3 of 4 devices")
+
+	f.gang.devicesChanged(nil)
+	assert.Equal(t, []string{"ns/m0"}, f.handle.takeActivated(), "the group's pending members are tried again")
+	f.gang.groups.with(groupKey{"ns", "g"}, func(s *groupState) { assert.Empty(t, s.unfit, "the verdict is forgotten") })
+	f.gang.devicesChanged(nil)
+	assert.Empty(t, f.handle.takeActivated(), "nothing unfit: nothing to try")
+}

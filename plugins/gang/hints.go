@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 )
 
@@ -51,6 +52,22 @@ func (g *groupManager) unlessBackingOff(hint fwk.QueueingHintFn) fwk.QueueingHin
 			return fwk.QueueSkip, nil
 		}
 		return h, err
+	}
+}
+
+// devicesChanged follows the devices the ResourceSlices offer: jobs' shares count them, and the
+// groups found unfit are tried again. The scheduling queue's own ResourceSlice event may come
+// before this plugin's view of the devices has the slice (two handlers of one informer, in no set
+// order): a member tried then found the old devices, kept the verdict, and no event was left to
+// bring it back (seen in the DRA e2e test: a gang waited for good for the device just added).
+func (g *groupManager) devicesChanged(total quota.Amounts) {
+	g.shares.setDevices(total)
+	if !g.queueRunning.Load() {
+		return
+	}
+	logger := klog.Background()
+	for _, key := range g.groups.takeUnfit() {
+		g.handle.Activate(logger, g.pendingMembers(key, ""))
 	}
 }
 

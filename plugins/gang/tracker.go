@@ -266,6 +266,20 @@ func (t *tracker) clearUnfit(key groupKey) {
 	}
 }
 
+// takeUnfit returns the groups with a kept capacity verdict, and forgets the verdicts.
+func (t *tracker) takeUnfit() []groupKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []groupKey
+	for key, s := range t.groups {
+		if s.unfit != "" {
+			s.unfit = ""
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
 // wantingMinimum lists the groups, but skip, whose minimum may take capacity now.
 func (t *tracker) wantingMinimum(skip groupKey, now time.Time) []groupKey {
 	t.mu.Lock()
