@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
-	"sigs.k8s.io/yaml"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // GangAPI is how a configuration's workloads express gangs.
@@ -152,32 +150,13 @@ const schedulerVerbosity = 1
 
 // shippedSchedulerConfig reads manifests/scheduler/config.yaml.
 func shippedSchedulerConfig(root string) (map[string]any, error) {
-	path := filepath.Join(root, "manifests", "scheduler", "config.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var config map[string]any
-	if err := yaml.Unmarshal(data, &config); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return config, nil
+	return localcluster.ShippedSchedulerConfig(root)
 }
 
 // clientLimits are the shipped configuration's clientConnection qps and burst, which every
 // configuration uses, the binder of L included.
 func clientLimits(root string) (qps float32, burst int, err error) {
-	config, err := shippedSchedulerConfig(root)
-	if err != nil {
-		return 0, 0, err
-	}
-	connection, _ := config["clientConnection"].(map[string]any)
-	q, qok := connection["qps"].(float64)
-	b, bok := connection["burst"].(float64)
-	if !qok || !bok {
-		return 0, 0, fmt.Errorf("manifests/scheduler/config.yaml sets no clientConnection qps and burst")
-	}
-	return float32(q), int(b), nil
+	return localcluster.SchedulerClientLimits(root)
 }
 
 // tephraSchedulerConfig is the shipped configuration as it is, but for leader election: a
@@ -195,24 +174,9 @@ func tephraSchedulerConfig(root, dir string) (string, error) {
 // vanillaSchedulerConfig has upstream's default profile under Tephra's scheduler name, with the
 // shipped configuration's client limits.
 func vanillaSchedulerConfig(root, dir string) (string, error) {
-	qps, burst, err := clientLimits(root)
-	if err != nil {
-		return "", err
-	}
-	config := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"clientConnection": map[string]any{"qps": qps, "burst": burst},
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"profiles":         []any{map[string]any{"schedulerName": schedulerName}},
-	}
-	return writeYAML(filepath.Join(dir, "scheduler-vanilla.yaml"), config)
+	return localcluster.WriteUpstreamSchedulerConfig(root, dir)
 }
 
 func writeYAML(path string, v any) (string, error) {
-	data, err := yaml.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	return path, os.WriteFile(path, data, 0o644)
+	return localcluster.WriteYAML(path, v)
 }
