@@ -1,0 +1,266 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"strings"
+	"time"
+)
+
+// Meta is what the report says besides the outcomes: how it was made and what was replayed.
+type Meta struct {
+	Title string
+	// Command is the command line that made the report, shown so that it can be made again.
+	Command string
+	// Trace describes the trace, a line each (jobs, span, load…).
+	Trace []string
+	// Cluster describes the cluster (nodes, GPUs per node…).
+	Cluster string
+	// Speedup is how many trace seconds a wall-clock second replayed; 0 leaves it out.
+	Speedup float64
+	// Durations are the replays' wall-clock durations by configuration (Outcomes.Config).
+	Durations map[string]time.Duration
+	// Plots are the plot files to embed, relative to the report (as WritePlots returns them).
+	Plots []string
+	// JobsCSV is the per-job CSV file, relative to the report; "" leaves it out.
+	JobsCSV string
+}
+
+// WriteMarkdown writes the comparison of the configurations' outcomes (a column each, in their
+// order) as Markdown: how it was made, the trace and cluster, the main table, a table per
+// configuration of its queues, and the plots. Durations are trace time, written as 45s, 12m 05s,
+// 3h 02m or 2d 04h. The output depends only on its input.
+func WriteMarkdown(w io.Writer, outs []Outcomes, meta Meta) error {
+	var b strings.Builder
+	title := meta.Title
+	if title == "" {
+		title = "Trace replay"
+	}
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	if meta.Command != "" {
+		fmt.Fprintf(&b, "Made by:\n\n```sh\n%s\n```\n\n", meta.Command)
+	}
+
+	b.WriteString("## Trace and cluster\n\n")
+	for _, line := range meta.Trace {
+		fmt.Fprintf(&b, "- %s\n", line)
+	}
+	if meta.Cluster != "" {
+		fmt.Fprintf(&b, "- Cluster: %s\n", meta.Cluster)
+	}
+	if meta.Speedup > 0 {
+		fmt.Fprintf(&b, "- Speedup: %g× (a wall-clock second replayed %g trace seconds). Every time below is trace time.\n", meta.Speedup, meta.Speedup)
+	}
+	b.WriteString("\n")
+
+	b.WriteString("## Outcomes\n\n")
+	if len(outs) == 0 {
+		b.WriteString("No configuration ran.\n\n")
+	} else {
+		writeMainTable(&b, outs, meta)
+		writeDefinitions(&b, outs[0].Options)
+		b.WriteString("## Queues\n\n")
+		for i := range outs {
+			writeQueueTable(&b, &outs[i])
+		}
+	}
+
+	if len(meta.Plots) > 0 {
+		b.WriteString("## Plots\n\n")
+		for _, file := range meta.Plots {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", plotCaption(file), link(file))
+		}
+	}
+	if meta.JobsCSV != "" {
+		fmt.Fprintf(&b, "Per-job results (a row per configuration and job): [%s](%s).\n", meta.JobsCSV, link(meta.JobsCSV))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// row is a line of a table: its label and how an outcome fills its cell.
+type row struct {
+	label string
+	cell  func(o *Outcomes) string
+}
+
+func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
+	tolerance := outs[0].Options.PartialTolerance
+	rows := []row{
+		{"Configuration", func(o *Outcomes) string { return cell(o.Title) }},
+		{"Replay wall-clock", func(o *Outcomes) string {
+			if d, ok := meta.Durations[o.Config]; ok {
+				return Duration(d.Seconds())
+			}
+			return "–"
+		}},
+		{"Jobs finished", func(o *Outcomes) string { return fmt.Sprintf("%d / %d", o.All.Finished, o.All.Jobs) }},
+		{"Jobs that never ran", func(o *Outcomes) string { return fmt.Sprint(o.All.NeverRan) }},
+		{"Jobs started, unfinished", func(o *Outcomes) string { return fmt.Sprint(o.All.Unfinished) }},
+		{"JCT mean", func(o *Outcomes) string { return Duration(o.All.JCT.Mean) }},
+		{"JCT p50", func(o *Outcomes) string { return Duration(o.All.JCT.P50) }},
+		{"JCT p90", func(o *Outcomes) string { return Duration(o.All.JCT.P90) }},
+		{"JCT p99", func(o *Outcomes) string { return Duration(o.All.JCT.P99) }},
+		{"Wait mean", func(o *Outcomes) string { return Duration(o.All.Wait.Mean) }},
+		{"Wait p50", func(o *Outcomes) string { return Duration(o.All.Wait.P50) }},
+		{"Wait p90", func(o *Outcomes) string { return Duration(o.All.Wait.P90) }},
+		{"Wait p99", func(o *Outcomes) string { return Duration(o.All.Wait.P99) }},
+		{"Makespan", func(o *Outcomes) string {
+			s := Duration(o.Makespan)
+			if left := o.All.Jobs - o.All.Finished; left > 0 && o.All.Finished > 0 {
+				s += fmt.Sprintf(" (%d unfinished)", left)
+			}
+			return s
+		}},
+		{"GPU allocated", func(o *Outcomes) string { return percent(o.AllocatedFraction()) }},
+		{"GPU busy", func(o *Outcomes) string { return percent(o.BusyFraction()) }},
+		{fmt.Sprintf("Partial-gang jobs (> %s)", Duration(tolerance)), func(o *Outcomes) string { return fmt.Sprint(o.PartialJobs) }},
+		{"Partial-gang GPU-hours", func(o *Outcomes) string { return gpuHours(o.PartialGPUSeconds) }},
+		{"Pods partial at end", func(o *Outcomes) string {
+			return fmt.Sprintf("%d (%d GPUs)", o.PartialPodsAtEnd, o.PartialGPUsAtEnd)
+		}},
+		{"Preempted pods", func(o *Outcomes) string { return fmt.Sprint(o.PreemptedPods) }},
+		{"Discarded GPU-hours", func(o *Outcomes) string { return gpuHours(o.DiscardedGPUSeconds) }},
+		{"Queue share MAD", func(o *Outcomes) string {
+			return fmt.Sprintf("%s (%d/%d samples contended)", points(o.All.ShareMAD), o.ContendedSamples, len(o.Series.Times))
+		}},
+	}
+	b.WriteString("|  |")
+	for i := range outs {
+		fmt.Fprintf(b, " %s |", cell(outs[i].Config))
+	}
+	b.WriteString("\n|---|")
+	for range outs {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s |", r.label)
+		for i := range outs {
+			fmt.Fprintf(b, " %s |", r.cell(&outs[i]))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// writeDefinitions says what the main table's less obvious rows measure, so that the report
+// reads without this package's documentation.
+func writeDefinitions(b *strings.Builder, o Options) {
+	fmt.Fprintf(b, `- JCT is submit to end over the finished jobs; wait is submit to the job's minimum first running,
+  over the jobs that started. Percentiles are nearest-rank. Makespan is the last finished job's end.
+- GPU allocated is GPU-time held by bound pods over capacity × run length; busy counts only the pods
+  of jobs whose minimum was running.
+- A partial gang is a job holding some, but fewer than its minimum, pods: its GPUs are held and
+  idle. Jobs count when it lasted more than %s at a stretch; pods partial at end are the deadlock
+  a gang scheduler prevents.
+- Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running).
+- Queue share MAD is the mean |share held − deserved share| over %d time samples, counting only
+  those when the queues asked for at least the cluster (contended), in percentage points of the
+  cluster. Deserved shares are Tephra's (weights and guarantees), for every configuration.
+
+`, Duration(o.PartialTolerance), o.Samples)
+}
+
+func writeQueueTable(b *strings.Builder, o *Outcomes) {
+	fmt.Fprintf(b, "### %s", cell(o.Config))
+	if o.Title != "" {
+		fmt.Fprintf(b, " — %s", cell(o.Title))
+	}
+	b.WriteString("\n\n")
+	if len(o.Queues) == 0 {
+		b.WriteString("No queue had jobs.\n\n")
+		return
+	}
+	b.WriteString("| Queue | Weight | Guarantee | Jobs | Finished | Never ran | JCT mean | JCT p99 | Wait mean | Wait p99 | Share | Deserved | MAD |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i := range o.Queues {
+		q := &o.Queues[i]
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(q.Queue), q.Weight, q.Guarantee, q.Jobs, q.Finished, q.NeverRan,
+			Duration(q.JCT.Mean), Duration(q.JCT.P99), Duration(q.Wait.Mean), Duration(q.Wait.P99),
+			percent(q.MeanShare), percent(q.MeanDeserved), points(q.ShareMAD))
+	}
+	fmt.Fprintf(b, "\nShares are means over the %d contended samples of %d.\n\n", o.ContendedSamples, len(o.Series.Times))
+}
+
+// Duration formats trace seconds for people, at a precision that suits their size: 2.5s, 45s,
+// 12m 05s, 3h 02m (up to 99h 59m, so that a column of hours compares at a glance), 4d 04h; "–" for NaN.
+func Duration(seconds float64) string {
+	switch {
+	case math.IsNaN(seconds) || math.IsInf(seconds, 0):
+		return "–"
+	case seconds < 0:
+		return "-" + Duration(-seconds)
+	case seconds < 9.95:
+		return fmt.Sprintf("%.1fs", seconds)
+	}
+	if s := int64(math.Round(seconds)); s < 60 {
+		return fmt.Sprintf("%ds", s)
+	} else if s < 3600 {
+		return fmt.Sprintf("%dm %02ds", s/60, s%60)
+	}
+	if m := int64(math.Round(seconds / 60)); m < 100*60 {
+		return fmt.Sprintf("%dh %02dm", m/60, m%60)
+	}
+	h := int64(math.Round(seconds / 3600))
+	return fmt.Sprintf("%dd %02dh", h/24, h%24)
+}
+
+// percent formats a fraction; "–" for NaN.
+func percent(f float64) string {
+	if math.IsNaN(f) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f %%", f*100)
+}
+
+// points formats a difference of fractions in percentage points; "–" for NaN.
+func points(f float64) string {
+	if math.IsNaN(f) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f pp", f*100)
+}
+
+// gpuHours formats GPU-seconds as GPU-hours, keeping small non-zero amounts visible.
+func gpuHours(s float64) string {
+	h := s / 3600
+	switch {
+	case h == 0:
+		return "0"
+	case math.Abs(h) < 0.1:
+		return fmt.Sprintf("%.3f", h)
+	}
+	return fmt.Sprintf("%.1f", h)
+}
+
+// cell makes text safe in a table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// link makes a relative file name a Markdown link destination, spaces included.
+func link(file string) string {
+	if strings.ContainsAny(file, " ()<>") {
+		return "<" + file + ">"
+	}
+	return file
+}
+
+// plotCaption is the alt text of a plot WritePlots made, or the file's name for another.
+func plotCaption(file string) string {
+	name := path.Base(file)
+	for suffix, caption := range map[string]string{
+		jctFile:         "Job completion time CDF",
+		utilisationFile: "GPU allocated (solid) and busy (dashed) over time",
+		sharesFile:      "Queue shares (solid) against deserved (dashed)",
+	} {
+		if strings.HasSuffix(name, suffix) {
+			return caption
+		}
+	}
+	return strings.TrimSuffix(name, path.Ext(name))
+}
