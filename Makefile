@@ -174,6 +174,30 @@ bench-upstream: ## Run upstream's scheduler_perf (5000 nodes: plain pods, gangs,
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 180m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x ./test/benchupstream \
 		-args -upstream-publish -upstream-cpuprofile $(BENCH_UPSTREAM_FLAGS)
 
+##@ Replay
+
+# A trace to replay (docs/replay.md); without one, make replay generates a synthetic day for 64
+# nodes of 8 GPUs into replay-out/. REPLAY_FLAGS adds tephra-replay's flags, e.g. --queues.
+TRACE ?=
+REPLAY_FLAGS ?=
+REPLAY_OUT ?= replay-out
+# The synthetic day that docs/replay.md publishes.
+REPLAY_DAY_FLAGS := --span 24h --load 0.8 --seed 1 --nodes 64 --node-gpus 8
+
+.PHONY: replay
+replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B0 and B1, each on a fresh local control plane, about 35 min for a day; writes $(REPLAY_OUT)/report.md.
+ifeq ($(TRACE),)
+	mkdir -p $(REPLAY_OUT)
+	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_OUT)/synthetic-day.csv $(REPLAY_DAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_FLAGS)
+else
+	$(GO) run ./cmd/tephra-replay --trace $(TRACE) --out $(REPLAY_OUT) $(REPLAY_FLAGS)
+endif
+
+.PHONY: replay-publish
+replay-publish: ## make replay of the synthetic day, with its report published in docs/replay/.
+	$(MAKE) replay TRACE= REPLAY_FLAGS='--publish $(REPLAY_FLAGS)'
+
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
 	$(GO) run ./cmd/tephra-bench --smoke

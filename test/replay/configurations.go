@@ -1,0 +1,99 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// GangAPI is how a configuration's jobs are written.
+type GangAPI string
+
+const (
+	// TephraJobs: each job is a Tephra Job (batch.tephra.dev/v1alpha1) in its queue.
+	TephraJobs GangAPI = "tephra"
+	// NoGangs: each job is its bare pods.
+	NoGangs GangAPI = "none"
+	// UpstreamGangs: each job of a minimum above one is a scheduling.k8s.io/v1beta1 PodGroup
+	// with a gang policy, and its pods name it in spec.schedulingGroup.
+	UpstreamGangs GangAPI = "upstream"
+)
+
+// Configuration is one way of scheduling the trace.
+type Configuration struct {
+	// Name is the short name of tables: C, B0, B1.
+	Name string
+	// Title says what it is.
+	Title string
+	// Gangs is how its jobs are written.
+	Gangs GangAPI
+	// Queues says that it has Tephra Queues, whose Job controller creates pods again; without,
+	// the replay's driver does.
+	Queues bool
+	// options shapes its control plane; dir is the control plane's directory.
+	options func(o *localcluster.Options, root, dir string) error
+}
+
+// Configurations are those a replay may compare, in the report's order.
+var Configurations = []*Configuration{
+	{
+		Name:   "C",
+		Title:  "Tephra as installed (manifests/): Tephra Jobs in the trace's Queues, gangs, fair share, reclaim",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:  "B0",
+		Title: "the stock scheduler: upstream's default profile, each job its bare pods, no queue",
+		Gangs: NoGangs,
+		options: func(o *localcluster.Options, root, dir string) (err error) {
+			o.WithoutControllers = true
+			o.SchedulerWithUpstreamFeatureGates = true
+			o.SchedulerConfig, err = localcluster.WriteUpstreamSchedulerConfig(root, dir)
+			return err
+		},
+	},
+	{
+		Name:  "B1",
+		Title: "upstream's gang scheduling: B0 with GenericWorkload, each gang a scheduling.k8s.io/v1beta1 PodGroup",
+		Gangs: UpstreamGangs,
+		options: func(o *localcluster.Options, root, dir string) (err error) {
+			o.WithoutControllers = true
+			o.SchedulerWithUpstreamFeatureGates = true
+			o.FeatureGates = "GenericWorkload=true"
+			o.RuntimeConfig = "scheduling.k8s.io/v1beta1=true"
+			o.SchedulerConfig, err = localcluster.WriteUpstreamSchedulerConfig(root, dir)
+			return err
+		},
+	},
+}
+
+// ConfigurationsByName returns the configurations named in a comma-separated list, in the list's
+// order, or says which names it does not know.
+func ConfigurationsByName(list string) ([]*Configuration, error) {
+	var out []*Configuration
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		var found *Configuration
+		for _, c := range Configurations {
+			if strings.EqualFold(c.Name, name) {
+				found = c
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("configuration %q: not one of C, B0, B1", name)
+		}
+		out = append(out, found)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no configuration named in %q", list)
+	}
+	return out, nil
+}

@@ -1,0 +1,232 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/test/replay/trace"
+)
+
+// DefaultSpeedup plays a day of trace in 10 minutes.
+const DefaultSpeedup = 144
+
+// Options are what a replay runs.
+type Options struct {
+	// Root is the Tephra repository; Binaries are its built components (built if nil).
+	Root     string
+	Binaries *localcluster.Binaries
+	// Dir holds a directory per configuration's control plane (its logs stay there).
+	Dir string
+	// Log receives progress.
+	Log io.Writer
+	// Jobs are the trace, sorted by submit time.
+	Jobs []trace.Job
+	// Shape is the cluster; Queues the trace's queues with their weights and guarantees.
+	Shape  ClusterShape
+	Queues []report.Queue
+	// Speedup divides the trace's times.
+	Speedup float64
+	// Configurations are run one after another, each on a fresh control plane.
+	Configurations []*Configuration
+	// StallTimeout ends a run when, all jobs submitted, no job works and nothing progressed for
+	// this long (wall clock): what is left would wait for good, as a deadlock of partial gangs
+	// does.
+	StallTimeout time.Duration
+	// MaxWall ends a run after this long (wall clock) whatever is left; 0: no limit.
+	MaxWall time.Duration
+}
+
+// Result is one configuration's run.
+type Result struct {
+	Run report.Run
+	// Wall is how long the run took, the control plane's start excluded.
+	Wall time.Duration
+	// Stopped says why the run stopped before every job ended ("" if none was left).
+	Stopped string
+	// Problems are what the driver could not do (jobs not submitted).
+	Problems []string
+}
+
+// Replay runs the trace through each configuration, one after another, each on a fresh control
+// plane, and returns what each observed.
+func Replay(ctx context.Context, opts Options) ([]Result, error) {
+	if opts.Speedup <= 0 {
+		return nil, fmt.Errorf("speedup %v: must be more than 0", opts.Speedup)
+	}
+	if err := opts.Shape.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Binaries == nil {
+		bins, err := localcluster.Build(ctx, opts.Root, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		opts.Binaries = bins
+	}
+	var results []Result
+	for _, config := range opts.Configurations {
+		result, err := replayOne(ctx, opts, config)
+		if err != nil {
+			return results, fmt.Errorf("configuration %s: %w", config.Name, err)
+		}
+		results = append(results, result)
+	}
+	return results, nil
+}
+
+// replayOne runs the trace through one configuration on a control plane of its own.
+func replayOne(ctx context.Context, opts Options, config *Configuration) (Result, error) {
+	dir := filepath.Join(opts.Dir, config.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		return Result{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{}, err
+	}
+	local := localcluster.Options{Dir: dir, Root: opts.Root, Binaries: opts.Binaries, Log: opts.Log}
+	if err := config.options(&local, opts.Root, dir); err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintf(opts.Log, "%s: starting a control plane in %s\n", config.Name, dir)
+	cluster, err := localcluster.Start(ctx, local)
+	if err != nil {
+		if cluster != nil {
+			cluster.Stop()
+		}
+		return Result{}, err
+	}
+	defer cluster.Stop()
+
+	// The driver's own client: no client-side rate limit, so that submitting and playing the
+	// jobs keeps up with the trace.
+	fast := rest.CopyConfig(cluster.Config)
+	fast.QPS, fast.Burst = -1, 0
+	client, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		return Result{}, err
+	}
+	tephra, err := versioned.NewForConfig(fast)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := prepare(ctx, cluster, client, opts, config); err != nil {
+		return Result{}, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d := newDriver(config, &workloads{config: config, client: client, tephra: tephra}, client, opts.Jobs, opts.Speedup, opts.Log)
+	if err := d.watch(runCtx); err != nil {
+		return Result{}, err
+	}
+	workers := d.act(runCtx, 8)
+	t0 := time.Now()
+	d.mu.Lock()
+	d.t0, d.lastProgress = t0, t0
+	d.mu.Unlock()
+	submitted := make(chan struct{})
+	go func() {
+		defer close(submitted)
+		d.submitAll(runCtx, t0)
+	}()
+	fmt.Fprintf(opts.Log, "%s: replaying %d jobs at %gx\n", config.Name, len(opts.Jobs), opts.Speedup)
+
+	stopped := ""
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := t0
+	for stopped == "" {
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-tick.C:
+		}
+		allEnded, working, count, last := d.progress()
+		now := time.Now()
+		allSubmitted := false
+		select {
+		case <-submitted:
+			allSubmitted = true
+		default:
+		}
+		switch {
+		case allSubmitted && allEnded:
+			stopped = "done"
+		case allSubmitted && !working && now.Sub(last) > opts.StallTimeout:
+			stopped = fmt.Sprintf("no job worked and nothing progressed for %s after the last submission: what is left would wait for good", opts.StallTimeout)
+		case opts.MaxWall > 0 && now.Sub(t0) > opts.MaxWall:
+			stopped = fmt.Sprintf("the run reached its limit of %s", opts.MaxWall)
+		}
+		if now.Sub(lastReport) >= 30*time.Second {
+			lastReport = now
+			fmt.Fprintf(opts.Log, "%s: %s, trace time %s, %d of %d jobs submitted\n", config.Name, now.Sub(t0).Round(time.Second),
+				time.Duration(float64(now.Sub(t0))*opts.Speedup).Round(time.Minute), count, len(opts.Jobs))
+		}
+	}
+	end := time.Now()
+	cancel()
+	workers.Wait()
+	<-submitted
+	run := d.run(end)
+	run.GPUs, run.Queues = opts.Shape.TotalGPUs(), opts.Queues
+	if stopped == "done" {
+		stopped = ""
+	}
+	fmt.Fprintf(opts.Log, "%s: finished in %s\n", config.Name, end.Sub(t0).Round(time.Second))
+	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: d.failures}, nil
+}
+
+// prepare creates the nodes, the namespace, the priority classes and, for a configuration with
+// queues, the Queues.
+func prepare(ctx context.Context, c *localcluster.Cluster, client kubernetes.Interface, opts Options, config *Configuration) error {
+	if err := createNodes(ctx, c, opts.Shape); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := createPriorityClasses(ctx, client, opts.Jobs); err != nil {
+		return err
+	}
+	if config.Gangs == UpstreamGangs {
+		if err := servesUpstreamPodGroups(client); err != nil {
+			return err
+		}
+	}
+	if config.Queues {
+		return createQueues(ctx, c, opts.Queues)
+	}
+	return nil
+}
+
+// servesUpstreamPodGroups checks that the apiserver serves scheduling.k8s.io/v1beta1 PodGroups.
+func servesUpstreamPodGroups(client kubernetes.Interface) error {
+	resources, err := client.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/v1beta1")
+	if err != nil {
+		return fmt.Errorf("the apiserver does not serve scheduling.k8s.io/v1beta1: %w", err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "podgroups" {
+			return nil
+		}
+	}
+	return errors.New("the apiserver serves scheduling.k8s.io/v1beta1 without podgroups")
+}

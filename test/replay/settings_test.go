@@ -1,0 +1,105 @@
+package replay
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tephra-dev/tephra/test/replay/report"
+)
+
+func write(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func TestQueuesFileGivesWeightsAndGuarantees(t *testing.T) {
+	path := write(t, "queues.yaml", "queues:\n- name: team-a\n  weight: 3\n- name: team-b\n  guarantee: 16\n")
+	queues, err := ReadQueues(path, []string{"team-c", "team-a", "team-b", "team-a"})
+	require.NoError(t, err)
+	assert.Equal(t, []report.Queue{
+		{Name: "team-a", Weight: 3},
+		{Name: "team-b", Weight: 1, Guarantee: 16},
+		{Name: "team-c", Weight: 1},
+	}, queues)
+
+	defaults, err := ReadQueues("", []string{"x"})
+	require.NoError(t, err)
+	assert.Equal(t, []report.Queue{{Name: "x", Weight: 1}}, defaults, "without a file, every queue weighs 1")
+}
+
+func TestBadQueuesFileSaysWhat(t *testing.T) {
+	for content, want := range map[string]string{
+		"queues:\n- name: Team_A\n":             `name "Team_A": must be a lowercase DNS label`,
+		"queues:\n- name: a\n  weight: 70000\n": `weight 70000: must be between 1 and 65535`,
+		"queues:\n- name: a\n  guarantee: -1\n": `guarantee -1: must not be negative`,
+		"queues:\n- name: a\n  wieght: 2\n":     `unknown field "wieght"`,
+		"queues:\n- name: root\n":               `the root queue is Tephra's own`,
+	} {
+		_, err := ReadQueues(write(t, "queues.yaml", content), []string{"a"})
+		require.Error(t, err, content)
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+func TestClusterFile(t *testing.T) {
+	shape, err := ReadClusterShape(write(t, "cluster.yaml", "nodes: 16\ngpus: 4\nracks: 4\n"))
+	require.NoError(t, err)
+	assert.Equal(t, ClusterShape{Nodes: 16, CPU: "64", Memory: "512Gi", GPUs: 4, Racks: 4}, shape, "fields left out keep the defaults")
+	assert.Equal(t, 64, shape.TotalGPUs())
+
+	_, err = ReadClusterShape(write(t, "cluster.yaml", "nodes: 0\ncpu: lots\nracks: 3\n"))
+	require.Error(t, err)
+	for _, want := range []string{"nodes: 0: must be at least 1", `cpu: "lots"`, "racks: 3: must be between 0 and the number of nodes (0)"} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+func TestConfigurationsByName(t *testing.T) {
+	configs, err := ConfigurationsByName("b0, C")
+	require.NoError(t, err)
+	require.Len(t, configs, 2)
+	assert.Equal(t, "B0", configs[0].Name)
+	assert.Equal(t, "C", configs[1].Name)
+	_, err = ConfigurationsByName("C,B2")
+	assert.EqualError(t, err, `configuration "B2": not one of C, B0, B1`)
+}
+
+func TestResultsKeepNeverThroughJSON(t *testing.T) {
+	nan := math.NaN()
+	run := report.Run{Config: "C", GPUs: 8, End: 100, Jobs: []report.Job{{
+		Name: "j", Submit: 1, Duration: 10, Replicas: 1, MinReplicas: 1, Started: []float64{2}, Ended: nan,
+		Pods: []report.Pod{{Name: "p", Bound: 2, Running: nan, Ended: nan}},
+	}}}
+	path := filepath.Join(t.TempDir(), "runs.json")
+	require.NoError(t, SaveResults(path, Saved{Command: "tephra-replay", Results: []Result{{Run: run, Wall: 90 * time.Second}}}))
+	saved, err := LoadResults(path)
+	require.NoError(t, err)
+	require.Len(t, saved.Results, 1)
+	got := saved.Results[0]
+	assert.Equal(t, 90*time.Second, got.Wall)
+	assert.True(t, math.IsNaN(got.Run.Jobs[0].Ended))
+	assert.True(t, math.IsNaN(got.Run.Jobs[0].Pods[0].Running))
+	assert.Equal(t, 2.0, got.Run.Jobs[0].Pods[0].Bound)
+	assert.Equal(t, []float64{2}, got.Run.Jobs[0].Started)
+}
+
+func TestFidelityComparesTheSameJobs(t *testing.T) {
+	job := func(name string, submit, started, ended float64) report.Job {
+		return report.Job{Name: name, Submit: submit, Started: []float64{started}, Ended: ended}
+	}
+	reference := Result{Run: report.Run{Config: "C", Jobs: []report.Job{job("a", 0, 1, 101), job("b", 0, 1, 201), job("c", 0, 1, math.NaN())}}}
+	compressed := Result{Run: report.Run{Config: "C", Jobs: []report.Job{job("a", 0, 5, 111), job("b", 0, 1, 201), job("c", 0, 1, 50)}}}
+	f := CompareFidelity(reference, compressed, 1, 144)
+	assert.Equal(t, 2, f.Jobs, "c did not finish in the reference")
+	assert.InDelta(t, 5, f.JCTError.Mean, 1e-9, "a moved 10 s, b not at all")
+	assert.InDelta(t, 2, f.WaitError.Mean, 1e-9)
+	assert.InDelta(t, (10.0/101)/2, f.JCTRelative.Mean, 1e-9)
+}

@@ -1,0 +1,218 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/test/replay/trace"
+)
+
+// namespace holds every object of a replay.
+const namespace = "replay"
+
+// Labels and annotations of the replay's pods.
+const (
+	// jobLabel names the trace job a pod belongs to (its Kubernetes name, jobNames).
+	jobLabel = "replay.tephra.dev/job"
+	// indexLabel is the pod's index in its job, which a pod created again keeps.
+	indexLabel = "replay.tephra.dev/index"
+	// durationAnnotation is kwok's: a running pod ends at the time it holds (manifests/kwok).
+	durationAnnotation = "sim.tephra.dev/duration"
+)
+
+// taskName is the one task of a trace job's Tephra Job.
+const taskName = "worker"
+
+// jobNames gives each trace job a Kubernetes name: its own, lower-cased, with what a DNS label
+// may not hold replaced by '-', cut to 40 characters, and suffixed with its row when that is
+// taken, so that every job has one whatever the trace calls it.
+func jobNames(jobs []trace.Job) []string {
+	names := make([]string, len(jobs))
+	taken := map[string]bool{}
+	for i, j := range jobs {
+		name := dnsLabel(j.Name, 40)
+		if name == "" || taken[name] {
+			name = dnsLabel(fmt.Sprintf("%s-%d", name, i), 50)
+		}
+		taken[name] = true
+		names[i] = name
+	}
+	return names
+}
+
+func dnsLabel(s string, limit int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	out := b.String()
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	out = strings.Trim(out, "-")
+	if out != "" && len(validation.IsDNS1123Label(out)) > 0 {
+		return ""
+	}
+	return out
+}
+
+// priorityClassName is the PriorityClass of a trace priority.
+func priorityClassName(p int32) string {
+	if p < 0 {
+		return fmt.Sprintf("replay-priority-minus-%d", -int64(p))
+	}
+	return fmt.Sprintf("replay-priority-%d", p)
+}
+
+// createPriorityClasses creates a PriorityClass for each priority the trace names.
+func createPriorityClasses(ctx context.Context, client kubernetes.Interface, jobs []trace.Job) error {
+	done := map[int32]bool{}
+	for _, j := range jobs {
+		if !j.HasPriority || done[j.Priority] {
+			continue
+		}
+		done[j.Priority] = true
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClassName(j.Priority)}, Value: j.Priority,
+			Description: "a priority of the replayed trace"}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("PriorityClass %s: %w", pc.Name, err)
+		}
+	}
+	return nil
+}
+
+// podTemplate is a trace job's pod, in any configuration.
+func podTemplate(j trace.Job, name string) corev1.PodTemplateSpec {
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(j.MilliCPU, resource.DecimalSI),
+		corev1.ResourceMemory: resource.MustParse(j.Memory),
+	}
+	if j.GPUs > 0 {
+		requests[localcluster.GPUResource] = *resource.NewQuantity(int64(j.GPUs), resource.DecimalSI)
+	}
+	t := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: name}},
+		Spec: corev1.PodSpec{
+			SchedulerName:                 schedulingv1alpha1.SchedulerName,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name: "main", Image: "replay.tephra.dev/job",
+				Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests},
+			}},
+		},
+	}
+	if j.HasPriority {
+		t.Spec.PriorityClassName = priorityClassName(j.Priority)
+	}
+	return t
+}
+
+// workloads creates a trace job's objects in one configuration's API.
+type workloads struct {
+	config *Configuration
+	client kubernetes.Interface
+	tephra versioned.Interface
+}
+
+// submit creates the job: a Tephra Job (C), or its pods (B0), or its pods and, for a gang, an
+// upstream PodGroup (B1).
+func (w *workloads) submit(ctx context.Context, j trace.Job, name string) error {
+	if w.config.Gangs == TephraJobs {
+		return w.createTephraJob(ctx, j, name)
+	}
+	if w.config.Gangs == UpstreamGangs && j.MinReplicas > 1 {
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(j.MinReplicas)},
+			}},
+		}
+		if _, err := w.client.SchedulingV1beta1().PodGroups(namespace).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating the PodGroup of job %s: %w", name, err)
+		}
+	}
+	for i := range j.Replicas {
+		if err := w.createPod(ctx, j, name, i, fmt.Sprintf("%s-%d", name, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPod creates pod index of job name (B0, B1), under podName.
+func (w *workloads) createPod(ctx context.Context, j trace.Job, name string, index int, podName string) error {
+	t := podTemplate(j, name)
+	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
+	pod.Name, pod.Namespace = podName, namespace
+	pod.Labels[indexLabel] = strconv.Itoa(index)
+	if w.config.Gangs == UpstreamGangs && j.MinReplicas > 1 {
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	}
+	if _, err := w.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating pod %s: %w", podName, err)
+	}
+	return nil
+}
+
+// createTephraJob creates a Tephra Job of one task of the job's replicas, with its minimum, in
+// its queue.
+func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name string) error {
+	t := podTemplate(j, name)
+	job := &batchv1alpha1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
+		Spec: batchv1alpha1.JobSpec{
+			Queue:             j.Queue,
+			MinAvailable:      ptr.To(int32(j.MinReplicas)),
+			PriorityClassName: t.Spec.PriorityClassName,
+			Tasks:             []batchv1alpha1.TaskSpec{{Name: taskName, Replicas: int32(j.Replicas), Template: t}},
+		},
+	}
+	if _, err := w.tephra.BatchV1alpha1().Jobs(namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Job %s: %w", name, err)
+	}
+	return nil
+}
+
+// remove deletes what is left of a job once its work is done: its Tephra Job (whose pods go
+// with it), or its pods and PodGroup.
+func (w *workloads) remove(ctx context.Context, name string, pods []string) error {
+	now := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	if w.config.Gangs == TephraJobs {
+		if err := w.tephra.BatchV1alpha1().Jobs(namespace).Delete(ctx, name, now); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}
+	for _, pod := range pods {
+		if err := w.client.CoreV1().Pods(namespace).Delete(ctx, pod, now); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if w.config.Gangs == UpstreamGangs {
+		if err := w.client.SchedulingV1beta1().PodGroups(namespace).Delete(ctx, name, now); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
