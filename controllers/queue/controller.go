@@ -36,6 +36,9 @@ const (
 	// ConditionGuaranteesFit is False when the children's guarantees exceed the queue's own
 	// guarantee (or, for root, the cluster): they are scaled down in proportion.
 	ConditionGuaranteesFit = "GuaranteesFit"
+	// ConditionOpen is False when the queue takes no new workloads: it is closed (reason Closed),
+	// or a queue above it is (reason ParentClosed), whatever its own spec.state says.
+	ConditionOpen = "Open"
 )
 
 // allQueues is the one reconcile request: shares depend on every queue and every pod, so all
@@ -377,6 +380,23 @@ func (a *Accounting) counts(queue string) *WorkloadCounts {
 	return c
 }
 
+// openCondition says whether the queue takes new workloads, and if not which queue closes it.
+func (a *Accounting) openCondition(q *schedulingv1alpha1.Queue) metav1.Condition {
+	open := metav1.Condition{Type: ConditionOpen, Status: metav1.ConditionTrue, Reason: "Open", Message: "the queue takes new workloads", ObservedGeneration: q.Generation}
+	n := a.Tree.Get(q.Name)
+	if n == nil {
+		return open
+	}
+	switch closed := n.ClosedBy(); {
+	case closed == n:
+		open.Status, open.Reason, open.Message = metav1.ConditionFalse, "Closed", "the queue is closed: what runs goes on, new workloads wait"
+	case closed != nil:
+		open.Status, open.Reason = metav1.ConditionFalse, "ParentClosed"
+		open.Message = fmt.Sprintf("%s: parent queue %q is closed: what runs goes on, new workloads of this queue and those below it wait", schedulingv1alpha1.ReasonQueueUnavailable, closed.Name)
+	}
+	return open
+}
+
 // Status is the status the queue should have.
 func (a *Accounting) Status(q *schedulingv1alpha1.Queue) schedulingv1alpha1.QueueStatus {
 	status := schedulingv1alpha1.QueueStatus{Conditions: q.Status.DeepCopy().Conditions}
@@ -390,6 +410,7 @@ func (a *Accounting) Status(q *schedulingv1alpha1.Queue) schedulingv1alpha1.Queu
 		fit.Status, fit.Reason, fit.Message = metav1.ConditionFalse, "GuaranteesExceedParent", msg+"; they are scaled down in proportion"
 	}
 	meta.SetStatusCondition(&status.Conditions, fit)
+	meta.SetStatusCondition(&status.Conditions, a.openCondition(q))
 	// Keep the transition times of unchanged conditions, so an unchanged status is not rewritten.
 	for i := range status.Conditions {
 		if old := meta.FindStatusCondition(q.Status.Conditions, status.Conditions[i].Type); old != nil && old.Status == status.Conditions[i].Status {

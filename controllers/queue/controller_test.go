@@ -113,6 +113,27 @@ func TestGuaranteesThatDoNotFitAreFlagged(t *testing.T) {
 	assert.Equal(t, root.Status, a.Status(root))
 }
 
+// A queue below a closed one reports that it takes nothing new, and which queue closes it.
+func TestOpenConditionNamesTheClosedParent(t *testing.T) {
+	root := testQueue("root", "", 1)
+	org := testQueue("org", "root", 1)
+	org.Spec.State = schedulingv1alpha1.QueueClosed
+	team := testQueue("team", "org", 1)
+	other := testQueue("other", "root", 1)
+	a := Account([]*schedulingv1alpha1.Queue{root, org, team, other}, nil, nil, nil, tephraOnly, nil)
+	for q, want := range map[*schedulingv1alpha1.Queue][3]string{
+		org:   {"False", "Closed", "the queue is closed"},
+		team:  {"False", "ParentClosed", `QueueUnavailable: parent queue "org" is closed`},
+		other: {"True", "Open", "the queue takes new workloads"},
+	} {
+		open := meta.FindStatusCondition(a.Status(q).Conditions, ConditionOpen)
+		require.NotNil(t, open, q.Name)
+		assert.Equal(t, want[0], string(open.Status), q.Name)
+		assert.Equal(t, want[1], open.Reason, q.Name)
+		assert.Contains(t, open.Message, want[2], q.Name)
+	}
+}
+
 // TestAccountAsTheDefaultScheduler: with --scheduler-names listing default-scheduler, plain pods
 // of the default scheduler count in the default queue (or their queue label's), while system
 // pods count nowhere.

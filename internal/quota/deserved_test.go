@@ -210,3 +210,29 @@ func randomTree(r *rand.Rand, total int64) ([]*v1alpha1.Queue, map[string]Amount
 	}
 	return queues, demand
 }
+
+// A tree closes as a tree: a closed parent holds the workloads of every queue below it, a child
+// that is open itself included, and says which queue closed it.
+func TestClosedParentClosesItsSubtree(t *testing.T) {
+	closed := func(q *v1alpha1.Queue) *v1alpha1.Queue {
+		q.Spec.State = v1alpha1.QueueClosed
+		return q
+	}
+	tree := NewTree([]*v1alpha1.Queue{
+		closed(queue("org", "root", 1, 0, -1)), queue("team", "org", 1, 0, -1), queue("leaf", "team", 1, 0, -1),
+		closed(queue("shut", "team", 1, 0, -1)), queue("other", "root", 1, 0, -1),
+	})
+	leaf, why := tree.WorkloadQueue("leaf")
+	assert.Equal(t, `parent queue "org" is closed`, why)
+	assert.Equal(t, "org", leaf.ClosedBy().Name)
+	assert.False(t, tree.Admits("leaf"), "open itself, closed by its grandparent")
+
+	shut, why := tree.WorkloadQueue("shut")
+	assert.Equal(t, `queue "shut" is closed`, why, "its own state is the nearest reason")
+	assert.Equal(t, "shut", shut.ClosedBy().Name)
+
+	other, why := tree.WorkloadQueue("other")
+	assert.Empty(t, why)
+	assert.Nil(t, other.ClosedBy())
+	assert.True(t, tree.Admits("other"))
+}

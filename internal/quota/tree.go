@@ -194,18 +194,35 @@ func (t *Tree) WorkloadQueue(name string) (*Node, string) {
 		return nil, fmt.Sprintf("queue %q does not exist", name)
 	case !n.Leaf():
 		return nil, fmt.Sprintf("queue %q has child queues; only leaf queues hold workloads", name)
-	case !n.Open:
+	}
+	switch closed := n.ClosedBy(); {
+	case closed == n:
 		return n, fmt.Sprintf("queue %q is closed", name)
+	case closed != nil:
+		return n, fmt.Sprintf("parent queue %q is closed", closed.Name)
 	}
 	return n, ""
 }
 
-// Admits says whether the queue takes workloads now: it exists, is a leaf and is open. Pods
-// waiting for a queue that does not are no demand: counted, they would hold a share of the
-// cluster that nobody can use.
+// ClosedBy returns the queue that keeps this one closed: itself when it is closed, else its
+// nearest closed ancestor; nil when the queue and every ancestor are open. A tree closes as a
+// tree: closing a parent holds the new workloads of every queue below it, whatever their own
+// state, as Volcano does.
+func (n *Node) ClosedBy() *Node {
+	for _, q := range n.Ancestry() {
+		if !q.Open {
+			return q
+		}
+	}
+	return nil
+}
+
+// Admits says whether the queue takes workloads now: it exists, is a leaf, and it and its
+// ancestors are open. Pods waiting for a queue that does not are no demand: counted, they would
+// hold a share of the cluster that nobody can use.
 func (t *Tree) Admits(name string) bool {
 	n := t.nodes[name]
-	return n != nil && n.Leaf() && n.Open
+	return n != nil && n.Leaf() && n.ClosedBy() == nil
 }
 
 // OverGuaranteed lists the queues whose children's guarantees do not fit in the queue's own

@@ -115,7 +115,7 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 	}
-	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded}); err != nil {
+	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueReopened}); err != nil {
 		return nil, err
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
@@ -247,6 +247,38 @@ func (q *Queue) queueAdded(obj any) {
 	if !ok || !q.queueRunning.Load() {
 		return
 	}
+	q.activatePending(map[string]bool{queue.Name: true})
+}
+
+// queueReopened does the same for a queue opened or moved, and every queue below it: closing
+// and opening a parent closes and opens its whole subtree (quota.Node.ClosedBy).
+func (q *Queue) queueReopened(oldObj, newObj any) {
+	old, ok := oldObj.(*v1alpha1.Queue)
+	queue, ok2 := newObj.(*v1alpha1.Queue)
+	if !ok || !ok2 || !q.queueRunning.Load() || old.Spec.State == queue.Spec.State && old.Spec.Parent == queue.Spec.Parent {
+		return
+	}
+	// The tree as this informer shows it now: the shared cache may not have heard of the change.
+	all, err := q.queues.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	below := map[string]bool{}
+	var walk func(*quota.Node)
+	walk = func(n *quota.Node) {
+		below[n.Name] = true
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	if n := quota.NewTree(all).Get(queue.Name); n != nil {
+		walk(n)
+	}
+	q.activatePending(below)
+}
+
+// activatePending moves the pending pods of the named queues back to the active queue.
+func (q *Queue) activatePending(queues map[string]bool) {
 	objs, err := q.handle.SharedInformerFactory().Core().V1().Pods().Lister().List(labels.Everything())
 	if err != nil {
 		return
@@ -256,7 +288,7 @@ func (q *Queue) queueAdded(obj any) {
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != q.handle.ProfileName() || !q.ledger.counts(pod) {
 			continue
 		}
-		if w, status := q.workloadOf(pod); status == nil && w.queue == queue.Name {
+		if w, status := q.workloadOf(pod); status == nil && queues[w.queue] {
 			pending[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}

@@ -90,7 +90,12 @@ func (o *Options) queueRows() ([]queueRow, error) {
 	var rows []queueRow
 	for _, n := range tree.Nodes() {
 		depth := len(n.Ancestry()) - 1
-		rows = append(rows, newQueueRow(byName[n.Name], n.Name, depth))
+		row := newQueueRow(byName[n.Name], n.Name, depth)
+		if closed := n.ClosedBy(); closed != nil && closed != n {
+			// Open itself, closed by a queue above: it takes nothing new either.
+			row.State = fmt.Sprintf("%s (parent %s)", schedulingv1alpha1.QueueClosed, closed.Name)
+		}
+		rows = append(rows, row)
 	}
 	var outside []string
 	for name := range tree.Problems {

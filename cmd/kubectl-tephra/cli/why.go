@@ -376,8 +376,8 @@ func (o *Options) addQueueFacts(v *verdict, ns, queue string) error {
 	if problem != "" {
 		v.Blocker, v.Reason = schedulingv1alpha1.ReasonQueueUnavailable, problem
 		switch {
-		case node != nil && !node.Open:
-			v.Unblock = fmt.Sprintf("open queue %s (spec.state: Open)", queue)
+		case node != nil && node.ClosedBy() != nil:
+			v.Unblock = fmt.Sprintf("open queue %s (spec.state: Open)", node.ClosedBy().Name)
 		default:
 			v.Unblock = fmt.Sprintf("create queue %s as a leaf queue, or submit to an existing leaf queue", queue)
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -126,6 +127,77 @@ func TestClosedMissingAndParentQueues(t *testing.T) {
 	// The missing queue created, its pod runs.
 	framework.CreateQueue(t, env, "no-such-queue", nil)
 	framework.WaitBound(t, env, ns, map[string]int{"closed-team": 3, "no-such-queue": 1}, time.Minute)
+}
+
+// A queue tree closes as a tree: closing a parent holds the new workloads of every queue below
+// it, a child opened meanwhile included, and says why; what runs goes on. Opening the parent lets
+// them run.
+func TestClosedParentHoldsItsChildren(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-tree"
+	pool := units(t, env, gpu, 1, 8)
+	framework.CreateQueue(t, env, "tree-parent", nil)
+	framework.CreateQueue(t, env, "tree-child", func(s *schedulingv1alpha1.QueueSpec) { s.Parent = "tree-parent" })
+	framework.CreateQueue(t, env, "tree-reopened", func(s *schedulingv1alpha1.QueueSpec) {
+		s.Parent, s.State = "tree-parent", schedulingv1alpha1.QueueClosed
+	})
+
+	submit(t, env, ns, 1, "before", workPod{queue: "tree-child", res: gpu, amount: 1, pool: pool})
+	framework.WaitBound(t, env, ns, map[string]int{"tree-child": 1}, time.Minute)
+
+	setQueueState(t, env, "tree-parent", schedulingv1alpha1.QueueClosed)
+	waitQueueCondition(t, env, "tree-child", "Open", metav1.ConditionFalse, "ParentClosed", `parent queue "tree-parent" is closed`)
+	setQueueState(t, env, "tree-reopened", schedulingv1alpha1.QueueOpen)
+	waitQueueCondition(t, env, "tree-reopened", "Open", metav1.ConditionFalse, "ParentClosed", `parent queue "tree-parent" is closed`)
+
+	submit(t, env, ns, 1, "after", workPod{queue: "tree-child", res: gpu, amount: 1, pool: pool})
+	submit(t, env, ns, 1, "reopened", workPod{queue: "tree-reopened", res: gpu, amount: 1, pool: pool})
+	createGroup(t, env, ns, "tree-gang", "tree-child", 2, nil)
+	submit(t, env, ns, 2, "gang", workPod{group: "tree-gang", queue: "tree-child", res: gpu, amount: 1, pool: pool})
+	waitEvent(t, env, ns, "after-0", `QueueUnavailable: parent queue "tree-parent" is closed`)
+	waitEvent(t, env, ns, "reopened-0", `QueueUnavailable: parent queue "tree-parent" is closed`)
+	waitGroupCondition(t, env, ns, "tree-gang", schedulingv1alpha1.ReasonQueueUnavailable, `parent queue "tree-parent" is closed`)
+	// What ran before goes on: one pod bound in tree-child, none new anywhere below the parent.
+	framework.HoldBound(t, env, ns, map[string]int{"tree-child": 1, "tree-reopened": 0}, 3*time.Second)
+	before, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), "before-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, before.DeletionTimestamp, "closing the parent evicts nothing")
+
+	setQueueState(t, env, "tree-parent", schedulingv1alpha1.QueueOpen)
+	waitQueueCondition(t, env, "tree-child", "Open", metav1.ConditionTrue, "Open", "")
+	framework.WaitBound(t, env, ns, map[string]int{"tree-child": 4, "tree-reopened": 1}, time.Minute)
+	waitGroupPhase(t, env, ns, "tree-gang", schedulingv1alpha1.PodGroupRunning)
+}
+
+func setQueueState(t *testing.T, env *framework.Env, name string, state schedulingv1alpha1.QueueState) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		q.Spec.State = state
+		_, err = env.Tephra.SchedulingV1alpha1().Queues().Update(context.Background(), q, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+}
+
+// waitQueueCondition waits until the Queue controller reports the condition on the queue.
+func waitQueueCondition(t *testing.T, env *framework.Env, name, condition string, status metav1.ConditionStatus, reason, message string) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, fmt.Sprintf("queue %s: condition %s=%s (%s)", name, condition, status, reason), func() (bool, string) {
+		q, err := env.Tephra.SchedulingV1alpha1().Queues().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(q.Status.Conditions, condition)
+		if c == nil {
+			return false, "no condition"
+		}
+		return c.Status == status && c.Reason == reason && strings.Contains(c.Message, message), fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+	})
 }
 
 // A gang enters its queue only when its minimum fits under the queue's capability; one larger
