@@ -356,6 +356,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want := group.DeepCopy()
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
+	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
 	sla, hasSLA := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]
 	if old, had := group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; hasSLA && (!had || old != sla) {
 		if want.Annotations == nil {

@@ -136,6 +136,8 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 		PriorityClassName:   job.Spec.PriorityClassName,
 		ReadyTimeoutSeconds: job.Spec.ReadyTimeoutSeconds,
 		Topology:            job.Spec.Topology.DeepCopy(),
+
+		RuntimeEstimateSeconds: job.Spec.RuntimeEstimateSeconds,
 	}
 	if out.Queue == "" {
 		out.Queue = schedulingv1alpha1.DefaultQueue

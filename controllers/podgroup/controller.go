@@ -120,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs, nsLabels), jobPhase)
 	ready := decideReady(group, pods.Items, r.DefaultReadyTimeout, at)
-	recheck := ctrl.Result{RequeueAfter: earliest(slaRecheck(group, at), applyReady(group, &status, ready, at))}
+	recheck := ctrl.Result{RequeueAfter: earliest(earliest(slaRecheck(group, at), runtimeRecheck(group, at)), applyReady(group, &status, ready, at))}
 	if !equality.Semantic.DeepEqual(group.Status, status) {
 		previous := group.Status
 		group.Status = status
@@ -136,6 +136,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Events come after the write succeeds, so a transition is announced once, not once per
 		// attempt.
 		r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
+		if cond, overran := overranNow(previous, status); overran {
+			estimateOverruns.WithLabelValues(group.Spec.Queue).Inc()
+			if r.Recorder != nil {
+				r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded, "Run", "%s", cond.Message)
+			}
+		}
 		if len(ready.evict) > 0 && status.UnreadyEvictions != previous.UnreadyEvictions && r.Recorder != nil {
 			r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, schedulingv1alpha1.ReasonPodGroupUnready, "Evict", "%s",
 				meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupPodsReady).Message)

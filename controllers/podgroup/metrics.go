@@ -12,9 +12,9 @@ import (
 var podGroupsDesc = prometheus.NewDesc("tephra_podgroups",
 	"Number of PodGroups by namespace and phase.", []string{"namespace", "phase"}, nil)
 
-// registerPhaseMetric registers tephra_podgroups.
+// registerPhaseMetric registers tephra_podgroups, and the counter of runtime estimate overruns.
 func registerPhaseMetric(groups client.Reader, elected <-chan struct{}) error {
-	return countmetric.Register(phaseCollector(groups, elected))
+	return countmetric.Register(phaseCollector(groups, elected), estimateOverruns)
 }
 
 // phaseCollector computes tephra_podgroups from the cache at every scrape.

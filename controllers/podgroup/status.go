@@ -147,6 +147,12 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		cond.ObservedGeneration = group.Generation
 		meta.SetStatusCondition(&status.Conditions, cond)
 	}
+	if cond, ok := runtimeCondition(group, &status, now()); ok {
+		cond.ObservedGeneration = group.Generation
+		meta.SetStatusCondition(&status.Conditions, cond)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
+	}
 	return status
 }
 

@@ -171,6 +171,12 @@ type JobSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	ReadyTimeoutSeconds *int32 `json:"readyTimeoutSeconds,omitempty"`
+	// RuntimeEstimateSeconds is how long the Job is expected to run once its minimum runs: the
+	// runtime estimate of its PodGroup. A Job that runs longer is not stopped for it, only
+	// reported (docs/gang.md).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RuntimeEstimateSeconds *int32 `json:"runtimeEstimateSeconds,omitempty"`
 	// MaxRetry is how many times the Job may be restarted before it fails.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0

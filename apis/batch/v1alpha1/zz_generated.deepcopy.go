@@ -507,6 +507,11 @@ func (in *JobSpec) DeepCopyInto(out *JobSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.RuntimeEstimateSeconds != nil {
+		in, out := &in.RuntimeEstimateSeconds, &out.RuntimeEstimateSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.TTLSecondsAfterFinished != nil {
 		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
 		*out = new(int32)

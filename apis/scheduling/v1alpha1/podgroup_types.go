@@ -39,6 +39,9 @@ const (
 	// with reason Unready when the minimum missed its ready timeout and its bound members were
 	// evicted.
 	PodGroupPodsReady = "PodsReady"
+	// PodGroupRuntimeEstimateExceeded is true once a group with spec.runtimeEstimateSeconds has
+	// run longer than its estimate since its minimum first ran; it stays true.
+	PodGroupRuntimeEstimateExceeded = "RuntimeEstimateExceeded"
 	// PodGroupMinMemberLowered is true while the group's minMember is below the whole minimum
 	// of the Job that owns it (annotation JobMinMemberAnnotation): the Job controller lowers it
 	// as the job's pods succeed, since a pod that succeeded does not run again and the gang
@@ -107,6 +110,14 @@ type PodGroupSpec struct {
 	// docs/topology.md.
 	// +optional
 	Topology *PodGroupTopology `json:"topology,omitempty"`
+
+	// RuntimeEstimateSeconds is how long the group is expected to run once its minimum runs. A
+	// group that runs longer is not stopped for it: its RuntimeEstimateExceeded condition turns
+	// True, with an event and the tephra_podgroup_runtime_estimate_exceeded_total metric
+	// (docs/gang.md).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RuntimeEstimateSeconds *int32 `json:"runtimeEstimateSeconds,omitempty"`
 }
 
 // PodGroupStatus is what happened to the group. The PodGroup controller is its only writer.

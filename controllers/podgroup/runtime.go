@@ -1,0 +1,88 @@
+package podgroup
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// Runtime estimates: a group may say how long it runs once its minimum runs
+// (spec.runtimeEstimateSeconds). A group that outlives its estimate is not stopped for it; it is
+// reported, once, by its RuntimeEstimateExceeded condition, an event and a metric, so that
+// whoever relies on estimates (backfill, a person planning the cluster) knows which were wrong.
+
+// estimateOverruns counts the groups that ran past their runtime estimate, by queue.
+var estimateOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "tephra_podgroup_runtime_estimate_exceeded_total",
+	Help: "PodGroups (and so Tephra Jobs) that ran longer than their runtime estimate, by queue.",
+}, []string{"queue"})
+
+// runtimeEstimateOf is the group's runtime estimate, 0 for none.
+func runtimeEstimateOf(group *schedulingv1alpha1.PodGroup) time.Duration {
+	if s := group.Spec.RuntimeEstimateSeconds; s != nil && *s > 0 {
+		return time.Duration(*s) * time.Second
+	}
+	return 0
+}
+
+// runningSince is when the group's minimum first ran: when its Scheduled condition turned True.
+func runningSince(status *schedulingv1alpha1.PodGroupStatus) (time.Time, bool) {
+	scheduled := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
+	if scheduled == nil || scheduled.Status != metav1.ConditionTrue || scheduled.LastTransitionTime.IsZero() {
+		return time.Time{}, false
+	}
+	return scheduled.LastTransitionTime.Time, true
+}
+
+// runtimeCondition says whether a group with a runtime estimate has run past it; ok is false for
+// groups without one. Once True it stays True: the estimate was wrong, whatever the group does
+// next.
+func runtimeCondition(group *schedulingv1alpha1.PodGroup, status *schedulingv1alpha1.PodGroupStatus, at time.Time) (metav1.Condition, bool) {
+	estimate := runtimeEstimateOf(group)
+	if estimate == 0 {
+		return metav1.Condition{}, false
+	}
+	if old := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded); old != nil && old.Status == metav1.ConditionTrue {
+		return *old, true
+	}
+	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupRuntimeEstimateExceeded, Status: metav1.ConditionFalse, Reason: "WithinEstimate",
+		Message: fmt.Sprintf("the group's runtime estimate is %v", estimate)}
+	since, ran := runningSince(status)
+	running := status.Phase == schedulingv1alpha1.PodGroupRunning || status.Phase == schedulingv1alpha1.PodGroupUnknown
+	if ran && running && at.Sub(since) > estimate {
+		cond.Status, cond.Reason = metav1.ConditionTrue, "RanPastEstimate"
+		cond.Message = fmt.Sprintf("the group has run %v since its minimum first ran, past its runtime estimate of %v; it goes on, and its estimate is no longer trusted",
+			at.Sub(since).Round(time.Second), estimate)
+	}
+	return cond, true
+}
+
+// runtimeRecheck is when the group's runtime condition may change without any event: when its
+// estimate ends while it runs. 0: never.
+func runtimeRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
+	estimate := runtimeEstimateOf(group)
+	since, ran := runningSince(&group.Status)
+	if estimate == 0 || !ran || group.Status.Phase != schedulingv1alpha1.PodGroupRunning ||
+		meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded) {
+		return 0
+	}
+	if left := estimate - at.Sub(since); left > 0 {
+		return left + 100*time.Millisecond
+	}
+	// Past it already: the condition is written on this reconcile, and nothing is left to wait for.
+	return 0
+}
+
+// overranNow says whether the status just turned the runtime condition True.
+func overranNow(previous, status schedulingv1alpha1.PodGroupStatus) (*metav1.Condition, bool) {
+	now := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return nil, false
+	}
+	return now, !meta.IsStatusConditionTrue(previous.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
+}
