@@ -38,10 +38,10 @@ import (
 // flags are the command's flags.
 type flags struct {
 	trace, clusterFile, queuesFile, configs, out string
-	shape                                       replay.ClusterShape
-	speedup                                     float64
-	stall, maxWall                              time.Duration
-	publish, fidelity                           bool
+	shape                                        replay.ClusterShape
+	speedup                                      float64
+	stall, maxWall                               time.Duration
+	publish, fidelity                            bool
 
 	generate   string
 	span       time.Duration
