@@ -140,12 +140,15 @@ func waterFill(share float64, claims []claim) []int64 {
 }
 
 // roundDown turns shares into whole units without letting their sum exceed the parent's, and
-// without losing a unit to float error (5.9999999 is 6).
+// without losing a unit to float error (5.9999999 is 6). The float error forgiven is a few ulps
+// of the value: a tolerance of a unit or more would round exact shares of large amounts (memory
+// in bytes: 1792Gi is 1.9e12) up, and the correction below would then take a unit from a queue
+// whose gang needs its whole share, which would wait for good (make replay found it).
 func roundDown(values []float64, share int64) []int64 {
 	out := make([]int64, len(values))
 	var sum int64
 	for i, v := range values {
-		out[i] = int64(math.Floor(v + 1e-6 + math.Abs(v)*1e-12))
+		out[i] = int64(math.Floor(v + 1e-6 + math.Abs(v)*1e-15))
 		sum += out[i]
 	}
 	// Rounding each share up by its float error can, in rare cases, overshoot by a unit or two:

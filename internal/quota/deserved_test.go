@@ -236,3 +236,27 @@ func TestClosedParentClosesItsSubtree(t *testing.T) {
 	assert.Nil(t, other.ClosedBy())
 	assert.True(t, tree.Admits("other"))
 }
+
+// Shares of large amounts are exact: memory in bytes is about 1e12, where a float tolerance of a
+// unit would round every exact share up, and the correction that keeps the sum within the parent
+// then took a byte from each queue. A gang that needs its queue's whole share waited for good
+// (make replay's synthetic day: "memory 1792Gi of 1924145348605 deserved").
+func TestLargeSharesAreExact(t *testing.T) {
+	tree := NewTree([]*v1alpha1.Queue{queue("team-a", "root", 1, 0, -1), queue("team-b", "root", 1, 0, -1), queue("team-c", "root", 1, 0, -1)})
+	gi := int64(1) << 30
+	demand := map[string]Amounts{
+		"team-a": {corev1.ResourceMemory: 3712 * gi}, "team-b": {corev1.ResourceMemory: 2048 * gi}, "team-c": {corev1.ResourceMemory: 1792 * gi},
+	}
+	got := Deserved(tree, Amounts{corev1.ResourceMemory: 32768 * gi}, demand)
+	for q, d := range demand {
+		assert.Equal(t, d[corev1.ResourceMemory], got[q][corev1.ResourceMemory], "queue %s deserves all it asks, to the byte", q)
+	}
+	// And when the cluster is short, the shares still add up to it exactly.
+	got = Deserved(tree, Amounts{corev1.ResourceMemory: 6000*gi + 1}, demand)
+	var sum int64
+	for q := range demand {
+		sum += got[q][corev1.ResourceMemory]
+	}
+	assert.Equal(t, 6000*gi+1, sum)
+	assert.Equal(t, 1792*gi, got["team-c"][corev1.ResourceMemory], "team-c asks less than a third: all of it")
+}
