@@ -50,26 +50,27 @@ var Configurations = []*Configuration{
 		Name:  "B0",
 		Title: "the stock scheduler: upstream's default profile, each job its bare pods, no queue",
 		Gangs: NoGangs,
-		options: func(o *localcluster.Options, root, dir string) (err error) {
-			o.WithoutControllers = true
-			o.SchedulerWithUpstreamFeatureGates = true
-			o.SchedulerConfig, err = localcluster.WriteUpstreamSchedulerConfig(root, dir)
-			return err
-		},
+		options: stockScheduler,
 	},
 	{
 		Name:  "B1",
 		Title: "upstream's gang scheduling: B0 with GenericWorkload, each gang a scheduling.k8s.io/v1beta1 PodGroup",
 		Gangs: UpstreamGangs,
-		options: func(o *localcluster.Options, root, dir string) (err error) {
-			o.WithoutControllers = true
-			o.SchedulerWithUpstreamFeatureGates = true
+		options: func(o *localcluster.Options, root, dir string) error {
 			o.FeatureGates = "GenericWorkload=true"
 			o.RuntimeConfig = "scheduling.k8s.io/v1beta1=true"
-			o.SchedulerConfig, err = localcluster.WriteUpstreamSchedulerConfig(root, dir)
-			return err
+			return stockScheduler(o, root, dir)
 		},
 	},
+}
+
+// stockScheduler runs upstream's default profile with upstream's feature gates, and no Tephra
+// controller.
+func stockScheduler(o *localcluster.Options, root, dir string) (err error) {
+	o.WithoutControllers = true
+	o.SchedulerWithUpstreamFeatureGates = true
+	o.SchedulerConfig, err = localcluster.WriteUpstreamSchedulerConfig(root, dir)
+	return err
 }
 
 // ConfigurationsByName returns the configurations named in a comma-separated list, in the list's
