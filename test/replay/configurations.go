@@ -47,9 +47,9 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
-		Name:  "B0",
-		Title: "the stock scheduler: upstream's default profile, each job its bare pods, no queue",
-		Gangs: NoGangs,
+		Name:    "B0",
+		Title:   "the stock scheduler: upstream's default profile, each job its bare pods, no queue",
+		Gangs:   NoGangs,
 		options: stockScheduler,
 	},
 	{

@@ -48,6 +48,22 @@ type Options struct {
 	StallTimeout time.Duration
 	// MaxWall ends a run after this long (wall clock) whatever is left; 0: no limit.
 	MaxWall time.Duration
+	// Horizon ends a run at this trace time whatever is left: jobs not ended by then are
+	// unfinished, or never ran. 0: DefaultHorizon of the trace.
+	Horizon float64
+}
+
+// DefaultHorizon is twice the trace time by which a scheduler that started every job at its
+// submission would have ended them all (the last submission plus the longest duration). A
+// configuration that leaves jobs waiting past it has its unfinished jobs reported rather than
+// waited for: a stock scheduler's backlog of partial gangs can take many times longer to drain,
+// and a replay must end in a known time (docs/replay.md).
+func DefaultHorizon(jobs []trace.Job) float64 {
+	var last float64
+	for _, j := range jobs {
+		last = max(last, j.Submit+j.Duration)
+	}
+	return 2 * last
 }
 
 // Result is one configuration's run.
@@ -72,6 +88,9 @@ func Replay(ctx context.Context, opts Options) ([]Result, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
+	}
+	if opts.Horizon <= 0 {
+		opts.Horizon = DefaultHorizon(opts.Jobs)
 	}
 	if opts.Binaries == nil {
 		bins, err := localcluster.Build(ctx, opts.Root, opts.Log)
@@ -173,6 +192,8 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 			stopped = fmt.Sprintf("no job worked and nothing progressed for %s after the last submission: what is left would wait for good", opts.StallTimeout)
 		case opts.MaxWall > 0 && now.Sub(t0) > opts.MaxWall:
 			stopped = fmt.Sprintf("the run reached its limit of %s", opts.MaxWall)
+		case allSubmitted && now.Sub(t0).Seconds()*opts.Speedup >= opts.Horizon:
+			stopped = fmt.Sprintf("the run reached its horizon of %s of trace time", report.Duration(opts.Horizon))
 		}
 		if now.Sub(lastReport) >= 30*time.Second {
 			lastReport = now

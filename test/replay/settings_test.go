@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/test/replay/trace"
 )
 
 func write(t *testing.T, name, content string) string {
@@ -102,4 +103,9 @@ func TestFidelityComparesTheSameJobs(t *testing.T) {
 	assert.InDelta(t, 5, f.JCTError.Mean, 1e-9, "a moved 10 s, b not at all")
 	assert.InDelta(t, 2, f.WaitError.Mean, 1e-9)
 	assert.InDelta(t, (10.0/101)/2, f.JCTRelative.Mean, 1e-9)
+}
+
+func TestDefaultHorizonIsWhenEveryJobCouldHaveEnded(t *testing.T) {
+	jobs := []trace.Job{{Submit: 0, Duration: 100}, {Submit: 50, Duration: 1000}, {Submit: 900, Duration: 10}}
+	assert.InDelta(t, 2*1050, DefaultHorizon(jobs), 1e-9)
 }
