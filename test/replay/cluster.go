@@ -59,7 +59,7 @@ func (s ClusterShape) Validate() error {
 		v, err := resource.ParseQuantity(q.value)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %q: %v", q.field, q.value, err))
+			errs = append(errs, fmt.Errorf("%s: %q: %w", q.field, q.value, err))
 		case v.Sign() <= 0:
 			errs = append(errs, fmt.Errorf("%s: %q: must be more than 0", q.field, q.value))
 		}
