@@ -72,7 +72,7 @@ func main() {
 	flag.BoolVar(&f.fidelity, "fidelity", false, "replay the trace at speedup 1 and at --speedup, and write how far the jobs' completion times moved (fidelity.md)")
 	flag.DurationVar(&f.stall, "stall-timeout", 2*time.Minute, "end a run when, all jobs submitted, no job has worked and nothing progressed for this long (wall clock)")
 	flag.DurationVar(&f.maxWall, "max-wall", 0, "end each run after this long (wall clock) whatever is left; 0: no limit")
-	flag.DurationVar(&f.horizon, "horizon", 0, "end each run at this trace time, jobs not ended then reported as unfinished; 0: twice the last submission plus the longest duration")
+	flag.DurationVar(&f.horizon, "horizon", 0, "end each run at this trace time, jobs not ended then reported as unfinished; 0: twice the time before which no scheduler could end every job")
 
 	flag.StringVar(&f.generate, "generate", "", "write a synthetic trace to this file and exit")
 	flag.DurationVar(&f.span, "span", 24*time.Hour, "--generate: the time over which jobs are submitted")

@@ -53,15 +53,19 @@ type Options struct {
 	Horizon float64
 }
 
-// DefaultHorizon is twice the trace time by which a scheduler that started every job at its
-// submission would have ended them all (the last submission plus the longest duration). A
-// configuration that leaves jobs waiting past it has its unfinished jobs reported rather than
-// waited for: a stock scheduler's backlog of partial gangs can take many times longer to drain,
-// and a replay must end in a known time (docs/replay.md).
-func DefaultHorizon(jobs []trace.Job) float64 {
-	var last float64
+// DefaultHorizon is twice the trace time before which no scheduler could end every job: the
+// latest submission plus duration, or the GPU-seconds the trace asks for over the cluster's
+// GPUs, whichever is later. A configuration that leaves jobs waiting past it has its unfinished
+// jobs reported rather than waited for: a stock scheduler's backlog of partial gangs can take
+// many times longer to drain, and a replay must end in a known time (docs/replay.md).
+func DefaultHorizon(jobs []trace.Job, gpus int) float64 {
+	var last, gpuSeconds float64
 	for _, j := range jobs {
 		last = max(last, j.Submit+j.Duration)
+		gpuSeconds += float64(j.Replicas*j.GPUs) * j.Duration
+	}
+	if gpus > 0 {
+		last = max(last, gpuSeconds/float64(gpus))
 	}
 	return 2 * last
 }
@@ -90,7 +94,7 @@ func Replay(ctx context.Context, opts Options) ([]Result, error) {
 		opts.Log = io.Discard
 	}
 	if opts.Horizon <= 0 {
-		opts.Horizon = DefaultHorizon(opts.Jobs)
+		opts.Horizon = DefaultHorizon(opts.Jobs, opts.Shape.TotalGPUs())
 	}
 	if opts.Binaries == nil {
 		bins, err := localcluster.Build(ctx, opts.Root, opts.Log)

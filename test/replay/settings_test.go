@@ -105,7 +105,8 @@ func TestFidelityComparesTheSameJobs(t *testing.T) {
 	assert.InDelta(t, (10.0/101)/2, f.JCTRelative.Mean, 1e-9)
 }
 
-func TestDefaultHorizonIsWhenEveryJobCouldHaveEnded(t *testing.T) {
-	jobs := []trace.Job{{Submit: 0, Duration: 100}, {Submit: 50, Duration: 1000}, {Submit: 900, Duration: 10}}
-	assert.InDelta(t, 2*1050, DefaultHorizon(jobs), 1e-9)
+func TestDefaultHorizonIsTwiceTheEarliestEveryJobCouldHaveEnded(t *testing.T) {
+	jobs := []trace.Job{{Submit: 0, Duration: 100, Replicas: 1, GPUs: 1}, {Submit: 50, Duration: 1000, Replicas: 2, GPUs: 4}, {Submit: 900, Duration: 10, Replicas: 1}}
+	assert.InDelta(t, 2*1050, DefaultHorizon(jobs, 64), 1e-9, "the last job's end")
+	assert.InDelta(t, 2*8100.0/2, DefaultHorizon(jobs, 2), 1e-9, "8100 GPU-seconds on 2 GPUs")
 }
