@@ -326,7 +326,7 @@ func writeReport(f flags, dir string, saved replay.Saved) error {
 			return err
 		}
 		meta := report.Meta{
-			Title: "Replay of " + filepath.Base(firstNonEmpty(f.trace, "the trace")), Command: saved.Command, Trace: saved.Trace,
+			Title: "Replay of " + filepath.Base(firstNonEmpty(f.trace, traceOf(saved.Command), "the trace")), Command: saved.Command, Trace: saved.Trace,
 			Cluster: saved.Cluster, Speedup: saved.Speedup, Durations: durations, Plots: plots, JobsCSV: "jobs.csv",
 		}
 		for _, r := range saved.Results {
@@ -410,6 +410,20 @@ func traceLines(path string, s trace.Summary, problems []trace.RowError, shape r
 		lines = append(lines, fmt.Sprintf("%d malformed rows were skipped.", len(problems)))
 	}
 	return lines
+}
+
+// traceOf is the trace a replay's command line names, "" if none.
+func traceOf(command string) string {
+	fields := strings.Fields(command)
+	for i, f := range fields {
+		if (f == "--trace" || f == "-trace") && i+1 < len(fields) {
+			return fields[i+1]
+		}
+		if v, ok := strings.CutPrefix(f, "--trace="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func commandLine() string {
