@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/tephra-dev/tephra/test/replay/report"
@@ -49,8 +50,10 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	return err
 }
 
-// SaveResults writes a replay's results to path.
+// SaveResults writes a replay's results to path. It leaves s as it was: the caller goes on to
+// report from it.
 func SaveResults(path string, s Saved) error {
+	s.Results = slices.Clone(s.Results)
 	for i := range s.Results {
 		s.Results[i].Run = nanToSentinel(s.Results[i].Run)
 	}
