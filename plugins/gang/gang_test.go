@@ -1261,3 +1261,20 @@ func TestDevicesChangedRetriesUnfitGroups(t *testing.T) {
 	f.gang.devicesChanged(nil)
 	assert.Empty(t, f.handle.takeActivated(), "nothing unfit: nothing to try")
 }
+
+// A node relabelled or untainted may join a group's reach (a pool its members' affinity names):
+// the group's members come back for it, as for a node added.
+func TestNodeJoiningAPoolQueuesTheGroups(t *testing.T) {
+	f := newFixture(t)
+	events, err := f.gang.EventsToRegister(context.Background())
+	require.NoError(t, err)
+	var node fwk.ActionType
+	for _, e := range events {
+		if e.Event.Resource == fwk.Node {
+			node |= e.Event.ActionType
+		}
+	}
+	for name, action := range map[string]fwk.ActionType{"added": fwk.Add, "grown": fwk.UpdateNodeAllocatable, "relabelled": fwk.UpdateNodeLabel, "untainted": fwk.UpdateNodeTaint} {
+		assert.NotZero(t, node&action, "a node %s brings waiting groups back", name)
+	}
+}

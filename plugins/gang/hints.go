@@ -25,8 +25,12 @@ func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWith
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.isSchedulableAfterMemberAdded))},
 		// A pod that stops frees capacity a group may need.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted)))},
-		// A node added or grown adds capacity.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers)))},
+		// A node added or grown adds capacity; so does a node relabelled or untainted into the
+		// reach of a group whose members' affinity or tolerations left it out. A group's capacity
+		// counts only the nodes its members may use, so without the label event a gang waiting for
+		// a pool waited on when a node joined the pool (seen in queue/TestJobsInAQueueGoByDominantShare:
+		// the elastic pods of another group, queued by NodeAffinity, took the room).
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueGroupMembers)))},
 		// Devices published, or freed when a claim is deallocated (after its pod ended), add
 		// capacity for groups whose members claim devices.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(queueDeviceMembers)))},
