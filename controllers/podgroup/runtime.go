@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/runtimeestimate"
 )
 
 // Runtime estimates: a group may say how long it runs once its minimum runs
@@ -22,28 +23,11 @@ var estimateOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "PodGroups (and so Tephra Jobs) that ran longer than their runtime estimate, by queue.",
 }, []string{"queue"})
 
-// runtimeEstimateOf is the group's runtime estimate, 0 for none.
-func runtimeEstimateOf(group *schedulingv1alpha1.PodGroup) time.Duration {
-	if s := group.Spec.RuntimeEstimateSeconds; s != nil && *s > 0 {
-		return time.Duration(*s) * time.Second
-	}
-	return 0
-}
-
-// runningSince is when the group's minimum first ran: when its Scheduled condition turned True.
-func runningSince(status *schedulingv1alpha1.PodGroupStatus) (time.Time, bool) {
-	scheduled := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
-	if scheduled == nil || scheduled.Status != metav1.ConditionTrue || scheduled.LastTransitionTime.IsZero() {
-		return time.Time{}, false
-	}
-	return scheduled.LastTransitionTime.Time, true
-}
-
 // runtimeCondition says whether a group with a runtime estimate has run past it; ok is false for
 // groups without one. Once True it stays True: the estimate was wrong, whatever the group does
 // next.
 func runtimeCondition(group *schedulingv1alpha1.PodGroup, status *schedulingv1alpha1.PodGroupStatus, at time.Time) (metav1.Condition, bool) {
-	estimate := runtimeEstimateOf(group)
+	estimate := runtimeestimate.OfGroup(group)
 	if estimate == 0 {
 		return metav1.Condition{}, false
 	}
@@ -52,7 +36,7 @@ func runtimeCondition(group *schedulingv1alpha1.PodGroup, status *schedulingv1al
 	}
 	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupRuntimeEstimateExceeded, Status: metav1.ConditionFalse, Reason: "WithinEstimate",
 		Message: fmt.Sprintf("the group's runtime estimate is %v", estimate)}
-	since, ran := runningSince(status)
+	since, ran := runtimeestimate.RunningSince(status)
 	running := status.Phase == schedulingv1alpha1.PodGroupRunning || status.Phase == schedulingv1alpha1.PodGroupUnknown
 	if ran && running && at.Sub(since) > estimate {
 		cond.Status, cond.Reason = metav1.ConditionTrue, "RanPastEstimate"
@@ -65,10 +49,10 @@ func runtimeCondition(group *schedulingv1alpha1.PodGroup, status *schedulingv1al
 // runtimeRecheck is when the group's runtime condition may change without any event: when its
 // estimate ends while it runs. 0: never.
 func runtimeRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
-	estimate := runtimeEstimateOf(group)
-	since, ran := runningSince(&group.Status)
+	estimate := runtimeestimate.OfGroup(group)
+	since, ran := runtimeestimate.RunningSince(&group.Status)
 	if estimate == 0 || !ran || group.Status.Phase != schedulingv1alpha1.PodGroupRunning ||
-		meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded) {
+		runtimeestimate.Overran(group) {
 		return 0
 	}
 	if left := estimate - at.Sub(since); left > 0 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/runtimeestimate"
 )
 
 // A group that runs past its runtime estimate is reported, once, and goes on; one within it, or
@@ -24,7 +25,7 @@ func TestRuntimeEstimateOverrunIsReported(t *testing.T) {
 
 	now = func() time.Time { return t0.Time }
 	status := desiredStatus(g, running, queueHold{}, "")
-	since, ran := runningSince(&status)
+	since, ran := runtimeestimate.RunningSince(&status)
 	require.True(t, ran)
 	cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
 	require.NotNil(t, cond)

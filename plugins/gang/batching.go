@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -14,6 +15,10 @@ import (
 
 // podGroupSignerName is the signature fragment of a pod group's members.
 const podGroupSignerName = "v1.Pod.Metadata.TephraPodGroup()"
+
+// deadlineSignerName is the signature fragment of a pod's activeDeadlineSeconds, which decides
+// whether it may backfill a reservation.
+const deadlineSignerName = "v1.Pod.Spec.ActiveDeadlineSeconds"
 
 // signPod lets the scheduler batch pods (OpportunisticBatching): a pod whose cycle follows one of
 // the same signature is tried first on the next node of that cycle's scoring, so that only one
@@ -28,6 +33,10 @@ const podGroupSignerName = "v1.Pod.Metadata.TephraPodGroup()"
 func (g *groupManager) signPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if key, ok := groupOf(pod); ok {
 		return []fwk.SignFragment{{Key: podGroupSignerName, Value: key.String()}}, nil
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+		// Whether it may backfill a reservation depends on its deadline (backfill.go).
+		return []fwk.SignFragment{{Key: deadlineSignerName, Value: strconv.FormatInt(*d, 10)}}, nil
 	}
 	return nil, nil
 }

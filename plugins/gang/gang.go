@@ -230,6 +230,7 @@ func (g *Gang) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *
 
 // PostBind rolls back a member bound after its attempt failed, and measures whole gangs.
 func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	g.reportBackfill(klog.FromContext(ctx), pod, nodeName)
 	if g.inPodGroupCycles(pod) {
 		g.shares.forget(pod.UID)
 		return

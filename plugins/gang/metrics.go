@@ -53,6 +53,13 @@ var (
 			"PreEnqueue holds such members until the backoff ends, so this counts only the members already on their way when an attempt failed.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	backfilledPods = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "tephra",
+		Subsystem:      "gang",
+		Name:           "backfilled_pods_total",
+		Help:           "Pods bound, by backfill, on nodes reserved for a pod group past its SLA: their runtime estimate ended before the group's expected start.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 	// rejectionReasons are the reasons of tephra_gang_rejected_total (groupManager.fail's callers).
 	rejectionReasons = []string{"post-filter", "timeout", "unreserve"}
@@ -60,7 +67,7 @@ var (
 
 func init() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations, backoffCycles)
+		legacyregistry.MustRegister(timeToFull, groupsRejected, groupsRolledBack, waitingPods, reservations, backoffCycles, backfilledPods)
 		// Served at 0 from the start, so that alerts and dashboards see a rate of 0, not nothing.
 		for _, reason := range rejectionReasons {
 			groupsRejected.WithLabelValues(reason)

@@ -100,7 +100,7 @@ func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1a
 		return nil
 	}
 	klog.FromContext(ctx).V(2).Info("Reserving nodes for a pod group past its SLA", "podGroup", key.String(), "nodes", reserved, "waited", waited)
-	g.groups.reserve(key, reserved, reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time})
+	g.groups.reserve(key, reserved, reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time, nodes: reserved, need: need})
 	reservations.Set(float64(g.groups.reservationCount()))
 	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: the group has waited %v, past its SLA waiting time of %v: nodes %s are reserved for it until its minimum runs",
 		ReasonReserved, waited.Round(time.Second), sla, strings.Join(reserved, ", ")))
@@ -116,8 +116,9 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 	return true
 }
 
-// filter keeps pods of other workloads off a group's reserved nodes unless they outrank it: a
-// group past its SLA goes before every pod of its priority or lower there, whatever their age
+// filter keeps pods of other workloads off a group's reserved nodes unless they outrank it or
+// backfill it (their runtime estimate ends before the group could start, backfill.go): a group
+// past its SLA goes before every other pod of its priority or lower there, whatever their age
 // (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
 // are never kept off: PreFilter skips Filter for them, and this check keeps it so if that changes.
 // It also keeps a group's member on the nodes PreFilter narrowed it to, which the framework does
@@ -138,16 +139,20 @@ func (g *groupManager) filter(ctx context.Context, state fwk.CycleState, pod *co
 	if key, grouped := groupOf(pod); grouped && key == owner {
 		return nil
 	}
-	if corev1helpers.PodPriority(pod) > r.priority {
-		return nil
+	if why := g.backfillVerdict(state, pod, owner, r); why != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
-	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is reserved for pod group %s, which waits past its SLA", owner))
+	return nil
 }
 
 // reservation is what Filter needs to know of the group that holds a node.
 type reservation struct {
 	priority int32
 	created  time.Time
+	// nodes are the group's reserved nodes and need what its minimum still needed when they were
+	// reserved: backfill works out from them when the group could start (backfill.go).
+	nodes []string
+	need  corev1.ResourceList
 }
 
 // releaseReservation ends a group's reservation and brings back the pods that it kept off its

@@ -1,0 +1,158 @@
+package gang
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// backfillFixture: two 2-CPU nodes; a 2-CPU pod of group "train" (estimate 10 minutes, running
+// for one) on n1; group "big" (two 2-CPU members) past its SLA, so both nodes are reserved for
+// it and it may start when train's pod ends, in 9 minutes.
+func backfillFixture(t *testing.T) (*fixture, map[string]fwk.NodeInfo) {
+	t.Helper()
+	f := newFixture(t)
+	train := f.group(t, "train", 1, nil, f.now.Add(-2*time.Minute))
+	train.Spec.RuntimeEstimateSeconds = ptr.To[int32](600)
+	train.Status.Phase = v1alpha1.PodGroupRunning
+	train.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.now.Add(-time.Minute))}}
+	require.NoError(t, f.groups.Update(train))
+	running := f.podOf(t, "train-0", "train", "2", nil)
+	f.bind(t, running, "n1")
+
+	big := f.group(t, "big", 2, nil, f.now.Add(-31*time.Second))
+	big.Annotations = map[string]string{v1alpha1.SLAWaitingTimeAnnotation: "30s"}
+	require.NoError(t, f.groups.Update(big))
+	m0 := f.podOf(t, "big-0", "big", "2", nil)
+	f.podOf(t, "big-1", "big", "2", nil)
+
+	nodes := []*corev1.Node{
+		st.MakeNode().Name("n1").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj(),
+		st.MakeNode().Name("n2").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj(),
+	}
+	snapshot := internalcache.NewSnapshot([]*corev1.Pod{running}, nodes)
+	f.handle.snapshot = snapshot
+	infos, err := snapshot.NodeInfos().List()
+	require.NoError(t, err)
+	_, status := f.gang.PreFilter(context.Background(), nil, m0, infos)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "the minimum does not fit while train runs: %v", status)
+	byName := map[string]fwk.NodeInfo{}
+	for _, n := range infos {
+		byName[n.Node().Name] = n
+		owner, _, held := f.gang.groups.reservedFor(n.Node().Name)
+		require.True(t, held, "node %s is reserved", n.Node().Name)
+		require.Equal(t, groupKey{"ns", "big"}, owner)
+	}
+	<-f.handle.recorder.Events // Reserved
+	return f, byName
+}
+
+// podOf makes a pod of a group ("" for none) requesting cpu, with an activeDeadlineSeconds when
+// deadline is set.
+func (f *fixture) podOf(t *testing.T, name, group, cpu string, deadline *int64) *corev1.Pod {
+	t.Helper()
+	w := st.MakePod().Namespace("ns").Name(name).UID(name).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: cpu})
+	if group != "" {
+		w = w.Label(v1alpha1.PodGroupLabel, group)
+	}
+	pod := w.Obj()
+	pod.Spec.ActiveDeadlineSeconds = deadline
+	pod.CreationTimestamp = metav1.NewTime(f.now)
+	require.NoError(t, f.pods.Add(pod))
+	return pod
+}
+
+// A pod whose estimate ends before the reserved group could start runs on its reserved nodes;
+// one whose estimate ends later, or that has none, does not.
+func TestBackfillRunsWhatEndsBeforeTheReservedGroupCouldStart(t *testing.T) {
+	f, nodes := backfillFixture(t)
+	ctx := context.Background()
+
+	short := f.podOf(t, "short", "", "1", ptr.To[int64](300))
+	assert.Nil(t, f.gang.Filter(ctx, nil, short, nodes["n2"]), "5 minutes end before big may start, in 9")
+
+	estimated := f.group(t, "eval", 1, nil, f.now)
+	estimated.Spec.RuntimeEstimateSeconds = ptr.To[int32](120)
+	require.NoError(t, f.groups.Update(estimated))
+	assert.Nil(t, f.gang.Filter(ctx, nil, f.podOf(t, "eval-0", "eval", "1", nil), nodes["n2"]), "a group's runtime estimate counts as a pod's deadline does")
+
+	long := f.podOf(t, "long", "", "1", ptr.To[int64](900))
+	s := f.gang.Filter(ctx, nil, long, nodes["n2"])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, s.Code())
+	assert.Equal(t, "node is reserved for pod group ns/big, which waits past its SLA and may start at 2026-11-21T12:09:00Z; the pod's runtime estimate ends at 2026-11-21T12:15:00Z, too late to backfill", s.Message())
+
+	s = f.gang.Filter(ctx, nil, f.podOf(t, "unknown", "", "1", nil), nodes["n2"])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, s.Code())
+	assert.Equal(t, "node is reserved for pod group ns/big, which waits past its SLA; the pod has no runtime estimate, so it does not backfill the reservation", s.Message())
+
+	// Bound there, the backfilled pod is reported on itself and on the group it runs beside.
+	before, err := testutil.GetCounterMetricValue(backfilledPods)
+	require.NoError(t, err)
+	f.bind(t, short, "n2")
+	f.gang.reportBackfill(klog.Background(), short, "n2")
+	assert.Equal(t, "Normal Backfilled Backfilled: runs on node n2, reserved for pod group ns/big, until about 2026-11-21T12:05:00Z (its runtime estimate); the group is expected to start by 2026-11-21T12:09:00Z", <-f.handle.recorder.Events)
+	assert.Equal(t, "Normal Backfilled Backfilled: pod ns/short runs on reserved node n2 until about 2026-11-21T12:05:00Z (its runtime estimate); the group is expected to start by 2026-11-21T12:09:00Z", <-f.handle.recorder.Events)
+	after, err := testutil.GetCounterMetricValue(backfilledPods)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, after)
+}
+
+// Once the pod the group waits for has run past its estimate, the group's start cannot be told,
+// and nothing backfills it any more; a pod that outranks the group is never held.
+func TestNothingBackfillsWhenABlockerOverran(t *testing.T) {
+	f, nodes := backfillFixture(t)
+	ctx := context.Background()
+	train, err := f.gang.podGroups.PodGroups("ns").Get("train")
+	require.NoError(t, err)
+	overran := train.DeepCopy()
+	overran.Status.Conditions = append(overran.Status.Conditions, metav1.Condition{Type: v1alpha1.PodGroupRuntimeEstimateExceeded, Status: metav1.ConditionTrue})
+	require.NoError(t, f.groups.Update(overran))
+
+	s := f.gang.Filter(ctx, nil, f.podOf(t, "short", "", "1", ptr.To[int64](60)), nodes["n2"])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, s.Code())
+	assert.Equal(t, "node is reserved for pod group ns/big, which waits past its SLA; its start cannot be told (pod ns/train-0 on its reserved nodes has no trusted runtime estimate), so nothing backfills it", s.Message())
+
+	urgent := f.podOf(t, "urgent", "", "1", nil)
+	urgent.Spec.Priority = ptr.To[int32](1000)
+	assert.Nil(t, f.gang.Filter(ctx, nil, urgent, nodes["n2"]))
+}
+
+// The expected start counts the pods on the reserved nodes ending one by one, earliest first, until
+// the group's minimum fits; a pod that requests nothing the group needs does not hold it back.
+func TestExpectedStartIsWhenEnoughOfTheBlockersHaveEnded(t *testing.T) {
+	f := newFixture(t)
+	now := f.now
+	a := f.podOf(t, "a", "", "2", ptr.To[int64](60))
+	b := f.podOf(t, "b", "", "2", ptr.To[int64](120))
+	c := f.podOf(t, "c", "", "2", nil) // never ends, as far as anyone knows
+	idle := st.MakePod().Namespace("ns").Name("idle").UID("idle").Obj()
+	for pod, node := range map[*corev1.Pod]string{a: "n1", b: "n2", c: "n3", idle: "n1"} {
+		pod.Spec.NodeName = node
+		pod.Status.StartTime = &metav1.Time{Time: now}
+	}
+	var nodes []*corev1.Node
+	for _, name := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", corev1.ResourcePods: "110"}).Obj())
+	}
+	f.handle.snapshot = internalcache.NewSnapshot([]*corev1.Pod{a, b, c, idle}, nodes)
+	r := reservation{nodes: []string{"n1", "n2", "n3"}, need: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}
+	start := f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now)
+	assert.Equal(t, expectedStart{at: now.Add(2 * time.Minute)}, start, "4 CPUs are free once a and b have ended")
+
+	r.need = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}
+	assert.Equal(t, "pod ns/c on its reserved nodes has no trusted runtime estimate", f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now).unknown)
+}
