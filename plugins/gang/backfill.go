@@ -43,6 +43,14 @@ type expectedStart struct {
 	unknown string
 }
 
+// describe says it for people, in the group's events.
+func (s expectedStart) describe() string {
+	if s.unknown != "" {
+		return "when it may start cannot be told (" + s.unknown + "), so nothing backfills its nodes"
+	}
+	return "it may start by " + s.at.UTC().Format(time.RFC3339) + ", from the runtime estimates of the pods on them; pods whose estimates end before then may backfill its nodes"
+}
+
 // expectedStartsKey holds, in a pod's scheduling cycle, the expected starts of the reserved groups
 // whose nodes its Filter met: Filter runs for every node, in parallel.
 const expectedStartsKey fwk.StateKey = Name + "/expectedStarts"
@@ -57,7 +65,9 @@ func (e *expectedStarts) Clone() fwk.StateData { return e }
 // expectedStartIn returns the group's expected start, worked out once per scheduling cycle.
 func (g *groupManager) expectedStartIn(state fwk.CycleState, owner groupKey, r reservation, now time.Time) expectedStart {
 	if state == nil {
-		return g.expectedStartOf(owner, r, now)
+		s := g.expectedStartOf(owner, r, now, g.inSnapshot)
+		g.groups.with(owner, func(gs *groupState) { gs.expected = s })
+		return s
 	}
 	data, err := state.Read(expectedStartsKey)
 	if err != nil {
@@ -70,15 +80,38 @@ func (g *groupManager) expectedStartIn(state fwk.CycleState, owner groupKey, r r
 	if s, ok := cache.starts[owner]; ok {
 		return s
 	}
-	s := g.expectedStartOf(owner, r, now)
+	s := g.expectedStartOf(owner, r, now, g.inSnapshot)
 	cache.starts[owner] = s
+	g.groups.with(owner, func(gs *groupState) { gs.expected = s })
 	return s
+}
+
+// nodeLookup finds a node's NodeInfo by name: the scheduler's snapshot, or the nodes a cycle has.
+type nodeLookup func(name string) (fwk.NodeInfo, error)
+
+// inSnapshot looks nodes up in the scheduler's snapshot of this cycle.
+func (g *groupManager) inSnapshot(name string) (fwk.NodeInfo, error) {
+	return g.handle.SnapshotSharedLister().NodeInfos().Get(name)
+}
+
+// amongNodes looks nodes up among those a cycle was given.
+func amongNodes(nodes []fwk.NodeInfo) nodeLookup {
+	byName := make(map[string]fwk.NodeInfo, len(nodes))
+	for _, n := range nodes {
+		byName[n.Node().Name] = n
+	}
+	return func(name string) (fwk.NodeInfo, error) {
+		if n, ok := byName[name]; ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("node %s is not among the cycle's nodes", name)
+	}
 }
 
 // expectedStartOf works out when the reserved group could start: the earliest time at which its
 // reserved nodes have the room its minimum still needs, the pods on them ending at their estimated
 // ends.
-func (g *groupManager) expectedStartOf(owner groupKey, r reservation, now time.Time) expectedStart {
+func (g *groupManager) expectedStartOf(owner groupKey, r reservation, now time.Time, nodes nodeLookup) expectedStart {
 	free := quota.Amounts{}
 	need := quota.FromList(r.need)
 	type ending struct {
@@ -89,7 +122,7 @@ func (g *groupManager) expectedStartOf(owner groupKey, r reservation, now time.T
 	}
 	var endings []ending
 	for _, name := range r.nodes {
-		node, err := g.handle.SnapshotSharedLister().NodeInfos().Get(name)
+		node, err := nodes(name)
 		if err != nil {
 			return expectedStart{unknown: fmt.Sprintf("reserved node %s is not in the scheduler's snapshot", name)}
 		}
@@ -205,9 +238,12 @@ func (g *groupManager) reportBackfill(logger klog.Logger, pod *corev1.Pod, nodeN
 	if !ok {
 		return
 	}
-	start := g.expectedStartOf(owner, r, now)
+	// PostBind runs beside the next scheduling cycle, which updates the snapshot: the expected
+	// start is the one Filter worked out.
+	var start expectedStart
+	g.groups.with(owner, func(gs *groupState) { start = gs.expected })
 	when := "when the pods before it end"
-	if start.unknown == "" {
+	if start.unknown == "" && !start.at.IsZero() {
 		when = "by " + start.at.UTC().Format(time.RFC3339)
 	}
 	backfilledPods.Inc()

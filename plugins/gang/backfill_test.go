@@ -57,7 +57,7 @@ func backfillFixture(t *testing.T) (*fixture, map[string]fwk.NodeInfo) {
 		require.True(t, held, "node %s is reserved", n.Node().Name)
 		require.Equal(t, groupKey{"ns", "big"}, owner)
 	}
-	<-f.handle.recorder.Events // Reserved
+	assert.Contains(t, <-f.handle.recorder.Events, "nodes n2, n1 are reserved for it until its minimum runs; it may start by 2026-11-21T12:09:00Z, from the runtime estimates of the pods on them")
 	return f, byName
 }
 
@@ -150,9 +150,9 @@ func TestExpectedStartIsWhenEnoughOfTheBlockersHaveEnded(t *testing.T) {
 	}
 	f.handle.snapshot = internalcache.NewSnapshot([]*corev1.Pod{a, b, c, idle}, nodes)
 	r := reservation{nodes: []string{"n1", "n2", "n3"}, need: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}
-	start := f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now)
+	start := f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now, f.gang.inSnapshot)
 	assert.Equal(t, expectedStart{at: now.Add(2 * time.Minute)}, start, "4 CPUs are free once a and b have ended")
 
 	r.need = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}
-	assert.Equal(t, "pod ns/c on its reserved nodes has no trusted runtime estimate", f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now).unknown)
+	assert.Equal(t, "pod ns/c on its reserved nodes has no trusted runtime estimate", f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now, f.gang.inSnapshot).unknown)
 }

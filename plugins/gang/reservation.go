@@ -100,10 +100,11 @@ func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1a
 		return nil
 	}
 	klog.FromContext(ctx).V(2).Info("Reserving nodes for a pod group past its SLA", "podGroup", key.String(), "nodes", reserved, "waited", waited)
-	g.groups.reserve(key, reserved, reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time, nodes: reserved, need: need})
+	r := reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time, nodes: reserved, need: need}
+	g.groups.reserve(key, reserved, r)
 	reservations.Set(float64(g.groups.reservationCount()))
-	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: the group has waited %v, past its SLA waiting time of %v: nodes %s are reserved for it until its minimum runs",
-		ReasonReserved, waited.Round(time.Second), sla, strings.Join(reserved, ", ")))
+	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: the group has waited %v, past its SLA waiting time of %v: nodes %s are reserved for it until its minimum runs; %s",
+		ReasonReserved, waited.Round(time.Second), sla, strings.Join(reserved, ", "), g.expectedStartOf(key, r, g.now(), amongNodes(nodes)).describe()))
 	return reserved
 }
 

@@ -73,6 +73,9 @@ type groupState struct {
 	// timer will bring the group back when its SLA waiting time ends.
 	reserved []string
 	slaArmed bool
+	// expected is the reserved group's expected start as Filter last worked it out, for the
+	// events of the pods that backfill its nodes (backfill.go).
+	expected expectedStart
 	// unfit is the rejection of the group's last capacity check in PreFilter, and unfitAt when
 	// it was made. The group's other members are refused with it at no cost, until an event that
 	// may let the group fit clears it (the plugin's queueing hints), or unfitFor passes.

@@ -220,6 +220,9 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 	}
 	v.Details = append(v.Details, counts)
 	v.Details = append(v.Details, evicted...)
+	if placed < minMember {
+		v.Details = append(v.Details, o.reservationFacts(ns, name)...)
+	}
 	if placed >= minMember && member != nil {
 		return o.whyPods(v, ns, queue, []corev1.Pod{*member})
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -39,4 +40,27 @@ func TestWhyNamesAnEviction(t *testing.T) {
 	v, err = o.why("podgroup/train")
 	require.NoError(t, err)
 	assert.Contains(t, v.Details, "pod train-worker-1 was evicted: its node node-7 is gone (the pod garbage collector removed it)")
+}
+
+// For a group waiting past its SLA, why says which nodes are reserved for it and which pods
+// backfill them, from the scheduler's events since its latest reservation.
+func TestWhySaysWhatBackfillsAReservation(t *testing.T) {
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big-0", Namespace: "ns", Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "big"}}}
+	group := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ns"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}}
+	event := func(name, reason, msg string, at int64) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Reason: reason, Message: msg,
+			InvolvedObject: corev1.ObjectReference{Kind: "PodGroup", Name: "big", Namespace: "ns"}, LastTimestamp: metav1.Unix(at, 0)}
+	}
+	o := &Options{Flags: &genericclioptions.ConfigFlags{Namespace: ptr.To("ns")}, Now: func() time.Time { return time.Unix(100, 0) },
+		kube: fake.NewClientset(waiting,
+			event("old", "Backfilled", "Backfilled: pod ns/gone runs on reserved node n0 until about 00:01", 1),
+			event("r", "Reserved", "Reserved: the group has waited 31s, past its SLA waiting time of 30s: nodes n1, n2 are reserved for it until its minimum runs", 10),
+			event("b", "Backfilled", "Backfilled: pod ns/short runs on reserved node n2 until about 12:05 (its runtime estimate); the group is expected to start by 12:09", 20),
+		), tephra: tephrafake.NewSimpleClientset(group)}
+
+	v, err := o.why("podgroup/big")
+	require.NoError(t, err)
+	assert.Contains(t, v.Details, "reserved: the group has waited 31s, past its SLA waiting time of 30s: nodes n1, n2 are reserved for it until its minimum runs")
+	assert.Contains(t, v.Details, "backfilled in its hole: pod ns/short runs on reserved node n2 until about 12:05 (its runtime estimate); the group is expected to start by 12:09")
+	assert.NotContains(t, strings.Join(v.Details, "\n"), "ns/gone", "a backfill before the latest reservation is history")
 }
