@@ -156,3 +156,34 @@ func TestExpectedStartIsWhenEnoughOfTheBlockersHaveEnded(t *testing.T) {
 	r.need = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}
 	assert.Equal(t, "pod ns/c on its reserved nodes has no trusted runtime estimate", f.gang.expectedStartOf(groupKey{"ns", "big"}, r, now, f.gang.inSnapshot).unknown)
 }
+
+// When its SLA ends, a group found unable to fit is tried afresh, to reserve nodes: a verdict kept
+// from before would refuse its members without reserving any.
+func TestTheEndOfTheSLAForgetsTheUnfitVerdict(t *testing.T) {
+	f := newFixture(t)
+	m0, nodes := f.slaGroup(t)
+	key := groupKey{"ns", "big"}
+	f.gang.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt = "NotEnoughResources: kept", f.now })
+	_, status := f.gang.PreFilter(context.Background(), nil, m0, nodes)
+	require.Equal(t, "NotEnoughResources: kept", status.Message(), "within its SLA the kept verdict stands")
+
+	f.now = f.now.Add(30 * time.Second)
+	f.gang.armSLA(klog.Background(), key, f.gang.mustGroup(t, key))
+	require.Eventually(t, func() bool {
+		var unfit string
+		f.gang.groups.with(key, func(s *groupState) { unfit = s.unfit })
+		f.handle.mu.Lock()
+		defer f.handle.mu.Unlock()
+		return unfit == "" && len(f.handle.activated) == 2
+	}, 5*time.Second, 10*time.Millisecond, "the SLA's timer clears the verdict and brings the members back")
+	result, status := f.gang.PreFilter(context.Background(), nil, m0, nodes)
+	require.True(t, status.IsSuccess(), status.Message())
+	assert.Equal(t, 2, result.NodeNames.Len(), "the members go to the nodes now reserved for them")
+}
+
+func (g *groupManager) mustGroup(t *testing.T, key groupKey) *v1alpha1.PodGroup {
+	t.Helper()
+	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
+	require.NoError(t, err)
+	return pg
+}

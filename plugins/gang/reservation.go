@@ -180,5 +180,11 @@ func (g *groupManager) armSLA(logger klog.Logger, key groupKey, pg *v1alpha1.Pod
 		return
 	}
 	wait := max(sla-g.now().Sub(pg.CreationTimestamp.Time), 0)
-	g.groups.after(key, wait+100*time.Millisecond, func() { g.handle.Activate(logger, g.pendingMembers(key, "")) })
+	g.groups.after(key, wait+100*time.Millisecond, func() {
+		// The end of the SLA changes the group's decision (it reserves nodes now): a verdict kept
+		// from before that the minimum cannot fit would refuse its members without reserving
+		// anything, until some other event cleared it (the backfill e2e found it).
+		g.groups.with(key, func(s *groupState) { s.unfit = "" })
+		g.handle.Activate(logger, g.pendingMembers(key, ""))
+	})
 }
