@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&f.shape.Racks, "racks", 0, "racks the nodes are spread over (topology.kubernetes.io/rack); 0 for none")
 	flag.StringVar(&f.queuesFile, "queues", "", "a queues file: weights and GPU guarantees of the trace's queues (default: weight 1 each)")
 	flag.Float64Var(&f.speedup, "speedup", replay.DefaultSpeedup, "trace seconds played per second: 144 plays a day in 10 minutes")
-	flag.StringVar(&f.configs, "configs", "C,B0,B1", "the configurations to compare, in the report's order")
+	flag.StringVar(&f.configs, "configs", "C,B0,B1", "the configurations to compare, in the report's order: C (Tephra), Cb (Tephra with runtime estimates and backfill), B0 (the stock scheduler), B1 (upstream's gangs)")
 	flag.StringVar(&f.out, "out", "replay-out", "where the report, plots, per-job CSV, runs.json and the control planes' logs go")
 	flag.BoolVar(&f.publish, "publish", false, "also write the report into docs/replay.md and its plots into docs/replay/")
 	flag.BoolVar(&f.fidelity, "fidelity", false, "replay the trace at speedup 1 and at --speedup, and write how far the jobs' completion times moved (fidelity.md)")

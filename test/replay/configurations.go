@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -31,6 +32,9 @@ type Configuration struct {
 	// Queues says that it has Tephra Queues, whose Job controller creates pods again; without,
 	// the replay's driver does.
 	Queues bool
+	// Backfill gives every Tephra Job a runtime estimate (its trace duration) and the big gangs an
+	// SLA waiting time, so that they reserve nodes and short jobs backfill them (docs/elastic.md).
+	Backfill bool
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
 }
@@ -42,6 +46,17 @@ var Configurations = []*Configuration{
 		Title:  "Tephra as installed (manifests/): Tephra Jobs in the trace's Queues, gangs, fair share, reclaim",
 		Gangs:  TephraJobs,
 		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name: "Cb",
+		Title: fmt.Sprintf("C with backfill: every Job states its runtime estimate (its duration), and gangs of %d GPUs or more reserve nodes once they have waited %v of trace time",
+			backfillGangGPUs, backfillSLA),
+		Gangs:    TephraJobs,
+		Queues:   true,
+		Backfill: true,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
@@ -73,6 +88,20 @@ func stockScheduler(o *localcluster.Options, root, dir string) (err error) {
 	return err
 }
 
+// Backfill's settings, in trace time: the gangs that reserve nodes, and after how long.
+const (
+	backfillGangGPUs = 32
+	backfillSLA      = 30 * time.Minute
+)
+
+func configurationNames() string {
+	names := make([]string, len(Configurations))
+	for i, c := range Configurations {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 // ConfigurationsByName returns the configurations named in a comma-separated list, in the list's
 // order, or says which names it does not know.
 func ConfigurationsByName(list string) ([]*Configuration, error) {
@@ -89,7 +118,7 @@ func ConfigurationsByName(list string) ([]*Configuration, error) {
 			}
 		}
 		if found == nil {
-			return nil, fmt.Errorf("configuration %q: not one of C, B0, B1", name)
+			return nil, fmt.Errorf("configuration %q: not one of %s", name, configurationNames())
 		}
 		out = append(out, found)
 	}

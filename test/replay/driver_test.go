@@ -79,8 +79,9 @@ func TestJobWorksOnceItsMinimumRunsAndEndsWithItsPods(t *testing.T) {
 }
 
 func TestPreemptedJobLosesItsWorkAndStartsAgain(t *testing.T) {
-	b0 := Configurations[1]
-	require.Equal(t, "B0", b0.Name)
+	configs, err := ConfigurationsByName("B0")
+	require.NoError(t, err)
+	b0 := configs[0]
 	d := testDriver(b0, trace.Job{Name: "g", Replicas: 2, MinReplicas: 2, Duration: 100, Queue: "q"})
 	j := d.byName["g"]
 	d.observe(pod("g", "g-0", "n1", corev1.PodRunning), false)

@@ -155,7 +155,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := newDriver(config, &workloads{config: config, client: client, tephra: tephra}, client, opts.Jobs, opts.Speedup, opts.Log)
+	d := newDriver(config, &workloads{config: config, client: client, tephra: tephra, speedup: opts.Speedup}, client, opts.Jobs, opts.Speedup, opts.Log)
 	if err := d.watch(runCtx); err != nil {
 		return Result{}, err
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/replay/report"
 	"github.com/tephra-dev/tephra/test/replay/trace"
 )
@@ -70,7 +72,22 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, B0, B1`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Cb, B0, B1`)
+}
+
+// With backfill, every Job states its duration played at the speedup (rounded up, a second more)
+// as its runtime estimate, and only big gangs get an SLA waiting time, in played time.
+func TestBackfillStatesEstimatesAndReservesForBigGangs(t *testing.T) {
+	configs, err := ConfigurationsByName("Cb")
+	require.NoError(t, err)
+	w := &workloads{config: configs[0], speedup: 144}
+	var gang, small batchv1alpha1.Job
+	w.backfill(&gang, trace.Job{Duration: 7200, Replicas: 8, MinReplicas: 8, GPUs: 8})
+	w.backfill(&small, trace.Job{Duration: 60, Replicas: 1, MinReplicas: 1, GPUs: 1})
+	assert.Equal(t, int32(51), *gang.Spec.RuntimeEstimateSeconds, "2 h at 144x is 50 s")
+	assert.Equal(t, "12.5s", gang.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation], "30 min at 144x")
+	assert.Equal(t, int32(2), *small.Spec.RuntimeEstimateSeconds, "1 min at 144x is under a second")
+	assert.Empty(t, small.Annotations)
 }
 
 func TestResultsKeepNeverThroughJSON(t *testing.T) {

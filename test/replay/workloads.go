@@ -3,8 +3,10 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -133,6 +135,8 @@ type workloads struct {
 	config *Configuration
 	client kubernetes.Interface
 	tephra versioned.Interface
+	// speedup divides the trace's times, for the estimates and SLA waiting times of backfill.
+	speedup float64
 }
 
 // submit creates the job: a Tephra Job (C), or its pods (B0), or its pods and, for a gang, an
@@ -188,10 +192,25 @@ func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name strin
 			Tasks:             []batchv1alpha1.TaskSpec{{Name: taskName, Replicas: int32(j.Replicas), Template: t}},
 		},
 	}
+	if w.config.Backfill {
+		w.backfill(job, j)
+	}
 	if _, err := w.tephra.BatchV1alpha1().Jobs(namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Job %s: %w", name, err)
 	}
 	return nil
+}
+
+// backfill states the job's runtime estimate, its trace duration played at the speedup, rounded
+// up to whole seconds and a second more (the PodGroup controller counts from its Scheduled
+// condition, which has whole seconds), and gives a big gang an SLA waiting time.
+func (w *workloads) backfill(job *batchv1alpha1.Job, j trace.Job) {
+	estimate := int32(math.Ceil(j.Duration/w.speedup)) + 1
+	job.Spec.RuntimeEstimateSeconds = &estimate
+	if j.GPUs*j.Replicas >= backfillGangGPUs {
+		sla := time.Duration(float64(backfillSLA) / w.speedup).Round(100 * time.Millisecond)
+		job.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla.String()}
+	}
 }
 
 // remove deletes what is left of a job once its work is done: its Tephra Job (whose pods go

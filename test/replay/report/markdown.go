@@ -107,6 +107,11 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		{"Wait p50", func(o *Outcomes) string { return Duration(o.All.Wait.P50) }},
 		{"Wait p90", func(o *Outcomes) string { return Duration(o.All.Wait.P90) }},
 		{"Wait p99", func(o *Outcomes) string { return Duration(o.All.Wait.P99) }},
+		{fmt.Sprintf("Big gangs (%d+ GPUs) finished", BigGangGPUs), func(o *Outcomes) string {
+			return fmt.Sprintf("%d / %d", o.BigGangs.Finished, o.BigGangs.Jobs)
+		}},
+		{"Big gangs' wait mean", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.Mean) }},
+		{"Big gangs' wait p99", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.P99) }},
 		{"Makespan", func(o *Outcomes) string {
 			s := Duration(o.Makespan)
 			if left := o.All.Jobs - o.All.Finished; left > 0 && o.All.Finished > 0 {

@@ -99,6 +99,10 @@ type Summary struct {
 	MeanShare, MeanDeserved, ShareMAD float64
 }
 
+// BigGangGPUs is the size, in GPUs over all its pods, from which a job counts in
+// Outcomes.BigGangs.
+const BigGangGPUs = 32
+
 // Series are a run's time series on a regular grid, for the plots.
 type Series struct {
 	// Times are the grid's times: the midpoints of Samples equal cells from 0 to the run's End,
@@ -125,6 +129,9 @@ type Outcomes struct {
 	// in v1alpha1.DefaultQueue, as Tephra puts them.
 	All    Summary
 	Queues []Summary
+	// BigGangs summarises the jobs of BigGangGPUs GPUs or more: those that need reservations
+	// and lose most to fragmentation, and whose wait backfill must not make worse.
+	BigGangs Summary
 	// JCTs are the finished jobs' completion times, sorted, for the CDF.
 	JCTs []float64
 	// Makespan is the last finished job's end minus the first submit: over finished jobs only,
@@ -207,9 +214,9 @@ func (o Options) Analyze(run Run) Outcomes {
 	for i, q := range queues {
 		index[q.Name] = i
 	}
-	var jct, wait []float64
+	var jct, wait, bigJCT, bigWait []float64
 	perQueue := make([]struct{ jct, wait []float64 }, len(queues))
-	out.All = Summary{}
+	out.All, out.BigGangs = Summary{}, Summary{}
 	out.Queues = make([]Summary, len(queues))
 	for i, q := range queues {
 		out.Queues[i] = Summary{Queue: q.Name, Weight: q.Weight, Guarantee: q.Guarantee}
@@ -228,6 +235,22 @@ func (o Options) Analyze(run Run) Outcomes {
 		q.Jobs++
 		out.All.Jobs++
 		firstSubmit = math.Min(firstSubmit, j.Submit)
+		if j.Replicas*j.GPUs >= BigGangGPUs {
+			big := &out.BigGangs
+			big.Jobs++
+			switch {
+			case !math.IsNaN(j.Ended):
+				big.Finished++
+				bigJCT = append(bigJCT, j.Ended-j.Submit)
+			case len(j.Started) > 0:
+				big.Unfinished++
+			}
+			if len(j.Started) == 0 {
+				big.NeverRan++
+			} else {
+				bigWait = append(bigWait, j.Started[0]-j.Submit)
+			}
+		}
 		switch {
 		case !math.IsNaN(j.Ended):
 			out.All.Finished++
@@ -288,6 +311,7 @@ func (o Options) Analyze(run Run) Outcomes {
 	}
 
 	out.All.JCT, out.All.Wait = StatsOf(jct), StatsOf(wait)
+	out.BigGangs.JCT, out.BigGangs.Wait = StatsOf(bigJCT), StatsOf(bigWait)
 	out.JCTs = slices.Sorted(slices.Values(jct))
 	for i := range out.Queues {
 		out.Queues[i].JCT, out.Queues[i].Wait = StatsOf(perQueue[i].jct), StatsOf(perQueue[i].wait)

@@ -278,3 +278,22 @@ func TestDegenerateRuns(t *testing.T) {
 		}
 	}
 }
+
+// Jobs of BigGangGPUs GPUs or more are summarised apart: their wait is what backfill must not
+// make worse.
+func TestBigGangs(t *testing.T) {
+	run := sequenceRun()
+	big := make([]Pod, 4)
+	for i := range big {
+		big[i] = pod("big", 300, 300, 400)
+	}
+	run.Jobs = append(run.Jobs, gangJob("big", "", 100, 8, []float64{300}, 400, big...), gangJob("waiting", "", 200, 16, nil, never, pod("w-0", never, never, never), pod("w-1", never, never, never)))
+	run.End = 400
+	o := Analyze(run)
+	equal(t, "big gangs", o.BigGangs.Jobs, 2)
+	equal(t, "big gangs finished", o.BigGangs.Finished, 1)
+	equal(t, "big gangs never ran", o.BigGangs.NeverRan, 1)
+	near(t, "big gangs' wait", o.BigGangs.Wait.Mean, 200)
+	near(t, "big gangs' JCT", o.BigGangs.JCT.Mean, 300)
+	equal(t, "all jobs", o.All.Jobs, 4)
+}
