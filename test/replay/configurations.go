@@ -91,7 +91,7 @@ func stockScheduler(o *localcluster.Options, root, dir string) (err error) {
 // Backfill's settings, in trace time: the gangs that reserve nodes, and after how long.
 const (
 	backfillGangGPUs = 32
-	backfillSLA      = 30 * time.Minute
+	backfillSLA      = 10 * time.Minute
 )
 
 func configurationNames() string {

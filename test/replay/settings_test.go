@@ -85,7 +85,7 @@ func TestBackfillStatesEstimatesAndReservesForBigGangs(t *testing.T) {
 	w.backfill(&gang, trace.Job{Duration: 7200, Replicas: 8, MinReplicas: 8, GPUs: 8})
 	w.backfill(&small, trace.Job{Duration: 60, Replicas: 1, MinReplicas: 1, GPUs: 1})
 	assert.Equal(t, int32(51), *gang.Spec.RuntimeEstimateSeconds, "2 h at 144x is 50 s")
-	assert.Equal(t, "12.5s", gang.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation], "30 min at 144x")
+	assert.Equal(t, "4.2s", gang.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation], "10 min at 144x")
 	assert.Equal(t, int32(2), *small.Spec.RuntimeEstimateSeconds, "1 min at 144x is under a second")
 	assert.Empty(t, small.Annotations)
 }
