@@ -4,6 +4,7 @@ import (
 	"context"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,4 +163,33 @@ func TestGroupUsageFollowsTheGroup(t *testing.T) {
 	require.NoError(t, groups.Add(pg))
 	a.ledger.groupAdded("ns/train", a.groupQueue)
 	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.view().allocated["team-a"], "recreated, it is resolved again")
+}
+
+// A pod refused while its queue was unknown comes back when the queue is added, and is admitted
+// then, even if the shared tree's own handler has not yet heard of the queue: each handler of an
+// informer runs on its own (found when pods came before the scheduler's Queue informer had
+// listed the CRD installed after it started; they waited for the 5-minute flush).
+func TestAPodBroughtBackByItsQueueMeetsIt(t *testing.T) {
+	s := newScheduler(t)
+	base, a := s.profile(t, "default-scheduler")
+	h := activations{profileHandle: base, mu: &sync.Mutex{}, pods: map[string]*corev1.Pod{}}
+	q := &Queue{
+		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
+		ledger: a.ledger, accounts: a, synced: func() bool { return true },
+		reclaimer: &reclaimer{executor: preemption.NewExecutor(h, feature.Features{EnableAsyncPreemption: true})},
+	}
+	ctx := context.Background()
+	pod := schedulerPod("plain", "ns", "default-scheduler", 0)
+	pod.Spec.NodeName = ""
+	require.NoError(t, s.informers.Core().V1().Pods().Informer().GetIndexer().Add(pod))
+	status := q.PreEnqueue(ctx, pod)
+	require.NotNil(t, status)
+	require.Contains(t, status.Message(), `queue "default" does not exist`)
+
+	// The informer's store has the queue; only this plugin's handler has run.
+	queue := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultQueue}, Spec: v1alpha1.QueueSpec{Weight: 1}}
+	require.NoError(t, s.tephra.Scheduling().V1alpha1().Queues().Informer().GetIndexer().Add(queue))
+	q.queueAdded(queue)
+	assert.Equal(t, []string{"ns/plain"}, h.activated())
+	assert.Nil(t, q.PreEnqueue(ctx, pod), "the activated pod meets its queue")
 }

@@ -247,6 +247,12 @@ func (q *Queue) queueAdded(obj any) {
 	if !ok || !q.queueRunning.Load() {
 		return
 	}
+	// The tree's own handler on this informer may not have run yet (each handler has its own
+	// goroutine): a pod activated now must not meet the tree without the queue, be refused again
+	// (QueueUnavailable: queue does not exist) and wait for the 5-minute flush. Found when pods
+	// came while the Queue informer still backed off from CRDs installed after the scheduler
+	// started: scheduler_perf's SchedulingBasic under Tephra's profile in CI.
+	q.accounts.shares.invalidateTree()
 	q.activatePending(map[string]bool{queue.Name: true})
 }
 
@@ -274,6 +280,7 @@ func (q *Queue) queueReopened(oldObj, newObj any) {
 	if n := quota.NewTree(all).Get(queue.Name); n != nil {
 		walk(n)
 	}
+	q.accounts.shares.invalidateTree() // as in queueAdded: the pods must meet the queue opened
 	q.activatePending(below)
 }
 
