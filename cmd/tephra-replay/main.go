@@ -24,10 +24,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tephra-dev/tephra/test/localcluster"
 	"github.com/tephra-dev/tephra/test/replay"
@@ -42,6 +45,7 @@ type flags struct {
 	speedup                                      float64
 	stall, maxWall, horizon                      time.Duration
 	publish, fidelity                            bool
+	publishAs                                    string
 
 	generate   string
 	span       time.Duration
@@ -69,6 +73,7 @@ func main() {
 	flag.StringVar(&f.configs, "configs", "C,B0,B1", "the configurations to compare, in the report's order: C (Tephra), Cb (Tephra with runtime estimates and backfill), B0 (the stock scheduler), B1 (upstream's gangs)")
 	flag.StringVar(&f.out, "out", "replay-out", "where the report, plots, per-job CSV, runs.json and the control planes' logs go")
 	flag.BoolVar(&f.publish, "publish", false, "also write the report into docs/replay.md and its plots into docs/replay/")
+	flag.StringVar(&f.publishAs, "publish-as", "", "--publish: the name of the report's section of docs/replay.md (its markers <!-- replay-report:NAME:begin --> and end), its plots and CSV then in docs/replay/NAME/; \"\" for the day's report")
 	flag.BoolVar(&f.fidelity, "fidelity", false, "replay the trace at speedup 1 and at --speedup, and write how far the jobs' completion times moved (fidelity.md)")
 	flag.DurationVar(&f.stall, "stall-timeout", 2*time.Minute, "end a run when, all jobs submitted, no job has worked and nothing progressed for this long (wall clock)")
 	flag.DurationVar(&f.maxWall, "max-wall", 0, "end each run after this long (wall clock) whatever is left; 0: no limit")
@@ -303,8 +308,11 @@ func writeReport(f flags, dir string, saved replay.Saved) error {
 		if err != nil {
 			return err
 		}
+		if problem := publishedNameProblem(f.publishAs); problem != "" {
+			return fmt.Errorf("--publish-as %q: %s", f.publishAs, problem)
+		}
 		docs = filepath.Join(root, "docs")
-		targets = append(targets, filepath.Join(docs, "replay"))
+		targets = append(targets, filepath.Join(docs, "replay", f.publishAs))
 	}
 	for i, target := range targets {
 		if err := os.MkdirAll(target, 0o755); err != nil {
@@ -339,19 +347,20 @@ func writeReport(f flags, dir string, saved replay.Saved) error {
 		}
 		if i > 0 {
 			// Published: into docs/replay.md, whose links are relative to docs/.
+			prefix := path.Join("replay", f.publishAs) + "/"
 			for k, p := range meta.Plots {
-				meta.Plots[k] = "replay/" + p
+				meta.Plots[k] = prefix + p
 			}
-			meta.JobsCSV = "replay/jobs.csv"
+			meta.JobsCSV = prefix + "jobs.csv"
 			var md bytes.Buffer
 			if err := report.WriteMarkdown(&md, outs, meta); err != nil {
 				return err
 			}
-			path := filepath.Join(docs, "replay.md")
-			if err := publishSection(path, md.String()); err != nil {
+			page := filepath.Join(docs, "replay.md")
+			if err := publishSection(page, f.publishAs, md.String()); err != nil {
 				return err
 			}
-			fmt.Printf("published: %s\n", path)
+			fmt.Printf("published: %s\n", page)
 			continue
 		}
 		mdFile, err := os.Create(filepath.Join(target, "report.md"))
@@ -370,20 +379,35 @@ func writeReport(f flags, dir string, saved replay.Saved) error {
 	return nil
 }
 
-// The published report's place in docs/replay.md.
-const (
-	reportBegin = "<!-- replay-report:begin -->"
-	reportEnd   = "<!-- replay-report:end -->"
-)
+// markers are the published report's place in docs/replay.md: the day's report, or the section
+// named by --publish-as.
+func markers(name string) (begin, end string) {
+	if name == "" {
+		return "<!-- replay-report:begin -->", "<!-- replay-report:end -->"
+	}
+	return "<!-- replay-report:" + name + ":begin -->", "<!-- replay-report:" + name + ":end -->"
+}
 
-// publishSection writes a report between docs/replay.md's markers, its headings one level
-// down, so that it sits under the page's own.
-func publishSection(path, md string) error {
+// publishedNameProblem says why a --publish-as name cannot name a section and a directory.
+func publishedNameProblem(name string) string {
+	if name == "" {
+		return ""
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return strings.Join(errs, "; ")
+	}
+	return ""
+}
+
+// publishSection writes a report between the markers of the named section of docs/replay.md,
+// its headings one level down, so that it sits under the page's own.
+func publishSection(path, name, md string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	page := string(data)
+	reportBegin, reportEnd := markers(name)
 	begin, end := strings.Index(page, reportBegin), strings.Index(page, reportEnd)
 	if begin < 0 || end < begin {
 		return fmt.Errorf("%s has no %s ... %s section to publish into", path, reportBegin, reportEnd)
