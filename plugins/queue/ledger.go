@@ -512,6 +512,49 @@ type view struct {
 	allocated, terminating, pending, nominated map[string]quota.Amounts
 }
 
+// pendingFits says whether the queue has a pending workload whose next step fits in room: a pod
+// of its own, or for a gang whose minimum is not placed, the pod's requests times the members its
+// minimum still misses. Gated pods and the groups short of members are no demand (view).
+func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	tried := map[string]bool{} // a group's members are one workload
+	for _, e := range l.pods {
+		if e.queue != queue || e.placed() || e.terminating || e.gated || tried[e.group] {
+			continue
+		}
+		unit := e.requests
+		if e.group != "" {
+			tried[e.group] = true
+			if _, short := l.short[e.group]; short {
+				continue
+			}
+			if l.minMember != nil {
+				if missing := l.minMember(e.group) - l.groupCount[e.group]; missing > 1 {
+					unit = e.requests.Clone()
+					for name, v := range unit {
+						unit[name] = v * int64(missing)
+					}
+				}
+			}
+		}
+		if fitsIn(unit, room, l.total) {
+			return true
+		}
+	}
+	return false
+}
+
+// fitsIn says whether unit fits in room, in every resource the cluster has.
+func fitsIn(unit, room, total quota.Amounts) bool {
+	for name, v := range unit {
+		if v > 0 && total[name] > 0 && v > room[name] {
+			return false
+		}
+	}
+	return true
+}
+
 // view copies the ledger's sums. Its pending leaves out the pods of groups short of their
 // minimum: they cannot run until the rest of their members exist, and counted as demand they
 // would hold shares, and so capacity, idle (the pending of closed queues is left out by the

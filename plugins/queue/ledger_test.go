@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -224,4 +226,38 @@ func TestLedgerFollowsAChangedClaimCharge(t *testing.T) {
 	assert.Empty(t, l.view().pending["team"], "and goes with the last pod")
 	l.refresh(pods[0], resolve)
 	assert.Empty(t, l.view().pending["team"], "a refresh does not bring back a pod the ledger forgot")
+}
+
+// A queue held to its deserved share waits only for queues that could use the room: when each
+// waiting queue's next workload is larger than what its share has left, the workload goes beyond
+// its share rather than leave the cluster idle; with a waiting workload that fits another queue's
+// room, or when reclaiming, the share holds.
+func TestIdleCapacityIsNotHeldForQueuesThatCannotUseIt(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	l.setNode("n", corev1.ResourceList{gpu: resource.MustParse("128")})
+	l.minMember = func(string) int { return 8 }
+	groups := map[string]string{"ns/a": "team-a", "ns/b": "team-b", "ns/c": "team-c"}
+	resolve := func(ns, name string) string { return groups[ns+"/"+name] }
+	for _, team := range []string{"a", "b", "c"} {
+		l.groupAdded("ns/"+team, resolve)
+		for i := range 8 {
+			l.observe(ledgerPod(fmt.Sprintf("%s-%d", team, i), map[string]string{v1alpha1.PodGroupLabel: team}, "", 8), resolve)
+		}
+	}
+	tree := quota.NewTree([]*v1alpha1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}, {ObjectMeta: metav1.ObjectMeta{Name: "team-c"}},
+	})
+	v := l.view()
+	s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
+	require.Equal(t, int64(42), s.deserved["team-a"][gpu], "a third of 128 GPUs each")
+	need := quota.Amounts{gpu: 64}
+
+	assert.Empty(t, s.admit(tree.Get("team-a"), need, nil, false), "every queue waits with a gang of 64 GPUs, more than the 42 its share leaves: team-a's goes")
+	assert.Contains(t, s.admit(tree.Get("team-a"), need, map[string]quota.Amounts{}, false), "QueueOverDeservedShare", "not by reclaim")
+	assert.Contains(t, s.admit(tree.Get("team-a"), need, nil, true), "QueueOverDeservedShare", "not with nominated pods, as reclaim counts")
+
+	l.observe(ledgerPod("small", map[string]string{v1alpha1.QueueLabel: "team-b"}, "", 8), resolve)
+	v = l.view()
+	s = state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
+	assert.Contains(t, s.admit(tree.Get("team-a"), need, nil, false), "QueueOverDeservedShare", "team-b has a pod of 8 GPUs that fits its share: team-a keeps to its own")
 }

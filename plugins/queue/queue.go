@@ -145,6 +145,9 @@ type state struct {
 	tree     *quota.Tree
 	view     view
 	deserved map[string]quota.Amounts
+	// pendingFits says whether a queue has a pending workload that fits in room (ledger), for
+	// the rule that keeps idle capacity from being held for queues that could not use it.
+	pendingFits func(queue string, room quota.Amounts) bool
 }
 
 // snapshot reads the tree and the ledger, computing deserved shares only when either changed
@@ -159,7 +162,7 @@ func (q *Queue) snapshot() state {
 			delete(v.pending, queue)
 		}
 	}
-	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v)}
+	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.ledger.pendingFits}
 }
 
 // snapshotFor is snapshot as the pod sees it: a pod nominated by an earlier preemption does not
@@ -470,10 +473,46 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 			over = append(over, fmt.Sprintf("%s %s of %s deserved", name, quota.Format(name, used[name]+need[name]), quota.Format(name, deserved[name])))
 		}
 	}
-	if len(over) > 0 {
+	if len(over) > 0 && (freed != nil || withNominated || s.othersCouldUse(leaf.Name, need)) {
 		return fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
 	}
 	return ""
+}
+
+// othersCouldUse says whether another queue waits for a resource of need with a workload that
+// fits in what is left of its own deserved share. A queue over its share is held back only for
+// such queues: when each waiting queue's next workload is larger than what its share has left
+// (gangs of 64 GPUs in three queues of 128 GPUs, each deserving 42), holding every queue to its
+// share would leave the cluster idle for good (make replay found it). Then the workload goes,
+// beyond its share; it is placed, never preempted for (reclaim keeps the strict rule, with freed
+// or nominated pods, so that no queue reclaims back what another just took this way).
+func (s state) othersCouldUse(leaf string, need quota.Amounts) bool {
+	if s.pendingFits == nil {
+		return true
+	}
+	for queue, pending := range s.view.pending {
+		if queue == leaf || !asksFor(pending, need) {
+			continue
+		}
+		room := quota.Amounts{}
+		for name, v := range s.deserved[queue] {
+			room[name] = max(v-s.view.allocated[queue][name]-s.view.nominated[queue][name], 0)
+		}
+		if s.pendingFits(queue, room) {
+			return true
+		}
+	}
+	return false
+}
+
+// asksFor says whether pending asks for a resource of need.
+func asksFor(pending, need quota.Amounts) bool {
+	for name, v := range pending {
+		if v > 0 && need[name] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // othersWait says whether another queue has pending pods that ask for a resource of need: only
@@ -481,13 +520,8 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 // even beyond the cluster's total, which the nodes' own filters then refuse.
 func (s state) othersWait(leaf string, need quota.Amounts) bool {
 	for queue, pending := range s.view.pending {
-		if queue == leaf {
-			continue
-		}
-		for name, v := range pending {
-			if v > 0 && need[name] > 0 {
-				return true
-			}
+		if queue != leaf && asksFor(pending, need) {
+			return true
 		}
 	}
 	return false
