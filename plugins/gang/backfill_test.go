@@ -14,10 +14,12 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 )
 
 // backfillFixture: two 2-CPU nodes; a 2-CPU pod of group "train" (estimate 10 minutes, running
@@ -186,4 +188,27 @@ func (g *groupManager) mustGroup(t *testing.T, key groupKey) *v1alpha1.PodGroup 
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	require.NoError(t, err)
 	return pg
+}
+
+// A member its queue turned away in this cycle holds no nodes for its group: the reservation is
+// given back, and made again once the queue admits the group.
+func TestAGroupItsQueueTurnsAwayHoldsNoReservation(t *testing.T) {
+	f, nodes := backfillFixture(t)
+	m0, err := f.pods.ByIndex(podGroupIndex, "ns/big")
+	require.NoError(t, err)
+	member := m0[0].(*corev1.Pod)
+	var infos []fwk.NodeInfo
+	for _, n := range nodes {
+		infos = append(infos, n)
+	}
+	state := framework.NewCycleState()
+	admission.MarkRefused(state, "QueueOverDeservedShare: queue \"team-a\" would use more than its deserved share")
+	_, _ = f.gang.PreFilter(context.Background(), state, member, infos)
+	_, _, held := f.gang.groups.reservedFor("n1")
+	assert.False(t, held, "the nodes are free for the pods its queue waits to admit")
+
+	f.gang.groups.with(groupKey{"ns", "big"}, func(s *groupState) { s.unfit = "" }) // as an event that may let it fit does
+	_, _ = f.gang.PreFilter(context.Background(), framework.NewCycleState(), member, infos)
+	_, _, held = f.gang.groups.reservedFor("n1")
+	assert.True(t, held, "admitted again, the group past its SLA reserves again")
 }

@@ -22,6 +22,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 )
 
@@ -269,6 +270,12 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		assigned = s.domain
 		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
+	if _, refused := admission.Refused(state); refused && reserved != nil && waiting == 0 {
+		// Its queue turned it away in this cycle: no nodes are held for it meanwhile, as they
+		// would keep off the very pods the queue waits to admit. It reserves again once admitted.
+		g.releaseReservation(klog.FromContext(ctx), key)
+		reserved = nil
+	}
 	if waiting > 0 {
 		// An attempt is under way: members wait at Permit for the rest of the minimum, which
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
@@ -320,7 +327,10 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			reservable = reservationDomain(constraint, allowed, need)
 		}
 	}
-	if reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved); reserved != nil {
+	if _, refused := admission.Refused(state); !refused {
+		reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved)
+	}
+	if reserved != nil {
 		nodes = onNodes(nodes, reserved)
 		allowed = onNodes(allowed, reserved)
 	}

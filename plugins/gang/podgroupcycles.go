@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 )
 
 // With kube-scheduler's GenericWorkload feature gate on, the pods of an upstream PodGroup (those
@@ -80,6 +81,13 @@ func (g *groupManager) preFilterInPodGroupCycle(ctx context.Context, state fwk.C
 		groupState = state.GetPodGroupSchedulingCycle()
 	}
 	d, err := readCycle(groupState)
+	if _, refused := admission.Refused(state); refused {
+		// Its queue turned it away: no nodes are held for its group meanwhile (as in preFilter).
+		if key, ok := groupOf(pod); ok {
+			g.releaseReservation(klog.FromContext(ctx), key)
+		}
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	if err != nil {
 		d = g.decideInPodGroupCycle(ctx, pod, nodes)
 		if groupState != nil {

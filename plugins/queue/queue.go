@@ -36,6 +36,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
@@ -388,6 +389,7 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 		freed = *f // PodGroupPostFilter places the pod's group without its victims
 	}
 	if msg := s.admit(leaf, need, freed, false); msg != "" {
+		admission.MarkRefused(cs, msg)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return nil, nil
