@@ -93,12 +93,16 @@ var (
 // New builds the plugin and fills its ledger from the informers before the first cycle. The
 // pods of the profile's scheduler name count in the queues from now on; the ledger is shared with
 // the scheduler's other profiles that enable TephraQueue (accounts).
-func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
 	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
 		return nil, err
 	}
-	a, err := accountsFor(handle, factory)
+	a, err := accountsFor(handle, factory, args.UsageHalfLife.Duration)
 	if err != nil {
 		return nil, err
 	}
