@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -64,4 +65,13 @@ func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 	shares = without.deserved(without.currentTree(), v)
 	assert.Equal(t, map[corev1.ResourceName]int64{gpu: 5}, map[corev1.ResourceName]int64(shares["a"]), "history off: by weight")
 	assert.Equal(t, int64(5), shares["b"][gpu])
+}
+
+func TestDeservedRose(t *testing.T) {
+	list := func(gpus string) corev1.ResourceList { return corev1.ResourceList{gpu: resource.MustParse(gpus)} }
+	assert.True(t, deservedRose(list("7"), list("12")))
+	assert.True(t, deservedRose(nil, list("1")), "a share where there was none")
+	assert.False(t, deservedRose(list("12"), list("7")))
+	assert.False(t, deservedRose(list("7"), list("7")))
+	assert.False(t, deservedRose(list("7"), nil), "no share left")
 }
