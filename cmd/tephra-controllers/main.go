@@ -33,6 +33,7 @@ func main() {
 		metricsAddr, probeAddr, leaderElectionNamespace, schedulerNames string
 		leaderElect, metricsSecure, showVersion                         bool
 		defaultReadyTimeout                                             time.Duration
+		usageHalfLife                                                   time.Duration
 		qps                                                             float64
 		burst                                                           int
 		webhooks                                                        webhookFlags
@@ -46,6 +47,7 @@ func main() {
 	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
 	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
 	flag.DurationVar(&defaultReadyTimeout, "default-ready-timeout", 0, "ready timeout of PodGroups that set no spec.readyTimeoutSeconds: a group whose minimum is not bound and Running this long after its first pod was bound has its bound pods evicted and is placed again after a backoff (0: none)")
+	flag.DurationVar(&usageHalfLife, "usage-half-life", 168*time.Hour, "half-life of the usage each queue accrues in status.usage, which lowers its deserved share against siblings that used less (fair share over time); must equal the scheduler's TephraQueue usageHalfLife; 0 turns history off and removes status.usage")
 	flag.StringVar(&webhooks.bindAddress, "webhook-bind-address", ":9443", "address of the admission webhooks' HTTPS server")
 	flag.StringVar(&webhooks.configuration, "webhook-configuration", "tephra-controllers", "the ValidatingWebhookConfiguration whose webhooks this process serves: it keeps their caBundle, and a certificate valid for the hosts they call; empty serves no webhook")
 	flag.StringVar(&webhooks.secret, "webhook-cert-secret", "tephra-controllers-webhook-tls", "Secret, in the controllers' namespace, holding the webhooks' CA and serving certificate (created and renewed by the controllers)")
@@ -101,12 +103,16 @@ func main() {
 		log.Error(err, "cannot create the controller manager")
 		os.Exit(1)
 	}
+	if usageHalfLife < 0 {
+		log.Error(fmt.Errorf("%s is negative", usageHalfLife), "invalid --usage-half-life")
+		os.Exit(1)
+	}
 	names, err := parseSchedulerNames(schedulerNames)
 	if err != nil {
 		log.Error(err, "invalid --scheduler-names")
 		os.Exit(1)
 	}
-	if err := setup.Controllers(mgr, setup.Options{SchedulerNames: names, DefaultReadyTimeout: defaultReadyTimeout}); err != nil {
+	if err := setup.Controllers(mgr, setup.Options{SchedulerNames: names, DefaultReadyTimeout: defaultReadyTimeout, UsageHalfLife: usageHalfLife}); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
 	}

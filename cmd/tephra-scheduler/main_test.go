@@ -75,6 +75,16 @@ func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known
 			}
 		}
 		assert.True(t, parsed, "the profile configures %s", gang.Name)
+		parsed = false
+		for _, pc := range profile.PluginConfig {
+			if pc.Name == queue.Name {
+				args, err := queue.ParseArgs(pc.Args)
+				require.NoError(t, err)
+				assert.Equal(t, queue.DefaultUsageHalfLife, args.UsageHalfLife.Duration, "tephra-controllers' --usage-half-life is the same")
+				parsed = true
+			}
+		}
+		assert.True(t, parsed, "the profile configures %s", queue.Name)
 		for _, pc := range profile.PluginConfig {
 			if pc.Name == numa.Name {
 				args, err := numa.ParseArgs(pc.Args)

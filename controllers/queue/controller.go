@@ -59,6 +59,12 @@ type Reconciler struct {
 	// tephra-scheduler that enable TephraQueue (default: tephra-scheduler alone; "default-scheduler"
 	// too when Tephra replaces the default scheduler). See schedulingv1alpha1.CountsInQueues.
 	SchedulerNames []string
+	// UsageHalfLife is the half-life of the usage each queue accrues in status.usage, which
+	// deserved shares weigh against (fair share over time); 0 turns history off and removes
+	// status.usage. It must be the scheduler's TephraQueue usageHalfLife, or the two disagree.
+	UsageHalfLife time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 
 	// devices are the devices the cluster's ResourceSlices offer, per DeviceClass; nil while
 	// resource.k8s.io/v1 is not served (devices are not counted then).
@@ -116,7 +122,11 @@ func (h batchingHandler) Generic(_ context.Context, _ event.GenericEvent, q work
 
 // Reconcile recomputes every queue's status and writes those that changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	acct, queues, err := accountFrom(ctx, r.Client, r.SchedulerNames, true, r.devices.Load(), &r.requests)
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	acct, queues, err := accountFrom(ctx, r.Client, r.SchedulerNames, true, r.devices.Load(), &r.requests, History{HalfLife: r.UsageHalfLife, Now: now()})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -142,6 +152,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if len(errs) > 0 {
 		return ctrl.Result{}, errs[0]
 	}
+	if r.UsageHalfLife > 0 {
+		// Usage grows (and decays) without any event: come back to write it.
+		return ctrl.Result{RequeueAfter: UsageRefresh(r.UsageHalfLife)}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -163,11 +177,12 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 // charged their ResourceClaims' devices too (read through reader), and the inventory's devices
 // add to the cluster's total; nil counts no devices.
 func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory) (*Accounting, []*schedulingv1alpha1.Queue, error) {
-	return accountFrom(ctx, reader, schedulerNames, withNodes, inventory, nil)
+	return accountFrom(ctx, reader, schedulerNames, withNodes, inventory, nil, History{})
 }
 
-// accountFrom is AccountFrom, with the pods' requests kept in memo between recounts (nil: none).
-func accountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory, memo *requestsMemo) (*Accounting, []*schedulingv1alpha1.Queue, error) {
+// accountFrom is AccountFrom, with the pods' requests kept in memo between recounts (nil: none),
+// and usage accrued with history.
+func accountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory, memo *requestsMemo, history History) (*Accounting, []*schedulingv1alpha1.Queue, error) {
 	var queues schedulingv1alpha1.QueueList
 	if err := reader.List(ctx, &queues); err != nil {
 		return nil, nil, err
@@ -201,7 +216,7 @@ func accountFrom(ctx context.Context, reader client.Reader, schedulerNames []str
 	for i := range queues.Items {
 		ptrs[i] = &queues.Items[i]
 	}
-	return account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames, devices, memo), ptrs, nil
+	return account(ptrs, pods.Items, nodes.Items, groups.Items, schedulerNames, devices, memo, history), ptrs, nil
 }
 
 // Accounting is every queue's usage and share, computed from the cluster's objects with the
@@ -212,6 +227,8 @@ type Accounting struct {
 	Allocated map[string]quota.Amounts // by queue, subtrees summed
 	Pending   map[string]quota.Amounts // by leaf queue
 	Deserved  map[string]quota.Amounts
+	// Usage is each queue's status.usage (nil when history is off).
+	Usage map[string]*schedulingv1alpha1.QueueUsage
 	// Workloads counts pod groups (and pods without a group) by queue and state.
 	Workloads      map[string]*WorkloadCounts
 	overGuaranteed map[string]string
@@ -224,13 +241,19 @@ type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
 // count, and pods of other schedulers that name a queue or group (CountsInQueues). A pod is
 // charged its requests and, with devices (nil: none counted), its ResourceClaims' devices as the
 // scheduler charges them (quota.ChargeDevices); the cluster's total is the nodes' allocatable
-// and the devices' Total.
+// and the devices' Total. Usage history is off: AccountWithHistory accrues it.
 func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices) *Accounting {
-	return account(queues, pods, nodes, groups, schedulerNames, devices, nil)
+	return account(queues, pods, nodes, groups, schedulerNames, devices, nil, History{})
+}
+
+// AccountWithHistory is Account, with each queue's usage accrued from its status.usage and
+// weighed in the deserved shares.
+func AccountWithHistory(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
+	return account(queues, pods, nodes, groups, schedulerNames, devices, nil, history)
 }
 
 // account is Account, with the pods' requests kept in memo between recounts (nil: none).
-func account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, memo *requestsMemo) *Accounting {
+func account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, memo *requestsMemo, history History) *Accounting {
 	defer memo.forgetUnseen()
 	a := &Accounting{
 		Tree:      quota.NewTree(queues),
@@ -343,7 +366,6 @@ func account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 	for queue, v := range demandPending {
 		add(demand, queue, v)
 	}
-	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)
 	for _, n := range a.Tree.Nodes() {
 		for _, anc := range n.Ancestry() {
 			if n.Leaf() {
@@ -351,6 +373,8 @@ func account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []core
 			}
 		}
 	}
+	a.useHistory(queues, history)
+	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)
 	// Parents count their children's workloads.
 	for _, n := range a.Tree.Nodes() {
 		if !n.Leaf() {
@@ -431,6 +455,7 @@ func (a *Accounting) Status(q *schedulingv1alpha1.Queue) schedulingv1alpha1.Queu
 	if c := a.Workloads[q.Name]; c != nil {
 		status.Pending, status.Inqueue, status.Running = c.Pending, c.Inqueue, c.Running
 	}
+	status.Usage = a.Usage[q.Name]
 	return status
 }
 

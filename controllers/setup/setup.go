@@ -44,6 +44,9 @@ type Options struct {
 	SchedulerNames []string
 	// DefaultReadyTimeout is the ready timeout of PodGroups that set none (0: none).
 	DefaultReadyTimeout time.Duration
+	// UsageHalfLife is the half-life of the queues' usage history (0: off); see
+	// queue.Reconciler.UsageHalfLife.
+	UsageHalfLife time.Duration
 }
 
 // Controllers registers every Tephra controller with the manager (the webhooks aside).
@@ -51,7 +54,7 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(queue.DefaultQueues{Client: mgr.GetClient()}); err != nil {
 		return err
 	}
-	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName), SchedulerNames: opts.SchedulerNames}
+	queues := &queue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(queue.ControllerName), SchedulerNames: opts.SchedulerNames, UsageHalfLife: opts.UsageHalfLife}
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("queue controller: %w", err)
 	}

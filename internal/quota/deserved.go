@@ -18,6 +18,8 @@ import (
 //   - when the guarantees themselves do not fit, they are scaled down in proportion.
 //
 // So a guarantee is a floor, not an addition, and idle capacity goes to those who ask for it.
+// With usage history (Node.Usage, history.go), a child's weight is multiplied by a factor that
+// falls with its share of its siblings' usage of the resource; without any, shares are by weight.
 // Shares are whole units (millicores for CPU), rounded down, so children never sum above their
 // parent.
 func Deserved(t *Tree, total Amounts, demand map[string]Amounts) map[string]Amounts {
@@ -43,8 +45,12 @@ func Deserved(t *Tree, total Amounts, demand map[string]Amounts) map[string]Amou
 		}
 		for _, name := range out[n.Name].Names() {
 			children := make([]claim, len(n.Children))
+			factors := historyFactors(n.Children, name)
 			for i, c := range n.Children {
 				children[i] = claimOf(c, name, subtree[c.Name][name])
+				if factors != nil {
+					children[i].weight *= factors[i]
+				}
 			}
 			for i, v := range waterFill(float64(out[n.Name][name]), children) {
 				shares[i][name] = v

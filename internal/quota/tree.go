@@ -24,6 +24,13 @@ type Node struct {
 	// Guarantee and Capability are the queue's floor and hard limit; nil when unset.
 	Guarantee, Capability Amounts
 	Open, Reclaimable     bool
+	// Usage is the queue's decayed usage, which lowers its weight against its siblings' when
+	// Deserved divides their parent's share (history.go); nil when history is off or the queue
+	// has none. NewTree leaves it nil: UseHistory sets it from Queue status, the Queue
+	// controller from what it accrues.
+	Usage Usage
+	// statusUsage is the Queue's status.usage, for UseHistory.
+	statusUsage *v1alpha1.QueueUsage
 	// namespaces selects the namespaces that may submit to the queue (nil: all); selectorText
 	// is spec.namespaceSelector as users wrote it, for messages, and selectorProblem why it
 	// could not be read (then the queue admits no namespace).
@@ -153,6 +160,7 @@ func newNode(q *v1alpha1.Queue, name string) *Node {
 	if len(q.Spec.Capability) > 0 {
 		n.Capability = FromList(q.Spec.Capability)
 	}
+	n.statusUsage = q.Status.Usage
 	n.Open = q.Spec.State != v1alpha1.QueueClosed
 	n.Reclaimable = q.Spec.Reclaimable == nil || *q.Spec.Reclaimable
 	if sel := q.Spec.NamespaceSelector; sel != nil {

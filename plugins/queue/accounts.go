@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,6 +43,11 @@ type accounts struct {
 // once per ledger version and tree.
 type shareCache struct {
 	queues schedulinglisters.QueueLister
+	// halfLife is the half-life of usage history (0: off). The tree reads each queue's usage
+	// from Queue status when it is built, decayed to then; usage changes only when the Queue
+	// controller writes status, which rebuilds the tree, so shares stay fixed in between and
+	// within a scheduling cycle.
+	halfLife time.Duration
 
 	mu            sync.Mutex
 	tree          *quota.Tree
@@ -63,6 +70,7 @@ func (c *shareCache) currentTree() *quota.Tree {
 	if c.treeStale || c.tree == nil {
 		queues, _ := c.queues.List(labels.Everything())
 		c.tree = quota.NewTree(queues)
+		c.tree.UseHistory(c.halfLife, time.Now())
 		c.treeStale = false
 	}
 	return c.tree
@@ -88,29 +96,32 @@ var (
 )
 
 // accountsFor returns the scheduler's shared accounts, made and fed by the informers on the
-// first call, and counts the pods of the calling profile in the queues from now on.
-func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
+// first call, and counts the pods of the calling profile in the queues from now on. Every
+// profile must give the same usage half-life: they share one set of deserved shares.
+func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactory, halfLife time.Duration) (*accounts, error) {
 	accountsMu.Lock()
 	defer accountsMu.Unlock()
 	a, ok := sharedAccounts[handle.KubeConfig()]
 	if !ok {
 		var err error
-		if a, err = newAccounts(handle, factory); err != nil {
+		if a, err = newAccounts(handle, factory, halfLife); err != nil {
 			return nil, err
 		}
 		sharedAccounts[handle.KubeConfig()] = a
+	} else if a.shares.halfLife != halfLife {
+		return nil, fmt.Errorf("%s args: usageHalfLife %s differs from another profile's %s: the profiles share one set of queue shares", Name, halfLife, a.shares.halfLife)
 	}
 	a.serve(handle.ProfileName())
 	return a, nil
 }
 
-func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
+func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory, halfLife time.Duration) (*accounts, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	a := &accounts{
 		ledger:    newLedger(),
 		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
 		pods:      podInformer.GetIndexer(),
-		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
+		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true, halfLife: halfLife},
 	}
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.shares.invalidateTree() },

@@ -94,12 +94,16 @@ var (
 // New builds the plugin and fills its ledger from the informers before the first cycle. The
 // pods of the profile's scheduler name count in the queues from now on; the ledger is shared with
 // the scheduler's other profiles that enable TephraQueue (accounts).
-func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
 	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
 		return nil, err
 	}
-	a, err := accountsFor(handle, factory)
+	a, err := accountsFor(handle, factory, args.UsageHalfLife.Duration)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +120,7 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 	}
-	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueReopened}); err != nil {
+	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
@@ -260,7 +264,52 @@ func (q *Queue) queueAdded(obj any) {
 	q.activatePending(map[string]bool{queue.Name: true})
 }
 
-// queueReopened does the same for a queue opened or moved, and every queue below it: closing
+// queueUpdated brings back the pending pods a Queue change may let run: see queueReopened and
+// queueShareRose.
+func (q *Queue) queueUpdated(oldObj, newObj any) {
+	q.queueReopened(oldObj, newObj)
+	q.queueShareRose(oldObj, newObj)
+}
+
+// queueShareRose brings back the pending pods of a queue whose deserved share, as the Queue
+// controller reports it, rose, and of every queue below it. With usage history, shares move with
+// time alone, without the pod and node events that bring pods back otherwise: a pod that found
+// no room, and no victim while its queue was at its share, was turned away by a Filter plugin
+// such as NodeResourcesFit, whose events are only those of pods and nodes (a PostFilter that
+// finds no victim does not count among the plugins a pod waits for), so it would wait until the
+// scheduler's periodic flush of the unschedulable pods. The controller computes the scheduler's
+// shares from the same status, so its Deserved rising is when this scheduler's did.
+func (q *Queue) queueShareRose(oldObj, newObj any) {
+	old, ok := oldObj.(*v1alpha1.Queue)
+	queue, ok2 := newObj.(*v1alpha1.Queue)
+	if !ok || !ok2 || !q.queueRunning.Load() || !deservedRose(old.Status.Deserved, queue.Status.Deserved) {
+		return
+	}
+	below := map[string]bool{}
+	var walk func(*quota.Node)
+	walk = func(n *quota.Node) {
+		below[n.Name] = true
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	if n := q.currentTree().Get(queue.Name); n != nil {
+		walk(n)
+	}
+	q.activatePending(below)
+}
+
+// deservedRose says whether after is more than before in some resource.
+func deservedRose(before, after corev1.ResourceList) bool {
+	for name, v := range after {
+		if old, ok := before[name]; !ok || v.Cmp(old) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// queueReopened does what queueAdded does for a queue opened or moved, and every queue below it: closing
 // and opening a parent closes and opens its whole subtree (quota.Node.ClosedBy).
 func (q *Queue) queueReopened(oldObj, newObj any) {
 	old, ok := oldObj.(*v1alpha1.Queue)

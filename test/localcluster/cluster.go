@@ -60,6 +60,13 @@ type Options struct {
 	// of the one in its Deployment's ConfigMap. Its clientConnection.kubeconfig is pointed at the
 	// scheduler's service account either way.
 	SchedulerConfig string
+	// UsageHalfLife, if set, is the half-life of the queues' usage history (fair share over
+	// time) that both components run with instead of the shipped one, as a Go duration ("0s":
+	// off): tephra-controllers gets --usage-half-life after its Deployment's arguments, and the
+	// TephraQueue args of every profile in the scheduler's configuration get usageHalfLife, as
+	// the chart's fairShare.usageHalfLife sets both. SetUsageHalfLife changes it for the next
+	// start of each.
+	UsageHalfLife string
 	// SchedulerVerbosity overrides the scheduler's --v from its Deployment (TEPHRA_SCHEDULER_V
 	// sets it too).
 	SchedulerVerbosity int
@@ -123,8 +130,10 @@ type Cluster struct {
 	procs map[string]*process
 
 	supervisor *supervisor // with Options.RestartTephraOnExit
-	proxyMu    sync.Mutex
-	proxy      *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started
+	// usageMu guards opts.UsageHalfLife, which SetUsageHalfLife changes while the cluster runs.
+	usageMu sync.Mutex
+	proxyMu sync.Mutex
+	proxy   *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started
 }
 
 // Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,

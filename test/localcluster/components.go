@@ -160,6 +160,9 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 			// In a pod, controller-runtime reads its namespace from the service account mount.
 			"--leader-election-namespace="+d.Namespace,
 		)
+		if h := c.usageHalfLife(); h != "" {
+			args = append(args, "--usage-half-life="+h)
+		}
 		// In a pod, the in-cluster config.
 		return c.bins.Controllers, args, append(env, "KUBECONFIG="+kubeconfig), nil
 	}
@@ -269,6 +272,11 @@ func (c *Cluster) pointSchedulerConfig(args []string, kubeconfig string) error {
 	if err := yaml.Unmarshal(data, &config); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
+	if h := c.usageHalfLife(); h != "" {
+		if err := setUsageHalfLife(config, h); err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+	}
 	connection, _ := config["clientConnection"].(map[string]any)
 	if connection == nil {
 		connection = map[string]any{}
@@ -280,6 +288,49 @@ func (c *Cluster) pointSchedulerConfig(args []string, kubeconfig string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+// SetUsageHalfLife changes Options.UsageHalfLife: tephra-scheduler and tephra-controllers run
+// with it from their next start (RestartComponent), e.g. for a test of usage history in a
+// package whose other tests run without it.
+func (c *Cluster) SetUsageHalfLife(halfLife string) {
+	c.usageMu.Lock()
+	defer c.usageMu.Unlock()
+	c.opts.UsageHalfLife = halfLife
+}
+
+func (c *Cluster) usageHalfLife() string {
+	c.usageMu.Lock()
+	defer c.usageMu.Unlock()
+	return c.opts.UsageHalfLife
+}
+
+// setUsageHalfLife sets usageHalfLife in the TephraQueue args of every profile of a scheduler
+// configuration; a configuration with none has nothing to set it in, which is an error.
+func setUsageHalfLife(config map[string]any, halfLife string) error {
+	set := 0
+	profiles, _ := config["profiles"].([]any)
+	for _, p := range profiles {
+		profile, _ := p.(map[string]any)
+		pluginConfig, _ := profile["pluginConfig"].([]any)
+		for _, pc := range pluginConfig {
+			entry, _ := pc.(map[string]any)
+			if entry["name"] != "TephraQueue" {
+				continue
+			}
+			args, _ := entry["args"].(map[string]any)
+			if args == nil {
+				args = map[string]any{}
+			}
+			args["usageHalfLife"] = halfLife
+			entry["args"] = args
+			set++
+		}
+	}
+	if set == 0 {
+		return fmt.Errorf("no profile configures TephraQueue's args, to set usageHalfLife %s in", halfLife)
+	}
+	return nil
 }
 
 // RBACDenials returns the lines of Tephra's component logs in which the apiserver refused them

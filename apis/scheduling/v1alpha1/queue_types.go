@@ -90,11 +90,30 @@ type QueueStatus struct {
 	// Running counts pod groups with their minimum running.
 	// +optional
 	Running int32 `json:"running,omitempty"`
+	// Usage is the queue's allocation accrued over time, decayed by a half-life: the history
+	// that fair share over time weighs against (docs/queues.md, "Fair share over time"). Unset
+	// when history is off (tephra-controllers --usage-half-life=0).
+	// +optional
+	Usage *QueueUsage `json:"usage,omitempty"`
 	// Conditions of the queue, such as guarantees that do not fit in the parent.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// QueueUsage is a queue's decayed usage: over an interval dt at allocation a, each resource's
+// usage U becomes U*2^(-dt/h) + a*(h/ln 2)*(1 - 2^(-dt/h)). A queue allocated a for good tends
+// to a*h/ln 2, so U*ln 2/h reads as the queue's average allocation over the recent half-lives.
+type QueueUsage struct {
+	// ResourceSeconds is the decayed usage per resource in resource-seconds: CPU in
+	// core-seconds, memory in byte-seconds, devices in device-seconds.
+	// +optional
+	ResourceSeconds corev1.ResourceList `json:"resourceSeconds,omitempty"`
+	// HalfLife is the half-life the usage was accrued with.
+	HalfLife metav1.Duration `json:"halfLife"`
+	// Time is when the usage was measured; readers decay it to their own time.
+	Time metav1.Time `json:"time"`
 }
 
 // Queue is a node of the tree that divides the cluster between teams: a guarantee it always

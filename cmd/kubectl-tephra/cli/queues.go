@@ -30,6 +30,8 @@ type queueRow struct {
 	// is the queue at its deserved share, above 1 over it. Absent when it uses nothing.
 	Share         *float64 `json:"share,omitempty"`
 	ShareResource string   `json:"shareResource,omitempty"`
+	// Usage is the queue's usage history, as its status has it (absent when history is off).
+	Usage *schedulingv1alpha1.QueueUsage `json:"usage,omitempty"`
 	// Pending, Inqueue and Running count workloads (groups, and pods without one).
 	Pending     int32  `json:"pending"`
 	Inqueue     int32  `json:"inqueue"`
@@ -47,6 +49,9 @@ func newQueuesCommand(o *Options) *cobra.Command {
 		Long: `Shows every queue in its tree, parents before children: its weight, guarantee and
 capability, what it has allocated and deserves now, and a bar of allocated over deserved in the
 resource where that is highest (past ] the queue is over its share: others may reclaim from it).
+USAGE is the queue's usage history in the resource where it is the largest part of the cluster's,
+as the average allocation it amounts to over recent half-lives ("-": history is off); a queue that
+used more than its weight's share of its siblings' usage deserves less, one that used less more.
 PENDING and RUNNING count workloads: pod groups, and pods without one. Devices of Dynamic
 Resource Allocation show as their DeviceClass and what is counted ("gpu.example.com devices");
 -o json and -o yaml give their resource names ("gpu.example.com.deviceclass.resource.k8s.io/devices").`,
@@ -124,6 +129,7 @@ func newQueueRow(q *schedulingv1alpha1.Queue, name string, depth int) queueRow {
 	}
 	row.Guarantee, row.Capability = q.Spec.Guarantee, q.Spec.Capability
 	row.Allocated, row.Deserved = q.Status.Allocated, q.Status.Deserved
+	row.Usage = q.Status.Usage
 	row.Pending, row.Inqueue, row.Running = q.Status.Pending, q.Status.Inqueue, q.Status.Running
 	row.Reclaimable = q.Spec.Reclaimable == nil || *q.Spec.Reclaimable
 	if q.Spec.NamespaceSelector != nil {
@@ -185,7 +191,13 @@ func describeList(l corev1.ResourceList) string {
 }
 
 func printQueues(o *Options, rows []queueRow, wide bool) error {
-	header := []string{"QUEUE", "STATE", "WEIGHT", "GUARANTEE", "CAPABILITY", "ALLOCATED", "DESERVED", "SHARE", "PENDING", "RUNNING"}
+	header := []string{"QUEUE", "STATE", "WEIGHT", "GUARANTEE", "CAPABILITY", "ALLOCATED", "DESERVED", "SHARE", "USAGE", "PENDING", "RUNNING"}
+	var rootUsage *schedulingv1alpha1.QueueUsage
+	for _, r := range rows {
+		if r.Name == schedulingv1alpha1.RootQueue {
+			rootUsage = r.Usage
+		}
+	}
 	if wide {
 		header = append(header, "INQUEUE", "RECLAIMABLE", "NAMESPACES")
 	}
@@ -198,7 +210,7 @@ func printQueues(o *Options, rows []queueRow, wide bool) error {
 		}
 		cells := []string{name, state, strconv.FormatInt(r.Weight, 10), describeList(r.Guarantee), describeList(r.Capability),
 			describeAmounts(quota.FromList(r.Allocated)), describeAmounts(quota.FromList(r.Deserved)), shareBar(r.Share, resourceLabel(corev1.ResourceName(r.ShareResource))),
-			strconv.Itoa(int(r.Pending)), strconv.Itoa(int(r.Running))}
+			usageCell(r.Usage, rootUsage), strconv.Itoa(int(r.Pending)), strconv.Itoa(int(r.Running))}
 		if wide {
 			namespaces := r.Namespaces
 			if namespaces == "" {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -392,6 +393,9 @@ func (o *Options) addQueueFacts(v *verdict, ns, queue string) error {
 		}
 		fact += fmt.Sprintf("; workloads: %d pending, %d running", q.Status.Pending+q.Status.Inqueue, q.Status.Running)
 		v.Details = append(v.Details, fact)
+		if note := historyNote(tree, q, time.Now()); note != "" {
+			v.Details = append(v.Details, "queue "+queue+": "+note)
+		}
 	}
 	return nil
 }

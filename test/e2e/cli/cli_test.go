@@ -29,8 +29,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files from what the commands print")
 
+// TestMain runs the package without usage history: with it, the shares the commands print, and
+// their USAGE and history notes, would depend on how long each test's pods ran.
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
+	os.Exit(framework.Main(m, localcluster.Options{UsageHalfLife: "0s"}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))
 }

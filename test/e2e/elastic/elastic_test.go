@@ -29,8 +29,11 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
+// TestMain runs the package without usage history: its reclaim tests let one queue run alone
+// before another asks and count the evictions that instant shares by weight call for (history
+// would give the newcomer more).
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
+	os.Exit(framework.Main(m, localcluster.Options{UsageHalfLife: "0s"}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))
 }

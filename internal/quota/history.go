@@ -1,0 +1,187 @@
+package quota
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// Fair share over time (docs/queues.md): a queue's history of use lowers its weight against its
+// siblings', as Slurm's fair-share factor and Kueue's admission fair sharing do.
+//
+// Usage. Each queue accrues its allocation as decayed resource-seconds, per resource: over an
+// interval dt at allocation a, with half-life h,
+//
+//	U <- U*2^(-dt/h) + a*(h/ln 2)*(1 - 2^(-dt/h))
+//
+// which is the integral of a*2^(-age/h) over the interval: what was used one half-life ago counts
+// half. A queue allocated a for good tends to a*h/ln 2, so U*ln 2/h reads as its average
+// allocation (AverageOf).
+//
+// Factor. When a parent's share of resource r is divided among its children, each child's
+// weight w becomes w*2^(-u/s), where u is the child's share of its siblings' usage of r (the
+// child's usage over the sum of every sibling's, itself included; 0 when that sum is 0) and s is
+// its share of their weights (w over the sum of the siblings' weights). A queue whose usage share
+// equals its weight share has the factor 1/2, whatever its weight: when every queue's does, the
+// shares are by weight, so in the long run each queue's share of what is contended converges to
+// its weight. A queue that used less than its weight share meanwhile gets more, one that used
+// more gets less. Guarantees and capabilities still bound the water-filling (claimOf): history
+// moves only what weights divide.
+
+// minUsageFactor bounds the factor from below: a queue that used everything while its weight
+// share is tiny would get a factor that rounds to zero, and water-filling divides by weights.
+// 2^-20 leaves such a queue a millionth of its weight, which is nothing at any real cluster size.
+const minUsageFactor = 1.0 / (1 << 20)
+
+// UsageFactor is the factor by which history multiplies a queue's weight: 2^(-u/s), where
+// usageShare is u and weightShare is s (see the comment above). 1 when usageShare is 0.
+func UsageFactor(usageShare, weightShare float64) float64 {
+	if usageShare <= 0 || weightShare <= 0 {
+		return 1
+	}
+	return math.Max(math.Exp2(-usageShare/weightShare), minUsageFactor)
+}
+
+// Usage is a queue's decayed usage per resource, in resource-seconds (CPU in core-seconds,
+// memory in byte-seconds, devices in device-seconds): the units of Queue status.usage.
+type Usage map[corev1.ResourceName]float64
+
+// Decay returns what u is worth elapsed later under half-life halfLife.
+func (u Usage) Decay(elapsed, halfLife time.Duration) Usage {
+	if u == nil {
+		return nil
+	}
+	f := decay(elapsed, halfLife)
+	out := make(Usage, len(u))
+	for name, v := range u {
+		out[name] = v * f
+	}
+	return out
+}
+
+// Accrue returns u decayed over elapsed plus allocation accrued over the same interval.
+func (u Usage) Accrue(allocated Amounts, elapsed, halfLife time.Duration) Usage {
+	out := u.Decay(elapsed, halfLife)
+	if out == nil {
+		out = Usage{}
+	}
+	// The integral of a*2^(-age/h) over the interval: a*(h/ln 2)*(1 - 2^(-dt/h)).
+	accrued := halfLife.Seconds() / math.Ln2 * (1 - decay(elapsed, halfLife))
+	for name, v := range allocated {
+		if v > 0 {
+			out[name] += perSecondUnit(name, v) * accrued
+		}
+	}
+	return out
+}
+
+// AverageOf reads decayed usage as the average allocation it amounts to, in Amounts' units
+// (millicores for CPU): U*ln 2/h, what a queue allocated that much for good would have accrued.
+func AverageOf(u Usage, halfLife time.Duration) Amounts {
+	out := Amounts{}
+	if halfLife <= 0 {
+		return out
+	}
+	for name, v := range u {
+		per := v * math.Ln2 / halfLife.Seconds()
+		if name == corev1.ResourceCPU {
+			per *= 1000
+		}
+		out[name] = int64(math.Round(per))
+	}
+	return out
+}
+
+// decay is 2^(-elapsed/halfLife); 1 for no time (or time that ran backwards between two
+// machines' clocks: usage is never grown by decay).
+func decay(elapsed, halfLife time.Duration) float64 {
+	if elapsed <= 0 || halfLife <= 0 {
+		return 1
+	}
+	return math.Exp2(-elapsed.Seconds() / halfLife.Seconds())
+}
+
+// perSecondUnit is an amount in the unit its usage accrues in: cores for CPU (Amounts count
+// millicores), the amount itself otherwise.
+func perSecondUnit(name corev1.ResourceName, v int64) float64 {
+	if name == corev1.ResourceCPU {
+		return float64(v) / 1000
+	}
+	return float64(v)
+}
+
+// UsageFromStatus reads a Queue's status.usage (nil when it has none).
+func UsageFromStatus(s *v1alpha1.QueueUsage) Usage {
+	if s == nil {
+		return nil
+	}
+	out := make(Usage, len(s.ResourceSeconds))
+	for name, q := range s.ResourceSeconds {
+		out[name] = q.AsApproximateFloat64()
+	}
+	return out
+}
+
+// UsageStatus writes usage as a Queue's status.usage, measured at now with halfLife. Memory in
+// byte-seconds exceeds int64 in a week on a large cluster (1 PiB for 10^4 s), so quantities are
+// parsed from decimals, which resource.Quantity holds at any size, rather than built from
+// integers. Three decimals are kept, and none above a million: the significant digits of a
+// float64 are used up by then.
+func UsageStatus(usage Usage, halfLife time.Duration, now time.Time) *v1alpha1.QueueUsage {
+	out := &v1alpha1.QueueUsage{HalfLife: metav1.Duration{Duration: halfLife}, Time: metav1.NewTime(now)}
+	for name, v := range usage {
+		if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		decimals := 3
+		if v >= 1e6 {
+			decimals = 0
+		}
+		q, err := resource.ParseQuantity(strconv.FormatFloat(v, 'f', decimals, 64))
+		if err != nil || q.IsZero() {
+			continue
+		}
+		if out.ResourceSeconds == nil {
+			out.ResourceSeconds = corev1.ResourceList{}
+		}
+		out.ResourceSeconds[name] = q
+	}
+	return out
+}
+
+// UseHistory sets every queue's Usage from its Queue status.usage, decayed from when it was
+// measured to now, so that queues are compared at one time. With a half-life of 0 it clears
+// them: history is off and shares are by weight alone.
+func (t *Tree) UseHistory(halfLife time.Duration, now time.Time) {
+	for _, n := range t.Nodes() {
+		n.Usage = nil
+		if halfLife <= 0 || n.statusUsage == nil {
+			continue
+		}
+		n.Usage = UsageFromStatus(n.statusUsage).Decay(now.Sub(n.statusUsage.Time.Time), halfLife)
+	}
+}
+
+// historyFactors returns the factor of each child's weight in resource name (nil when no child
+// has usage of it: every factor is 1, and shares are today's by weight alone).
+func historyFactors(children []*Node, name corev1.ResourceName) []float64 {
+	var usage, weights float64
+	for _, c := range children {
+		usage += c.Usage[name]
+		weights += float64(c.Weight)
+	}
+	if usage <= 0 || weights <= 0 {
+		return nil
+	}
+	out := make([]float64, len(children))
+	for i, c := range children {
+		out[i] = UsageFactor(c.Usage[name]/usage, float64(c.Weight)/weights)
+	}
+	return out
+}
