@@ -54,7 +54,7 @@ func TestUpAndDown(t *testing.T) {
 		require.NoError(t, err, string(out))
 		return string(out)
 	}
-	assert.Regexp(t, `(?m)^  default +Open +1 +- +- +0 +0 +\[ +\] +0 +0$`, kubectlTephra("queues"), "the default queue, idle after the demo")
+	assert.Regexp(t, `(?m)^  default +Open +1 +- +- +0 +0 +\[ +\] +.+ +0 +0$`, kubectlTephra("queues"), "the default queue, idle after the demo")
 	assert.Regexp(t, `(?m)^default +tf-mnist +Completed +default +0/6 +\S+$`, kubectlTephra("jobs", "-A"), "the demo job")
 	describe := kubectlTephra("job", "describe", "tf-mnist", "-n", "default")
 	assert.Contains(t, describe, "Phase:          Completed")

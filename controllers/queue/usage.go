@@ -80,6 +80,7 @@ func (a *Accounting) useHistory(queues []*schedulingv1alpha1.Queue, h History) {
 		return
 	}
 	a.Usage = map[string]*schedulingv1alpha1.QueueUsage{}
+	a.Tree.HistoryHalfLife = h.HalfLife
 	for _, q := range queues {
 		n := a.Tree.Get(q.Name)
 		if n == nil {

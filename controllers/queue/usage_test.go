@@ -58,9 +58,9 @@ func TestUsageAccruesWhatTheStatusShowedAllocated(t *testing.T) {
 	got := usage.ResourceSeconds[gpu]
 	assert.InEpsilon(t, want, got.AsApproximateFloat64(), 1e-6, "GPU-seconds accrued over a half-life")
 	assert.Equal(t, start.Add(time.Hour), usage.Time.Time)
-	// a used everything: its factor is 2^-(1/0.5) = 1/4 against b's 1.
-	assert.Equal(t, int64(2), a.Deserved["a"][gpu], "the queue that used the cluster deserves less")
-	assert.Equal(t, int64(9), a.Deserved["b"][gpu], "the queue that did not deserves more than its weight's half (12*4/5, rounded down)")
+	// a held 2 GPUs on average, a sixth of the 12: its factor is 2^-(1/6/0.5) = 0.79 against b's 1.
+	assert.Equal(t, int64(5), a.Deserved["a"][gpu], "the queue that used GPUs deserves less (12*0.79/1.79, rounded down)")
+	assert.Equal(t, int64(6), a.Deserved["b"][gpu], "the queue that did not deserves more than a's (6.69, rounded down)")
 }
 
 func TestUsageIsRewrittenOnlyWhenAllocationChangesOrARefreshIsDue(t *testing.T) {

@@ -19,7 +19,8 @@ import (
 //
 // So a guarantee is a floor, not an addition, and idle capacity goes to those who ask for it.
 // With usage history (Node.Usage, history.go), a child's weight is multiplied by a factor that
-// falls with its share of its siblings' usage of the resource; without any, shares are by weight.
+// falls with its recent usage of the resource against the parent's share; without any, shares
+// are by weight.
 // Shares are whole units (millicores for CPU), rounded down, so children never sum above their
 // parent.
 func Deserved(t *Tree, total Amounts, demand map[string]Amounts) map[string]Amounts {
@@ -45,7 +46,7 @@ func Deserved(t *Tree, total Amounts, demand map[string]Amounts) map[string]Amou
 		}
 		for _, name := range out[n.Name].Names() {
 			children := make([]claim, len(n.Children))
-			factors := historyFactors(n.Children, name)
+			factors := historyFactors(n.Children, name, out[n.Name][name], t.HistoryHalfLife)
 			for i, c := range n.Children {
 				children[i] = claimOf(c, name, subtree[c.Name][name])
 				if factors != nil {

@@ -24,15 +24,25 @@ import (
 // half. A queue allocated a for good tends to a*h/ln 2, so U*ln 2/h reads as its average
 // allocation (AverageOf).
 //
-// Factor. When a parent's share of resource r is divided among its children, each child's
-// weight w becomes w*2^(-u/s), where u is the child's share of its siblings' usage of r (the
-// child's usage over the sum of every sibling's, itself included; 0 when that sum is 0) and s is
-// its share of their weights (w over the sum of the siblings' weights). A queue whose usage share
-// equals its weight share has the factor 1/2, whatever its weight: when every queue's does, the
-// shares are by weight, so in the long run each queue's share of what is contended converges to
-// its weight. A queue that used less than its weight share meanwhile gets more, one that used
+// Factor. When a parent's share P of resource r is divided among its children, each child's
+// weight w becomes w*2^(-u/s), where s is its share of the siblings' weights (w over the sum of
+// their weights) and u its usage of r measured against the parent's share: its average
+// allocation over recent half-lives (U*ln 2/h) over P. A queue that has held a fraction x of its
+// parent's share for many half-lives has u = x; one that has used nothing lately has u = 0 and
+// its weight in full.
+//
+// Property: when every queue's usage is in proportion to its weight share (u = k*s for one k,
+// as when each has held its weight's share of a full cluster), every factor is the same, 2^-k,
+// and the shares are by weight: so in the long run each queue's share of what is contended
+// converges to its weight. A queue that used less than that meanwhile gets more, one that used
 // more gets less. Guarantees and capabilities still bound the water-filling (claimOf): history
 // moves only what weights divide.
+//
+// Usage is measured against what the parent could have given, not against the siblings' usage:
+// then a few minutes of use weigh as a few minutes in a week's half-life, next to nothing, and a
+// cluster that has just started, or a queue created today, is shared by weight as without
+// history, where a share of the siblings' usage would have made the first queue to run hold
+// all of it and lose most of its weight at once.
 
 // minUsageFactor bounds the factor from below: a queue that used everything while its weight
 // share is tiny would get a factor that rounds to zero, and water-filling divides by weights.
@@ -159,6 +169,7 @@ func UsageStatus(usage Usage, halfLife time.Duration, now time.Time) *v1alpha1.Q
 // measured to now, so that queues are compared at one time. With a half-life of 0 it clears
 // them: history is off and shares are by weight alone.
 func (t *Tree) UseHistory(halfLife time.Duration, now time.Time) {
+	t.HistoryHalfLife = max(halfLife, 0)
 	for _, n := range t.Nodes() {
 		n.Usage = nil
 		if halfLife <= 0 || n.statusUsage == nil {
@@ -168,20 +179,31 @@ func (t *Tree) UseHistory(halfLife time.Duration, now time.Time) {
 	}
 }
 
-// historyFactors returns the factor of each child's weight in resource name (nil when no child
-// has usage of it: every factor is 1, and shares are today's by weight alone).
-func historyFactors(children []*Node, name corev1.ResourceName) []float64 {
-	var usage, weights float64
+// historyFactors returns the factor of each child's weight in resource name when their parent's
+// share of it is parentShare (Amounts' units), with usage accrued under halfLife: nil when no child
+// has usage of it, every factor then being 1 and the shares by weight alone.
+func historyFactors(children []*Node, name corev1.ResourceName, parentShare int64, halfLife time.Duration) []float64 {
+	var weights float64
+	used := false
 	for _, c := range children {
-		usage += c.Usage[name]
 		weights += float64(c.Weight)
+		used = used || c.Usage[name] > 0
 	}
-	if usage <= 0 || weights <= 0 {
+	if !used || weights <= 0 || parentShare <= 0 || halfLife <= 0 {
 		return nil
 	}
 	out := make([]float64, len(children))
 	for i, c := range children {
-		out[i] = UsageFactor(c.Usage[name]/usage, float64(c.Weight)/weights)
+		out[i] = UsageFactor(UsageShare(c.Usage, name, parentShare, halfLife), float64(c.Weight)/weights)
 	}
 	return out
+}
+
+// UsageShare is u of the factor: the average allocation of name that usage amounts to under
+// halfLife, over parentShare (Amounts' units: millicores for CPU); 0 when either is 0.
+func UsageShare(usage Usage, name corev1.ResourceName, parentShare int64, halfLife time.Duration) float64 {
+	if parentShare <= 0 || halfLife <= 0 {
+		return 0
+	}
+	return usage[name] * math.Ln2 / halfLife.Seconds() / perSecondUnit(name, parentShare)
 }

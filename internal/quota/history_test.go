@@ -34,6 +34,7 @@ func newSimulation(total int64, weights map[string]int32, halfLife time.Duration
 		demand[name] = gpus(10 * total)
 	}
 	s := &simulation{tree: NewTree(queues), total: gpus(total), demand: demand, halfLife: halfLife}
+	s.tree.HistoryHalfLife = halfLife
 	s.shares = Deserved(s.tree, s.total, s.demand)
 	return s
 }
@@ -91,9 +92,10 @@ func TestAnIdleQueueEnteringGetsMoreThanItsWeightThenConverges(t *testing.T) {
 
 	s.demand["idle"] = gpus(1000)
 	s.shares = Deserved(s.tree, s.total, s.demand)
-	// All usage is busy's: its factor is 2^-(1/0.5) = 1/4, idle's 1, so idle deserves 4/5.
-	assert.Equal(t, int64(800), s.shares["idle"][gpu], "the queue that was idle gets more than its weight's half at first")
-	assert.Equal(t, int64(200), s.shares["busy"][gpu])
+	// busy held the whole cluster for ten half-lives: its usage is the parent's share (u = 1), its
+	// factor 2^-(1/0.5) = 1/4, idle's 1, so idle deserves 4/5.
+	assert.InDelta(t, 800, s.shares["idle"][gpu], 2, "the queue that was idle gets more than its weight's half at first")
+	assert.InDelta(t, 200, s.shares["busy"][gpu], 2)
 
 	s.run(400, 3*time.Minute)
 	assert.InDelta(t, 0.5, s.fraction("idle"), 0.01, "then the shares converge to the weights")
@@ -102,8 +104,10 @@ func TestAnIdleQueueEnteringGetsMoreThanItsWeightThenConverges(t *testing.T) {
 
 func TestUsageEqualToWeightsKeepsSharesByWeight(t *testing.T) {
 	tree := NewTree([]*v1alpha1.Queue{queue("a", "root", 3, 0, -1), queue("b", "root", 1, 0, -1)})
-	tree.Get("a").Usage = Usage{gpu: 3e6}
-	tree.Get("b").Usage = Usage{gpu: 1e6}
+	tree.HistoryHalfLife = time.Hour
+	// a held 9 of the 12 GPUs on average, b 3: usage in proportion to the weights.
+	tree.Get("a").Usage = Usage{gpu: 9 * 3600 / math.Ln2}
+	tree.Get("b").Usage = Usage{gpu: 3 * 3600 / math.Ln2}
 	assert.InDelta(t, 0.5, UsageFactor(0.75, 0.75), 1e-12)
 	assert.InDelta(t, 0.5, UsageFactor(0.25, 0.25), 1e-12)
 	got := Deserved(tree, gpus(12), map[string]Amounts{"a": gpus(100), "b": gpus(100)})
@@ -114,6 +118,7 @@ func TestUsageEqualToWeightsKeepsSharesByWeight(t *testing.T) {
 func TestHistoryKeepsGuaranteesAndCapabilities(t *testing.T) {
 	t.Run("a guarantee stays a floor however much the queue used", func(t *testing.T) {
 		tree := NewTree([]*v1alpha1.Queue{queue("a", "root", 1, 6, -1), queue("b", "root", 1, 0, -1)})
+		tree.HistoryHalfLife = time.Hour
 		tree.Get("a").Usage = Usage{gpu: 1e9}
 		got := Deserved(tree, gpus(12), map[string]Amounts{"a": gpus(100), "b": gpus(100)})
 		assert.Equal(t, int64(6), got["a"][gpu])
@@ -121,6 +126,7 @@ func TestHistoryKeepsGuaranteesAndCapabilities(t *testing.T) {
 	})
 	t.Run("a capability stays a ceiling however little the queue used", func(t *testing.T) {
 		tree := NewTree([]*v1alpha1.Queue{queue("a", "root", 1, 0, -1), queue("b", "root", 1, 0, 2)})
+		tree.HistoryHalfLife = time.Hour
 		tree.Get("a").Usage = Usage{gpu: 1e9}
 		got := Deserved(tree, gpus(12), map[string]Amounts{"a": gpus(100), "b": gpus(100)})
 		assert.Equal(t, int64(10), got["a"][gpu])
@@ -134,7 +140,8 @@ func TestHistoryOffGivesSharesByWeight(t *testing.T) {
 		q.Status.Usage = UsageStatus(Usage{gpu: gpuSeconds}, week, time.Now())
 		return q
 	}
-	queues := []*v1alpha1.Queue{usage("a", 1e6), usage("b", 0)}
+	// a held all 10 GPUs for many half-lives; b nothing.
+	queues := []*v1alpha1.Queue{usage("a", 10*week.Seconds()/math.Ln2), usage("b", 0)}
 	demand := map[string]Amounts{"a": gpus(100), "b": gpus(100)}
 
 	tree := NewTree(queues)
@@ -143,6 +150,10 @@ func TestHistoryOffGivesSharesByWeight(t *testing.T) {
 	assert.Equal(t, int64(5), Deserved(tree, gpus(10), demand)["a"][gpu], "a half-life of 0 turns history off")
 	tree.UseHistory(week, time.Now())
 	assert.Equal(t, int64(2), Deserved(tree, gpus(10), demand)["a"][gpu], "with history, the queue that used everything gets 1/5")
+	queues[0].Status.Usage = UsageStatus(Usage{gpu: 10 * (10 * time.Minute).Seconds()}, week, time.Now())
+	tree = NewTree(queues)
+	tree.UseHistory(week, time.Now())
+	assert.Equal(t, int64(4), Deserved(tree, gpus(10), demand)["a"][gpu], "ten minutes of the whole cluster weigh next to nothing in a week's half-life (4.99, rounded down)")
 }
 
 func TestUsageIsDecayedToNowWhenRead(t *testing.T) {

@@ -7,6 +7,7 @@ package quota
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -82,6 +83,9 @@ type Tree struct {
 	nodes map[string]*Node
 	// Problems says, for each Queue left out of the tree, why (parent missing, a cycle).
 	Problems map[string]string
+	// HistoryHalfLife is the half-life the nodes' Usage was accrued with, against which Deserved
+	// measures it (history.go); 0 when history is off.
+	HistoryHalfLife time.Duration
 }
 
 // NewTree builds the tree from Queue objects. A root is assumed when none exists. Queues whose

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 	for _, q := range []struct {
 		name       string
 		gpuSeconds float64
-	}{{"a", 1e6}, {"b", 0}} {
+	}{{"a", 20 * 3600 / math.Ln2}, {"b", 0}} { // a: twice the whole cluster's 10 GPUs an hour ago
 		obj := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.name}, Spec: v1alpha1.QueueSpec{Parent: v1alpha1.RootQueue, Weight: 1}}
 		obj.Status.Usage = quota.UsageStatus(quota.Usage{gpu: q.gpuSeconds}, time.Hour, measured)
 		require.NoError(t, s.tephra.Scheduling().V1alpha1().Queues().Informer().GetIndexer().Add(obj))
@@ -56,7 +57,7 @@ func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 
 	with := &shareCache{queues: lister, halfLife: time.Hour, treeStale: true}
 	tree := with.currentTree()
-	assert.InEpsilon(t, 5e5, tree.Get("a").Usage[gpu], 1e-3, "usage measured a half-life ago counts half")
+	assert.InEpsilon(t, 10*3600/math.Ln2, tree.Get("a").Usage[gpu], 1e-3, "usage measured a half-life ago counts half")
 	shares := with.deserved(tree, v)
 	assert.Equal(t, int64(2), shares["a"][gpu], "the queue that used the GPUs deserves a fifth")
 	assert.Equal(t, int64(8), shares["b"][gpu])

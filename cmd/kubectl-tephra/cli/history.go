@@ -80,8 +80,9 @@ func usageCell(u, root *schedulingv1alpha1.QueueUsage) string {
 }
 
 // historyNote says how usage history weighs a queue's weight against its siblings' in the
-// resource where its usage is largest, as quota.Deserved does: "" when history plays no part.
-func historyNote(tree *quota.Tree, q *schedulingv1alpha1.Queue, now time.Time) string {
+// resource where its usage is largest, as quota.Deserved does: its average allocation against
+// its parent's deserved share (from the parent's status). "" when history plays no part.
+func historyNote(tree *quota.Tree, queues []*schedulingv1alpha1.Queue, q *schedulingv1alpha1.Queue, now time.Time) string {
 	if q == nil || q.Status.Usage == nil || q.Status.Usage.HalfLife.Duration <= 0 {
 		return ""
 	}
@@ -93,22 +94,20 @@ func historyNote(tree *quota.Tree, q *schedulingv1alpha1.Queue, now time.Time) s
 	}
 	name := dominantUsage(n.Usage, n.Parent.Usage)
 	if name == "" {
-		return fmt.Sprintf("usage history (half-life %s): none yet, so its weight counts in full against siblings that used some", halfLife)
+		return fmt.Sprintf("usage history (half-life %s): none yet, so its weight counts in full", halfLife)
 	}
-	var usage, weights float64
+	var parentShare int64
+	for _, p := range queues {
+		if p.Name == n.Parent.Name {
+			parentShare = quota.FromList(p.Status.Deserved)[name]
+		}
+	}
+	var weights float64
 	for _, c := range n.Parent.Children {
-		usage += c.Usage[name]
 		weights += float64(c.Weight)
 	}
-	u, s := n.Usage[name]/usage, float64(n.Weight)/weights
+	u, s := quota.UsageShare(n.Usage, name, parentShare, halfLife), float64(n.Weight)/weights
 	f := quota.UsageFactor(u, s)
-	effect := "as its weight share: shares by weight"
-	switch {
-	case f < 0.5-1e-9:
-		effect = "more than its weight share: it deserves less than by weight"
-	case f > 0.5+1e-9:
-		effect = "less than its weight share: it deserves more than by weight"
-	}
-	return fmt.Sprintf("usage history (half-life %s): %s, %.0f%% of its siblings' usage against a weight share of %.0f%%, %s (weight ×%.2f)",
-		halfLife, formatAverage(name, usageAverages(q.Status.Usage)[name]), 100*u, 100*s, effect, f)
+	return fmt.Sprintf("usage history (half-life %s): %s, %.0f%% of its parent's share (%s) against a weight share of %.0f%%: its weight counts ×%.2f",
+		halfLife, formatAverage(name, usageAverages(q.Status.Usage)[name]), 100*u, quota.Format(name, parentShare), 100*s, f)
 }

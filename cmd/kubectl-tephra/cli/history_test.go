@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -31,11 +32,14 @@ func TestWhySaysHowHistoryWeighsTheQueue(t *testing.T) {
 		q.Status.Usage = quota.UsageStatus(quota.Usage{gpu: gpuSeconds}, time.Hour, now)
 		return q
 	}
-	busy, idle := queue("busy", 3e4), queue("idle", 1e4)
-	tree := quota.NewTree([]*schedulingv1alpha1.Queue{busy, idle})
-	assert.Equal(t, "usage history (half-life 1h0m0s): nvidia.com/gpu: 5.8 avg, 75% of its siblings' usage against a weight share of 50%, more than its weight share: it deserves less than by weight (weight ×0.35)",
-		historyNote(tree, busy, now))
-	assert.Contains(t, historyNote(tree, idle, now), "less than its weight share: it deserves more than by weight (weight ×0.71)")
+	busy, idle := queue("busy", 6*3600/0.6931471805599453), queue("idle", 2*3600/0.6931471805599453)
+	root := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "root"}}
+	root.Status.Deserved = corev1.ResourceList{gpu: *resource.NewQuantity(8, resource.DecimalSI)}
+	queues := []*schedulingv1alpha1.Queue{root, busy, idle}
+	tree := quota.NewTree(queues)
+	assert.Equal(t, "usage history (half-life 1h0m0s): nvidia.com/gpu: 6.0 avg, 75% of its parent's share (8) against a weight share of 50%: its weight counts ×0.35",
+		historyNote(tree, queues, busy, now), "6 GPUs on average of 8")
+	assert.Contains(t, historyNote(tree, queues, idle, now), "25% of its parent's share (8) against a weight share of 50%: its weight counts ×0.71")
 	idle.Status.Usage = nil
-	assert.Empty(t, historyNote(tree, idle, now), "history off")
+	assert.Empty(t, historyNote(tree, queues, idle, now), "history off")
 }

@@ -51,7 +51,7 @@ capability, what it has allocated and deserves now, and a bar of allocated over 
 resource where that is highest (past ] the queue is over its share: others may reclaim from it).
 USAGE is the queue's usage history in the resource where it is the largest part of the cluster's,
 as the average allocation it amounts to over recent half-lives ("-": history is off); a queue that
-used more than its weight's share of its siblings' usage deserves less, one that used less more.
+used more than its weight's share of its parent's share lately deserves less, one that used less more.
 PENDING and RUNNING count workloads: pod groups, and pods without one. Devices of Dynamic
 Resource Allocation show as their DeviceClass and what is counted ("gpu.example.com devices");
 -o json and -o yaml give their resource names ("gpu.example.com.deviceclass.resource.k8s.io/devices").`,

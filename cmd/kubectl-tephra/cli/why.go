@@ -393,7 +393,7 @@ func (o *Options) addQueueFacts(v *verdict, ns, queue string) error {
 		}
 		fact += fmt.Sprintf("; workloads: %d pending, %d running", q.Status.Pending+q.Status.Inqueue, q.Status.Running)
 		v.Details = append(v.Details, fact)
-		if note := historyNote(tree, q, time.Now()); note != "" {
+		if note := historyNote(tree, ptrs, q, time.Now()); note != "" {
 			v.Details = append(v.Details, "queue "+queue+": "+note)
 		}
 	}
