@@ -187,7 +187,7 @@ func historyFactors(children []*Node, name corev1.ResourceName, parentShare int6
 	used := false
 	for _, c := range children {
 		weights += float64(c.Weight)
-		used = used || c.Usage[name] > 0
+		used = used || UsageShare(c.Usage, name, parentShare, halfLife) > 0
 	}
 	if !used || weights <= 0 || parentShare <= 0 || halfLife <= 0 {
 		return nil
@@ -200,10 +200,14 @@ func historyFactors(children []*Node, name corev1.ResourceName, parentShare int6
 }
 
 // UsageShare is u of the factor: the average allocation of name that usage amounts to under
-// halfLife, over parentShare (Amounts' units: millicores for CPU); 0 when either is 0.
+// halfLife, over parentShare (Amounts' units: millicores for CPU); 0 when either is 0. It is
+// counted in whole percent: history shorter than about a two-hundredth of a half-life leaves the
+// shares exactly by weight (whole units, rounded down, would otherwise lose a unit to a factor of
+// 0.9999), and shares do not move with every status write.
 func UsageShare(usage Usage, name corev1.ResourceName, parentShare int64, halfLife time.Duration) float64 {
 	if parentShare <= 0 || halfLife <= 0 {
 		return 0
 	}
-	return usage[name] * math.Ln2 / halfLife.Seconds() / perSecondUnit(name, parentShare)
+	u := usage[name] * math.Ln2 / halfLife.Seconds() / perSecondUnit(name, parentShare)
+	return math.Round(u*100) / 100
 }

@@ -153,7 +153,11 @@ func TestHistoryOffGivesSharesByWeight(t *testing.T) {
 	queues[0].Status.Usage = UsageStatus(Usage{gpu: 10 * (10 * time.Minute).Seconds()}, week, time.Now())
 	tree = NewTree(queues)
 	tree.UseHistory(week, time.Now())
-	assert.Equal(t, int64(4), Deserved(tree, gpus(10), demand)["a"][gpu], "ten minutes of the whole cluster weigh next to nothing in a week's half-life (4.99, rounded down)")
+	assert.Equal(t, int64(5), Deserved(tree, gpus(10), demand)["a"][gpu], "ten minutes of the whole cluster in a week's half-life are under a percent: shares by weight")
+	queues[0].Status.Usage = UsageStatus(Usage{gpu: 10 * (4 * time.Hour).Seconds()}, week, time.Now())
+	tree = NewTree(queues)
+	tree.UseHistory(week, time.Now())
+	assert.Equal(t, int64(4), Deserved(tree, gpus(10), demand)["a"][gpu], "four hours of it are 2%: a's weight counts x0.97 (4.93, rounded down)")
 }
 
 func TestUsageIsDecayedToNowWhenRead(t *testing.T) {
