@@ -176,6 +176,13 @@ func (t *Tree) UseHistory(halfLife time.Duration, now time.Time) {
 			continue
 		}
 		n.Usage = UsageFromStatus(n.statusUsage).Decay(now.Sub(n.statusUsage.Time.Time), halfLife)
+		if was := n.statusUsage.HalfLife.Duration; was > 0 && was != halfLife {
+			// Accrued under another half-life: rescaled to the same average allocation, as the
+			// Queue controller rescales it when it next writes it.
+			for name := range n.Usage {
+				n.Usage[name] *= halfLife.Seconds() / was.Seconds()
+			}
+		}
 	}
 }
 

@@ -168,6 +168,8 @@ func TestUsageIsDecayedToNowWhenRead(t *testing.T) {
 	tree.UseHistory(time.Hour, measured.Add(2*time.Hour))
 	assert.InDelta(t, 250, tree.Get("a").Usage[gpu], 1e-9, "two half-lives later, a quarter")
 	assert.InDelta(t, 16, tree.Get("a").Usage[corev1.ResourceCPU], 1e-9)
+	tree.UseHistory(2*time.Hour, measured.Add(2*time.Hour))
+	assert.InDelta(t, 1000, tree.Get("a").Usage[gpu], 1e-9, "accrued under another half-life: rescaled (x2), then decayed one half-life")
 }
 
 func TestAccrualTendsToAllocationTimesHalfLifeOverLn2(t *testing.T) {
