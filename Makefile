@@ -200,6 +200,17 @@ endif
 replay-publish: ## make replay of the synthetic day, with its report published in docs/replay/.
 	$(MAKE) replay TRACE= REPLAY_FLAGS='--publish $(REPLAY_FLAGS)'
 
+# Fair share over time and backfill (issue #30): a mixed trace of 6 hours on 16 nodes of 8 GPUs,
+# where gangs of up to 64 GPUs are half the cluster, through C, Ch, Cb and B0.
+REPLAY_MIXED_FLAGS := --span 6h --load 0.9 --seed 5 --nodes 16 --node-gpus 8 --mean-duration 30m
+REPLAY_MIXED_OUT ?= replay-mixed
+
+.PHONY: replay-mixed
+replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Ch (usage history), Cb (backfill) and B0, about 25 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
+	mkdir -p $(REPLAY_MIXED_OUT)
+	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_MIXED_OUT)/mixed.csv $(REPLAY_MIXED_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Ch,Cb,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
+
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
 	$(GO) run ./cmd/tephra-bench --smoke

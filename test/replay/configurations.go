@@ -32,6 +32,9 @@ type Configuration struct {
 	// Queues says that it has Tephra Queues, whose Job controller creates pods again; without,
 	// the replay's driver does.
 	Queues bool
+	// UsageHalfLife, in trace time, runs Tephra with usage history of that half-life (played at
+	// the speedup, docs/queues.md "Fair share over time"); 0 keeps the shipped one.
+	UsageHalfLife time.Duration
 	// Backfill gives every Tephra Job a runtime estimate (its trace duration) and the big gangs an
 	// SLA waiting time, so that they reserve nodes and short jobs backfill them (docs/elastic.md).
 	Backfill bool
@@ -46,6 +49,16 @@ var Configurations = []*Configuration{
 		Title:  "Tephra as installed (manifests/): Tephra Jobs in the trace's Queues, gangs, fair share, reclaim",
 		Gangs:  TephraJobs,
 		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:          "Ch",
+		Title:         fmt.Sprintf("C with usage history: a half-life of %v of trace time (the shipped week is years of trace at the speedup)", historyHalfLife),
+		Gangs:         TephraJobs,
+		Queues:        true,
+		UsageHalfLife: historyHalfLife,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
@@ -88,10 +101,12 @@ func stockScheduler(o *localcluster.Options, root, dir string) (err error) {
 	return err
 }
 
-// Backfill's settings, in trace time: the gangs that reserve nodes, and after how long.
+// Backfill's settings, in trace time: the gangs that reserve nodes, and after how long; and the
+// half-life of Ch's usage history.
 const (
 	backfillGangGPUs = 32
 	backfillSLA      = 10 * time.Minute
+	historyHalfLife  = 6 * time.Hour
 )
 
 func configurationNames() string {

@@ -124,6 +124,9 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 		return Result{}, err
 	}
 	local := localcluster.Options{Dir: dir, Root: opts.Root, Binaries: opts.Binaries, Log: opts.Log}
+	if config.UsageHalfLife > 0 {
+		local.UsageHalfLife = (time.Duration(float64(config.UsageHalfLife) / opts.Speedup)).Round(time.Second).String()
+	}
 	if err := config.options(&local, opts.Root, dir); err != nil {
 		return Result{}, err
 	}
