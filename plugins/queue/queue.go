@@ -285,18 +285,25 @@ func (q *Queue) queueShareRose(oldObj, newObj any) {
 	if !ok || !ok2 || !q.queueRunning.Load() || !deservedRose(old.Status.Deserved, queue.Status.Deserved) {
 		return
 	}
-	below := map[string]bool{}
+	// As in queueAdded: the pods must meet the shares that rose, not the tree from before.
+	q.accounts.shares.invalidateTree()
+	q.activatePending(subtreeNames(q.currentTree().Get(queue.Name)))
+}
+
+// subtreeNames names the queue and every queue below it (none for nil).
+func subtreeNames(n *quota.Node) map[string]bool {
+	names := map[string]bool{}
 	var walk func(*quota.Node)
 	walk = func(n *quota.Node) {
-		below[n.Name] = true
+		names[n.Name] = true
 		for _, c := range n.Children {
 			walk(c)
 		}
 	}
-	if n := q.currentTree().Get(queue.Name); n != nil {
+	if n != nil {
 		walk(n)
 	}
-	q.activatePending(below)
+	return names
 }
 
 // deservedRose says whether after is more than before in some resource.
@@ -322,17 +329,7 @@ func (q *Queue) queueReopened(oldObj, newObj any) {
 	if err != nil {
 		return
 	}
-	below := map[string]bool{}
-	var walk func(*quota.Node)
-	walk = func(n *quota.Node) {
-		below[n.Name] = true
-		for _, c := range n.Children {
-			walk(c)
-		}
-	}
-	if n := quota.NewTree(all).Get(queue.Name); n != nil {
-		walk(n)
-	}
+	below := subtreeNames(quota.NewTree(all).Get(queue.Name))
 	q.accounts.shares.invalidateTree() // as in queueAdded: the pods must meet the queue opened
 	q.activatePending(below)
 }
