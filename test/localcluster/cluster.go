@@ -67,6 +67,11 @@ type Options struct {
 	// the chart's fairShare.usageHalfLife sets both. SetUsageHalfLife changes it for the next
 	// start of each.
 	UsageHalfLife string
+	// SchedulerPluginArgs, by plugin name, are merged into that plugin's args in every profile of
+	// the scheduler's configuration, e.g. {"TephraGang": {"queueHeadReservations": true}}; a
+	// plugin that no profile configures is an error at the scheduler's start.
+	// SetSchedulerPluginArgs changes them for its next start.
+	SchedulerPluginArgs map[string]map[string]any
 	// SchedulerVerbosity overrides the scheduler's --v from its Deployment (TEPHRA_SCHEDULER_V
 	// sets it too).
 	SchedulerVerbosity int
@@ -130,7 +135,8 @@ type Cluster struct {
 	procs map[string]*process
 
 	supervisor *supervisor // with Options.RestartTephraOnExit
-	// usageMu guards opts.UsageHalfLife, which SetUsageHalfLife changes while the cluster runs.
+	// usageMu guards opts.UsageHalfLife and opts.SchedulerPluginArgs, which SetUsageHalfLife and
+	// SetSchedulerPluginArgs change while the cluster runs.
 	usageMu sync.Mutex
 	proxyMu sync.Mutex
 	proxy   *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -273,7 +274,12 @@ func (c *Cluster) pointSchedulerConfig(args []string, kubeconfig string) error {
 		return fmt.Errorf("%s: %w", source, err)
 	}
 	if h := c.usageHalfLife(); h != "" {
-		if err := setUsageHalfLife(config, h); err != nil {
+		if err := setPluginArgs(config, "TephraQueue", map[string]any{"usageHalfLife": h}); err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+	}
+	for plugin, args := range c.schedulerPluginArgs() {
+		if err := setPluginArgs(config, plugin, args); err != nil {
 			return fmt.Errorf("%s: %w", source, err)
 		}
 	}
@@ -305,9 +311,32 @@ func (c *Cluster) usageHalfLife() string {
 	return c.opts.UsageHalfLife
 }
 
-// setUsageHalfLife sets usageHalfLife in the TephraQueue args of every profile of a scheduler
-// configuration; a configuration with none has nothing to set it in, which is an error.
-func setUsageHalfLife(config map[string]any, halfLife string) error {
+// SetSchedulerPluginArgs changes Options.SchedulerPluginArgs of one plugin (nil: none): the
+// scheduler runs with them from its next start (RestartComponent), e.g. for a test of an option
+// off by default in a package whose other tests run with the shipped configuration.
+func (c *Cluster) SetSchedulerPluginArgs(plugin string, args map[string]any) {
+	c.usageMu.Lock()
+	defer c.usageMu.Unlock()
+	if args == nil {
+		delete(c.opts.SchedulerPluginArgs, plugin)
+		return
+	}
+	if c.opts.SchedulerPluginArgs == nil {
+		c.opts.SchedulerPluginArgs = map[string]map[string]any{}
+	}
+	c.opts.SchedulerPluginArgs[plugin] = args
+}
+
+func (c *Cluster) schedulerPluginArgs() map[string]map[string]any {
+	c.usageMu.Lock()
+	defer c.usageMu.Unlock()
+	return maps.Clone(c.opts.SchedulerPluginArgs)
+}
+
+// setPluginArgs merges args into the args of the plugin in every profile of a scheduler
+// configuration; a configuration in which no profile configures the plugin has nothing to merge
+// them into, which is an error.
+func setPluginArgs(config map[string]any, plugin string, args map[string]any) error {
 	set := 0
 	profiles, _ := config["profiles"].([]any)
 	for _, p := range profiles {
@@ -315,20 +344,20 @@ func setUsageHalfLife(config map[string]any, halfLife string) error {
 		pluginConfig, _ := profile["pluginConfig"].([]any)
 		for _, pc := range pluginConfig {
 			entry, _ := pc.(map[string]any)
-			if entry["name"] != "TephraQueue" {
+			if entry["name"] != plugin {
 				continue
 			}
-			args, _ := entry["args"].(map[string]any)
-			if args == nil {
-				args = map[string]any{}
+			merged, _ := entry["args"].(map[string]any)
+			if merged == nil {
+				merged = map[string]any{}
 			}
-			args["usageHalfLife"] = halfLife
-			entry["args"] = args
+			maps.Copy(merged, args)
+			entry["args"] = merged
 			set++
 		}
 	}
 	if set == 0 {
-		return fmt.Errorf("no profile configures TephraQueue's args, to set usageHalfLife %s in", halfLife)
+		return fmt.Errorf("no profile configures %s's args, to set %v in", plugin, args)
 	}
 	return nil
 }
