@@ -30,6 +30,12 @@ type Args struct {
 	// scheduling.tephra.dev/sla-waiting-time annotation: a group whose minimum is still not placed
 	// after it gets nodes reserved. Default 0: no SLA.
 	DefaultSLAWaitingTimeSeconds *int64 `json:"defaultSLAWaitingTimeSeconds,omitempty"`
+	// QueueHeadReservations reserves nodes for the group at the head of its queue whose minimum
+	// cannot fit, without waiting for an SLA: smaller workloads behind it no longer take every
+	// node that frees up first, and those with a runtime estimate that ends before it could start
+	// backfill its nodes meanwhile (docs/elastic.md). Default false: the nodes a reservation holds
+	// stay idle for workloads without an estimate.
+	QueueHeadReservations *bool `json:"queueHeadReservations,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -43,6 +49,9 @@ func (a *Args) SetDefaults() {
 	set(&a.GroupBackoffSeconds, 1)
 	set(&a.MaxGroupBackoffSeconds, 10)
 	set(&a.DefaultSLAWaitingTimeSeconds, 0)
+	if a.QueueHeadReservations == nil {
+		a.QueueHeadReservations = new(bool)
+	}
 }
 
 // Validate says what is wrong with defaulted args.

@@ -209,15 +209,15 @@ func (g *groupManager) backfillVerdict(state fwk.CycleState, pod *corev1.Pod, ow
 	now := g.now()
 	end, ok := g.estimatedEnd(pod, now)
 	if !ok {
-		return fmt.Sprintf("node is reserved for pod group %s, which waits past its SLA; the pod has no runtime estimate, so it does not backfill the reservation", owner)
+		return fmt.Sprintf("node is reserved for pod group %s, which %s; the pod has no runtime estimate, so it does not backfill the reservation", owner, r.waits())
 	}
 	start := g.expectedStartIn(state, owner, r, now)
 	switch {
 	case start.unknown != "":
-		return fmt.Sprintf("node is reserved for pod group %s, which waits past its SLA; its start cannot be told (%s), so nothing backfills it", owner, start.unknown)
+		return fmt.Sprintf("node is reserved for pod group %s, which %s; its start cannot be told (%s), so nothing backfills it", owner, r.waits(), start.unknown)
 	case end.After(start.at):
-		return fmt.Sprintf("node is reserved for pod group %s, which waits past its SLA and may start at %s; the pod's runtime estimate ends at %s, too late to backfill",
-			owner, start.at.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("node is reserved for pod group %s, which %s and may start at %s; the pod's runtime estimate ends at %s, too late to backfill",
+			owner, r.waits(), start.at.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
 	}
 	return ""
 }

@@ -168,7 +168,8 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 // PreFilterExtensions are not needed: the plugin filters no nodes in PreFilter.
 func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter keeps other pods off the nodes reserved for a group past its SLA.
+// Filter keeps other pods off the nodes reserved for a group past its SLA or at the head of its
+// queue, but those that backfill them.
 func (g *Gang) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	return g.filter(ctx, state, pod, nodeInfo)
 }

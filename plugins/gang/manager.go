@@ -17,6 +17,7 @@ import (
 	schedulingv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -142,6 +143,7 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	var pilot string
 	g.groups.with(key, func(s *groupState) {
 		s.wantsMinimum, s.stalled, s.lastActive, s.short = true, false, now, false
+		s.priority = corev1helpers.PodPriority(pod)
 		armed, s.slaArmed = s.slaArmed, true
 		pilot = g.pilotLocked(s, pod)
 	})
@@ -304,7 +306,10 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		}
 		return nil, nil
 	}
-	g.groups.with(key, func(s *groupState) { s.wantsMinimum, s.stalled, s.lastActive = true, false, now })
+	g.groups.with(key, func(s *groupState) {
+		s.wantsMinimum, s.stalled, s.lastActive = true, false, now
+		s.priority = corev1helpers.PodPriority(pod)
+	})
 	if count.bound >= int(pg.Spec.MinMember) {
 		g.admit(ctx, key, pod)
 		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
@@ -327,8 +332,19 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			reservable = reservationDomain(constraint, allowed, need)
 		}
 	}
-	if _, refused := admission.Refused(state); !refused {
+	_, refused := admission.Refused(state)
+	if !refused {
 		reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved)
+	}
+	// cannotFit refuses the member: the minimum cannot fit now. A group at the head of its queue
+	// gets nodes reserved then (queuehead.go), if its queue admits it and it holds none yet.
+	cannotFit := func(msg string) *fwk.Status {
+		if reserved == nil && !refused {
+			if held := g.reserveAtQueueHead(ctx, key, pg, pod, need, reservable); held != nil {
+				msg += fmt.Sprintf("; it heads its queue, and nodes %s are reserved for it", strings.Join(held, ", "))
+			}
+		}
+		return g.unfit(key, msg)
 	}
 	if reserved != nil {
 		nodes = onNodes(nodes, reserved)
@@ -347,7 +363,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			// while it holds the minimum.
 			assigned, why = chooseDomain(constraint, allowed, minimum, g.placedOn(key), assigned)
 			if why != "" {
-				return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
+				return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
 			}
 			g.groups.with(key, func(s *groupState) { s.domain = assigned })
 		}
@@ -356,7 +372,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		}
 	}
 	if lacking := lackingCapacity(need, nodes); lacking != "" {
-		return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
+		return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
 	}
 	// Free capacity in total is not enough: members cannot span nodes. A gang that could never be
 	// placed whole would otherwise be placed member by member, held at Permit and released, again
@@ -365,7 +381,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
 		smallest := smallestRequests(unplacedRequests)
 		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
-			return nil, g.unfit(key, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
+			return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
 	}

@@ -57,7 +57,7 @@ var (
 		Namespace:      "tephra",
 		Subsystem:      "gang",
 		Name:           "backfilled_pods_total",
-		Help:           "Pods bound, by backfill, on nodes reserved for a pod group past its SLA: their runtime estimate ended before the group's expected start.",
+		Help:           "Pods bound, by backfill, on nodes reserved for a pod group (past its SLA, or at the head of its queue): their runtime estimate ended before the group's expected start.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	registerMetrics sync.Once

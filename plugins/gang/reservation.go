@@ -17,7 +17,8 @@ import (
 	"github.com/tephra-dev/tephra/internal/capacity"
 )
 
-// ReasonReserved is the event reason when nodes are reserved for a group past its SLA.
+// ReasonReserved is the event reason when nodes are reserved for a group: past its SLA, or at the
+// head of its queue while its minimum cannot fit.
 const ReasonReserved = "Reserved"
 
 // slaOf returns a group's SLA waiting time (0: none) and a problem with its annotation.
@@ -40,7 +41,6 @@ func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1a
 	if held != nil {
 		return held
 	}
-	var reserved []string
 	sla, problem := g.slaOf(pg)
 	if problem != "" {
 		g.groupEvent(pg, corev1.EventTypeWarning, "InvalidSLAWaitingTime", problem)
@@ -50,6 +50,16 @@ func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1a
 	if sla <= 0 || waited < sla || len(need) == 0 {
 		return nil
 	}
+	return g.reserveNodes(ctx, key, pg, member, need, nodes, reservation{},
+		fmt.Sprintf("the group has waited %v, past its SLA waiting time of %v", waited.Round(time.Second), sla))
+}
+
+// reserveNodes reserves nodes for the group's minimum (r gives why: past its SLA, or at the head of
+// its queue) and says so in an event, why being its first words; nil when the nodes the group may
+// use could never hold its minimum. A reservation holds nodes whose allocatable capacity covers the
+// minimum, those with the most free capacity first, among the nodes a member may run on.
+func (g *groupManager) reserveNodes(ctx context.Context, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod, need corev1.ResourceList, nodes []fwk.NodeInfo, r reservation, why string) []string {
+	var reserved []string
 	affinity := nodeaffinity.GetRequiredNodeAffinity(member)
 	type candidate struct {
 		name        string
@@ -96,15 +106,17 @@ func (g *groupManager) reservationFor(ctx context.Context, key groupKey, pg *v1a
 		}
 	}
 	if !coversAll(covered, need) {
-		klog.FromContext(ctx).V(2).Info("Pod group past its SLA cannot be given a reservation: the nodes it may use could never hold its minimum", "podGroup", key.String(), "candidates", len(candidates))
+		klog.FromContext(ctx).V(2).Info("Pod group cannot be given a reservation: the nodes it may use could never hold its minimum", "podGroup", key.String(), "candidates", len(candidates), "why", why)
 		return nil
 	}
-	klog.FromContext(ctx).V(2).Info("Reserving nodes for a pod group past its SLA", "podGroup", key.String(), "nodes", reserved, "waited", waited)
-	r := reservation{priority: corev1helpers.PodPriority(member), created: pg.CreationTimestamp.Time, nodes: reserved, need: need}
-	g.groups.reserve(key, reserved, r)
+	klog.FromContext(ctx).V(2).Info("Reserving nodes for a pod group", "podGroup", key.String(), "nodes", reserved, "why", why)
+	r.priority, r.created, r.nodes, r.need = corev1helpers.PodPriority(member), pg.CreationTimestamp.Time, reserved, need
+	if !g.groups.reserve(key, reserved, r) {
+		return nil
+	}
 	reservations.Set(float64(g.groups.reservationCount()))
-	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: the group has waited %v, past its SLA waiting time of %v: nodes %s are reserved for it until its minimum runs; %s",
-		ReasonReserved, waited.Round(time.Second), sla, strings.Join(reserved, ", "), g.expectedStartOf(key, r, g.now(), amongNodes(nodes)).describe()))
+	g.groupEvent(pg, corev1.EventTypeNormal, ReasonReserved, fmt.Sprintf("%s: %s: nodes %s are reserved for it until its minimum runs; %s",
+		ReasonReserved, why, strings.Join(reserved, ", "), g.expectedStartOf(key, r, g.now(), amongNodes(nodes)).describe()))
 	return reserved
 }
 
@@ -119,8 +131,8 @@ func coversAll(covered map[corev1.ResourceName]int64, need corev1.ResourceList) 
 
 // filter keeps pods of other workloads off a group's reserved nodes unless they outrank it or
 // backfill it (their runtime estimate ends before the group could start, backfill.go): a group
-// past its SLA goes before every other pod of its priority or lower there, whatever their age
-// (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
+// past its SLA, or at the head of its queue, goes before every other pod of its priority or lower
+// there, whatever their age (pods that keep failing are requeued behind it anyway). They may use other nodes. System pods
 // are never kept off: PreFilter skips Filter for them, and this check keeps it so if that changes.
 // It also keeps a group's member on the nodes PreFilter narrowed it to, which the framework does
 // not when it tries a batching hint first (signPod).
@@ -154,6 +166,18 @@ type reservation struct {
 	// reserved: backfill works out from them when the group could start (backfill.go).
 	nodes []string
 	need  corev1.ResourceList
+	// queueHead is the queue the group headed when the nodes were reserved for it, "" for a
+	// reservation past the group's SLA: a queue-head reservation ends when another group heads
+	// the queue (queuehead.go).
+	queueHead string
+}
+
+// waits says why the group holds the reservation, as "which …" goes on in messages.
+func (r reservation) waits() string {
+	if r.queueHead != "" {
+		return fmt.Sprintf("heads queue %q and cannot fit", r.queueHead)
+	}
+	return "waits past its SLA"
 }
 
 // releaseReservation ends a group's reservation and brings back the pods that it kept off its

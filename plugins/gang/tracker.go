@@ -60,6 +60,9 @@ type groupState struct {
 	// placed yet. stalled: its last attempt placed nothing, so it cannot use what is free now.
 	// Elastic pods of other groups wait while a group wants its minimum and has not stalled.
 	wantsMinimum, stalled bool
+	// priority is the priority of the members of its minimum, for its place in its queue
+	// (queuehead.go).
+	priority int32
 	// domain is the network domain the group's minimum was assigned to by its topology, for its
 	// members to be placed in (nil: none, or not assigned yet).
 	domain *domain
@@ -69,8 +72,8 @@ type groupState struct {
 	// group held back elsewhere (its queue closed, say) goes quiet, and stops holding elastic pods
 	// back after minimumQuiet.
 	lastActive time.Time
-	// reserved are the nodes reserved for the group past its SLA (nil: none); slaArmed says a
-	// timer will bring the group back when its SLA waiting time ends.
+	// reserved are the nodes reserved for the group, past its SLA or at the head of its queue (nil:
+	// none); slaArmed says a timer will bring the group back when its SLA waiting time ends.
 	reserved []string
 	slaArmed bool
 	// expected is the reserved group's expected start as Filter last worked it out, for the
@@ -130,19 +133,27 @@ func newTracker() *tracker {
 	return &tracker{groups: map[groupKey]*groupState{}, reservedNodes: map[string]reservedNode{}}
 }
 
-// reserve records nodes reserved for a group.
-func (t *tracker) reserve(key groupKey, nodes []string, r reservation) {
+// reserve records nodes reserved for a group; false if it has a reservation already, or none of
+// its nodes are free of other reservations any more (another member's cycle may have reserved
+// them meanwhile).
+func (t *tracker) reserve(key groupKey, nodes []string, r reservation) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.groups[key]
 	if g == nil || g.reserved != nil {
-		return
+		return false
+	}
+	for _, n := range nodes {
+		if other, held := t.reservedNodes[n]; held && other.group != key {
+			return false
+		}
 	}
 	g.reserved = nodes
 	for _, n := range nodes {
 		t.reservedNodes[n] = reservedNode{key, r}
 	}
 	t.reservedCount.Add(1)
+	return true
 }
 
 // unreserve drops a group's reservation; false if it had none.
@@ -290,6 +301,44 @@ func (t *tracker) wantingMinimum(skip groupKey, now time.Time) []groupKey {
 	var out []groupKey
 	for key, g := range t.groups {
 		if key != skip && g.wantsMinimum && !g.stalled && !g.backoffUntil.After(now) && now.Sub(g.lastActive) < minimumQuiet {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// queuedGroup is a group waiting for its minimum, as aheadInQueue orders them.
+type queuedGroup struct {
+	key      groupKey
+	priority int32
+	created  time.Time
+}
+
+// waitingForMinimum returns the groups but skip whose minimum a member has asked for and is not
+// known to be placed, quiet or stalled as they may be: a big gang waits long, without being
+// tried, for the capacity to free up.
+func (t *tracker) waitingForMinimum(skip groupKey) []queuedGroup {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []queuedGroup
+	for key, g := range t.groups {
+		if key != skip && g.wantsMinimum {
+			out = append(out, queuedGroup{key, g.priority, g.created})
+		}
+	}
+	return out
+}
+
+// queueHeadReservations returns the groups holding a reservation as the head of the queue.
+func (t *tracker) queueHeadReservations(queue string) []groupKey {
+	if t.reservedCount.Load() == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []groupKey
+	for key, g := range t.groups {
+		if g.reserved != nil && t.reservedNodes[g.reserved[0]].group == key && t.reservedNodes[g.reserved[0]].queueHead == queue {
 			out = append(out, key)
 		}
 	}

@@ -2,15 +2,15 @@ package cli
 
 import "strings"
 
-// Reasons of tephra-scheduler's events on a group past its SLA (plugins/gang): the nodes reserved
-// for it, and each pod that backfills them.
+// Reasons of tephra-scheduler's events on a group with a reservation (plugins/gang): the nodes
+// reserved for it, and each pod that backfills them.
 const (
 	reasonReserved   = "Reserved"
 	reasonBackfilled = "Backfilled"
 )
 
 // reservationFacts tells, for a waiting group, what the scheduler reported of its reservation: the
-// nodes held for it since it waited past its SLA, and the pods that run in its hole until the
+// nodes held for it (past its SLA, or at the head of its queue), and the pods that run in its hole until the
 // group could start, with when it is expected to. The scheduler says it in events on the
 // PodGroup; only those since the latest reservation count.
 func (o *Options) reservationFacts(ns, name string) []string {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // Backfill around a reservation, on 2 nodes of 2 GPUs: a job of 2 GPUs estimated at 45 s runs;
@@ -24,6 +25,32 @@ import (
 // ended, with the backfilled pod already gone.
 func TestShortEstimatedJobsBackfillAReservation(t *testing.T) {
 	c := newClusterOf(t, "backfill", 2)
+	backfillAReservation(t, c, "3s", "Reserved: the group has waited")
+}
+
+// The same with queueHeadReservations on (scheduler restarted with it, off again after the test)
+// and no SLA: the 4-GPU gang at the head of its queue, which cannot fit, reserves both nodes at
+// once. The pod without an estimate, which would otherwise run on the free GPU at once, waits.
+func TestTheHeadOfAQueueReservesWithoutAnSLA(t *testing.T) {
+	c := newClusterOf(t, "headres", 2)
+	restartScheduler := func() {
+		for _, name := range c.env.Cluster.ReplicaNames(localcluster.Scheduler) {
+			require.NoError(t, c.env.Cluster.RestartComponent(context.Background(), name, localcluster.RestartOptions{}))
+		}
+	}
+	c.env.Cluster.SetSchedulerPluginArgs("TephraGang", map[string]any{"queueHeadReservations": true})
+	restartScheduler()
+	t.Cleanup(func() {
+		c.env.Cluster.SetSchedulerPluginArgs("TephraGang", nil)
+		restartScheduler()
+	})
+	backfillAReservation(t, c, "", fmt.Sprintf("Reserved: the group heads queue %q and its minimum cannot fit now", c.q1))
+}
+
+// backfillAReservation is the scenario of both tests above: the gang has an SLA (none when
+// sla is "") and reserves the nodes with the event reserved.
+func backfillAReservation(t *testing.T, c *cluster, sla, reserved string) {
+	t.Helper()
 	ctx := context.Background()
 
 	_, err := c.env.Tephra.SchedulingV1alpha1().PodGroups(c.ns).Create(ctx, &schedulingv1alpha1.PodGroup{
@@ -36,11 +63,11 @@ func TestShortEstimatedJobsBackfillAReservation(t *testing.T) {
 	}
 	c.waitBound(t, map[string]int{"train": 2}, time.Minute)
 
-	c.gangOf(t, "big", 4, "3s", "10s")
+	c.gangOf(t, "big", 4, sla, "10s")
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return strings.Contains(c.env.Events(c.ns, "big"), "Reserved: the group has waited"), nil
+		return strings.Contains(c.env.Events(c.ns, "big"), reserved), nil
 	})
-	require.NoError(t, err, "the gang reserves both nodes past its SLA; events: %s", c.env.Events(c.ns, "big"))
+	require.NoError(t, err, "the gang reserves both nodes; events: %s", c.env.Events(c.ns, "big"))
 
 	c.onePod(t, "short", "", "10s", new(int64(20)))
 	c.onePod(t, "unestimated", "", "5s", nil)
