@@ -33,10 +33,10 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
-// TestMain runs the package without usage history: its tests check instant shares by weight,
-// one queue running alone before another asks (history would favour the newcomer).
+// TestMain runs the package as shipped, usage history included: minutes of one queue running alone
+// weigh nothing against its week-long half-life, so shares stay by weight (docs/queues.md).
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(m, localcluster.Options{UsageHalfLife: "0s"}, func(env *framework.Env) error {
+	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))
 }

@@ -24,10 +24,11 @@ import (
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
-// packageUsageHalfLife turns usage history off for the package: its tests check the shares that
-// weights, guarantees and capabilities give at the current demand, and often let one queue run
-// alone before another asks, which history would then favour (history_test.go turns it on).
-const packageUsageHalfLife = "0s"
+// packageUsageHalfLife "" runs the package with the shipped usage history (a week's half-life):
+// its tests check the shares that weights, guarantees and capabilities give at the current
+// demand, which minutes of use leave as they are (usage counts against a week, in whole percent
+// of the parent's share; docs/queues.md). history_test.go shortens it to see history act.
+const packageUsageHalfLife = ""
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{UsageHalfLife: packageUsageHalfLife}, func(env *framework.Env) error {
