@@ -206,10 +206,10 @@ REPLAY_MIXED_FLAGS := --span 6h --load 0.9 --seed 5 --nodes 16 --node-gpus 8 --m
 REPLAY_MIXED_OUT ?= replay-mixed
 
 .PHONY: replay-mixed
-replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Ch (usage history), Cb (backfill) and B0, about 25 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
+replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Ch (usage history), Cb (backfill past an SLA), Cq (backfill at the head of each queue) and B0, about 30 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
 	mkdir -p $(REPLAY_MIXED_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_MIXED_OUT)/mixed.csv $(REPLAY_MIXED_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Ch,Cb,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Ch,Cb,Cq,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.

@@ -38,6 +38,9 @@ type Configuration struct {
 	// Backfill gives every Tephra Job a runtime estimate (its trace duration) and the big gangs an
 	// SLA waiting time, so that they reserve nodes and short jobs backfill them (docs/elastic.md).
 	Backfill bool
+	// QueueHeadReservations (with Backfill) runs TephraGang with queueHeadReservations, in place of
+	// the big gangs' SLA: the gang at the head of each queue reserves nodes while it cannot fit.
+	QueueHeadReservations bool
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
 }
@@ -71,6 +74,18 @@ var Configurations = []*Configuration{
 		Queues:   true,
 		Backfill: true,
 		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:                  "Cq",
+		Title:                 "C with backfill at the head of each queue: every Job states its runtime estimate (its duration), and the gang at the head of each queue reserves nodes while it cannot fit (TephraGang's queueHeadReservations)",
+		Gangs:                 TephraJobs,
+		Queues:                true,
+		Backfill:              true,
+		QueueHeadReservations: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraGang": {"queueHeadReservations": true}}
 			return nil
 		},
 	},

@@ -203,11 +203,12 @@ func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name strin
 
 // backfill states the job's runtime estimate, its trace duration played at the speedup, rounded
 // up to whole seconds and a second more (the PodGroup controller counts from its Scheduled
-// condition, which has whole seconds), and gives a big gang an SLA waiting time.
+// condition, which has whole seconds), and gives a big gang an SLA waiting time (none where the
+// head of each queue reserves).
 func (w *workloads) backfill(job *batchv1alpha1.Job, j trace.Job) {
 	estimate := int32(math.Ceil(j.Duration/w.speedup)) + 1
 	job.Spec.RuntimeEstimateSeconds = &estimate
-	if j.GPUs*j.Replicas >= backfillGangGPUs {
+	if j.GPUs*j.Replicas >= backfillGangGPUs && !w.config.QueueHeadReservations {
 		sla := time.Duration(float64(backfillSLA) / w.speedup).Round(100 * time.Millisecond)
 		job.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla.String()}
 	}
