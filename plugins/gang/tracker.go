@@ -133,9 +133,8 @@ func newTracker() *tracker {
 	return &tracker{groups: map[groupKey]*groupState{}, reservedNodes: map[string]reservedNode{}}
 }
 
-// reserve records nodes reserved for a group; false if it has a reservation already, or none of
-// its nodes are free of other reservations any more (another member's cycle may have reserved
-// them meanwhile).
+// reserve records nodes reserved for a group; false if it has a reservation already, or one of
+// the nodes is another group's now (reservations never overlap, whichever cycle reserved first).
 func (t *tracker) reserve(key groupKey, nodes []string, r reservation) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
