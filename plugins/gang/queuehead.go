@@ -55,7 +55,7 @@ func (g *groupManager) aheadInQueue(key groupKey, queue string, priority int32, 
 			continue
 		}
 		pg, err := g.podGroups.PodGroups(other.key.namespace).Get(other.key.name)
-		if err != nil || pg.Spec.Queue != queue && !(pg.Spec.Queue == "" && queue == v1alpha1.DefaultQueue) {
+		if err != nil || queueOfGroup(pg) != queue {
 			continue
 		}
 		count := g.countMembers(other.key, pg, nil)
@@ -65,6 +65,15 @@ func (g *groupManager) aheadInQueue(key groupKey, queue string, priority int32, 
 		return other.key.String()
 	}
 	return ""
+}
+
+// queueOfGroup is the queue of a group's members (v1alpha1.QueueOfPod): its spec.queue, or the
+// default queue.
+func queueOfGroup(pg *v1alpha1.PodGroup) string {
+	if pg.Spec.Queue == "" {
+		return v1alpha1.DefaultQueue
+	}
+	return pg.Spec.Queue
 }
 
 func goesBefore(aCreated time.Time, a groupKey, bCreated time.Time, b groupKey) bool {
