@@ -83,6 +83,10 @@ type ledger struct {
 	// directly, with the charge counted for it: until the claim is reserved, every pod that
 	// would use it is charged it (quota.ChargeDevices), and the queue must count it once.
 	placedClaims, pendingClaims map[claimRef]*claimCount
+	// gone holds the pods the scheduling queue saw deleted before the ledger's own handler of the
+	// pod informer did (goneBeforeHandler): a late update of such a pod, which the handler may
+	// still bring, must not count it again. The handler's deletion clears the entry.
+	gone map[types.UID]struct{}
 	// version changes with every change, so derived values can be cached.
 	version uint64
 	// names are the scheduler names whose pods count (v1alpha1.CountsInQueues), replaced whole
@@ -108,6 +112,7 @@ func newLedger(schedulerNames ...string) *ledger {
 		deviceTotal:   quota.Amounts{},
 		placedClaims:  map[claimRef]*claimCount{},
 		pendingClaims: map[claimRef]*claimCount{},
+		gone:          map[types.UID]struct{}{},
 	}
 	l.names.Store(&schedulerNames)
 	return l
@@ -264,7 +269,7 @@ func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if knownOnly && l.pods[pod.UID] == nil {
+	if _, gone := l.gone[pod.UID]; gone || (knownOnly && l.pods[pod.UID] == nil) {
 		return
 	}
 	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
@@ -320,12 +325,30 @@ func (l *ledger) groupAdded(key string, resolve func(namespace, group string) st
 func (l *ledger) forget(uid types.UID, pod *corev1.Pod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.gone, uid)
 	if old := l.pods[uid]; old != nil {
 		l.account(old, -1)
 		delete(l.pods, uid)
 		if pod != nil {
 			l.setUnresolved(pod, old.group, false)
 		}
+	}
+}
+
+// goneBeforeHandler drops a deleted pod that the scheduling queue learned of first (a queueing
+// hint), and keeps it dropped until the ledger's own handler sees the deletion (forget). The two
+// are handlers of one informer, called in no set order: a pod brought back by the deletion could
+// otherwise be refused with its queue still charged for the deleted pod, and no event would be
+// left to bring it back. Only a pod the informer showed bound is dropped: kube-scheduler sends the
+// same event for a pod it assumed and forgot (its binding failed), which lives on.
+func (l *ledger) goneBeforeHandler(pod *corev1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.pods[pod.UID]; old != nil && old.bound {
+		l.account(old, -1)
+		delete(l.pods, pod.UID)
+		l.setUnresolved(pod, old.group, false)
+		l.gone[pod.UID] = struct{}{}
 	}
 }
 

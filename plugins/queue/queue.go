@@ -641,7 +641,7 @@ func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 		// A queue created, opened, or given more capability or weight.
 		{Event: fwk.ClusterEvent{Resource: queueEvent, ActionType: fwk.All}},
 		// A pod that stops gives its queue's share back.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: q.isSchedulableAfterAssignedPodDeleted},
 		// A pending pod deleted lowers its queue's demand, and so raises other queues' shares.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}},
 		// A node added raises root's capacity.
@@ -651,6 +651,21 @@ func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 		// A namespace relabelled may match a queue's namespaceSelector now.
 		{Event: fwk.ClusterEvent{Resource: namespaceEvent, ActionType: fwk.Update}, QueueingHintFn: isSchedulableAfterNamespaceChange},
 	}, nil
+}
+
+// isSchedulableAfterAssignedPodDeleted queues every pod TephraQueue refused when a placed pod
+// goes, as the share it held may be what the pod waits for. It first takes the deleted pod out of
+// the ledger: the scheduling queue and the ledger's own handler hear of the deletion in no set
+// order, and a pod brought back before the ledger's handler ran met its queue still charged for
+// the victim it had waited on, was refused again, and waited for the periodic flush.
+func (q *Queue) isSchedulableAfterAssignedPodDeleted(_ klog.Logger, _ *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if tombstone, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = tombstone.Obj
+	}
+	if deleted, ok := oldObj.(*corev1.Pod); ok {
+		q.ledger.goneBeforeHandler(deleted)
+	}
+	return fwk.Queue, nil
 }
 
 func (q *Queue) podEvent(pod *corev1.Pod, reason, msg string) {

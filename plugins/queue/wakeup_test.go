@@ -1,0 +1,56 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// The scheduling queue may hear of a victim's deletion before the ledger's own handler of the pod
+// informer does (two handlers of one informer, in no set order). The preemptor it brings back
+// must meet its queue without the victim: charged for it still, the queue refused the preemptor
+// over its share, and no event was left to bring it back before the periodic flush (issue #38). A
+// late update of the victim from the ledger's handler must not charge it again, and a pod the
+// scheduler assumed and forgot (the same event) stays counted.
+func TestADeletedPodLeavesItsQueueWhenTheSchedulingQueueHearsOfIt(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	q := &Queue{ledger: l}
+	resolve := func(string, string) string { return "" }
+	victim := ledgerPod("victim", nil, "n1", 2)
+	l.observe(victim, resolve)
+	require.Equal(t, int64(2), l.allocated[v1alpha1.DefaultQueue][gpu], "the bound victim is charged")
+
+	preemptor := ledgerPod("preemptor", nil, "", 2)
+	hint, err := q.isSchedulableAfterAssignedPodDeleted(klog.Background(), preemptor, victim, nil)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, hint)
+	assert.Zero(t, l.allocated[v1alpha1.DefaultQueue][gpu], "the queue gives the victim's share back before the preemptor is tried again")
+
+	late := victim.DeepCopy()
+	late.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	l.observe(late, resolve)
+	assert.Zero(t, l.allocated[v1alpha1.DefaultQueue][gpu], "the ledger's handler, behind, does not charge the deleted victim again")
+	assert.Zero(t, l.terminating[v1alpha1.DefaultQueue][gpu])
+	l.forget(victim.UID, victim)
+	assert.Empty(t, l.gone, "the handler's deletion ends the record")
+
+	// kube-scheduler sends the same event for a pod whose binding failed, which it forgets: that
+	// pod lives on, pending, and its queue keeps counting it.
+	pending := ledgerPod("pending", nil, "", 2)
+	l.observe(pending, resolve)
+	assumed := pending.DeepCopy()
+	assumed.Spec.NodeName = "n2"
+	l.assume(assumed, v1alpha1.DefaultQueue, "")
+	_, err = q.isSchedulableAfterAssignedPodDeleted(klog.Background(), preemptor, assumed, nil)
+	require.NoError(t, err)
+	_, known := l.entry(pending.UID)
+	assert.True(t, known, "a forgotten assumed pod is no deletion")
+	assert.Empty(t, l.gone)
+}
