@@ -17,12 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/tools/events"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/features"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
@@ -69,7 +69,7 @@ type wakeWorld struct {
 	// creates it) is still to come.
 	evicting  []*corev1.Pod
 	replacing []*corev1.Pod
-	evicted  bool
+	evicted   bool
 	// waiting: members at Permit, with their node; bound: members bound.
 	waiting map[types.UID]string
 	bound   map[types.UID]string
