@@ -55,12 +55,12 @@ UNIT_PACKAGES = $(shell $(GO) list ./... | grep -v '/test/')
 
 # The e2e packages make test runs a second time with kube-scheduler's GenericWorkload gate on in
 # tephra-scheduler (docs/gang.md, "Upstream PodGroups and the GenericWorkload gate").
-E2E_BOTH_GATES = ./test/e2e/gang ./test/e2e/queue ./test/e2e/elastic ./test/e2e/topology ./test/e2e/upstream
+E2E_BOTH_GATES = ./test/e2e/gang ./test/e2e/queue ./test/e2e/elastic ./test/e2e/topology ./test/e2e/upstream ./test/e2e/preemption
 
 .PHONY: test
 # The race detector needs cgo; everything else builds static (CGO_ENABLED=0), as the images and
 # the local cluster's binaries are, so that one compilation serves them all.
-test: ## Unit tests with -race, e2e tests against real local control planes (the gang, queue, elastic, topology and upstream ones with GenericWorkload off and on), and upstream's scheduler_perf short workloads under both profiles.
+test: ## Unit tests with -race, e2e tests against real local control planes (the gang, queue, elastic, topology, upstream and preemption ones with GenericWorkload off and on), and upstream's scheduler_perf short workloads under both profiles.
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(TEST_FLAGS) $(UNIT_PACKAGES)
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/...
 	CGO_ENABLED=0 TEPHRA_E2E_GENERIC_WORKLOAD=true $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_BOTH_GATES)

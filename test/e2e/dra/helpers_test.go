@@ -36,6 +36,8 @@ import (
 // TestMain runs the package as shipped, usage history included: minutes of one queue running alone
 // weigh nothing against its week-long half-life, so shares stay by weight (docs/queues.md).
 func TestMain(m *testing.M) {
+	// A preemptor binds soon after its victims go, never at the periodic flush (issue #38).
+	framework.CheckPreemptorsInEveryTest()
 	os.Exit(framework.Main(m, localcluster.Options{}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))

@@ -117,6 +117,10 @@ func (e *Env) Namespace(t testing.TB) string {
 	t.Cleanup(func() {
 		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
+	if checkPreemptors {
+		// Registered after the namespace's deletion, so run before it.
+		CheckPreemptorsWoken(t, e, ns.Name)
+	}
 	return ns.Name
 }
 

@@ -31,6 +31,8 @@ import (
 const packageUsageHalfLife = ""
 
 func TestMain(m *testing.M) {
+	// A preemptor binds soon after its victims go, never at the periodic flush (issue #38).
+	framework.CheckPreemptorsInEveryTest()
 	os.Exit(framework.Main(m, localcluster.Options{UsageHalfLife: packageUsageHalfLife}, func(env *framework.Env) error {
 		return localcluster.WaitDefaultQueues(context.Background(), env.Cluster.Config)
 	}))

@@ -30,6 +30,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A preemptor binds soon after its victims go, never at the periodic flush (issue #38).
+	framework.CheckPreemptorsInEveryTest()
 	os.Exit(framework.Main(m, localcluster.Options{
 		// TopologyAwareWorkloadScheduling serves schedulingConstraints, and with the gate-on run
 		// lets kube-scheduler's pod-group cycles try placements (TephraGang's, docs/topology.md).
