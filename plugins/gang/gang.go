@@ -108,7 +108,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: g.podGroupAdded,
+		AddFunc:    g.podGroupAdded,
+		UpdateFunc: g.podGroupChanged,
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				ns, name, _ := cache.SplitMetaNamespaceKey(key)

@@ -1278,3 +1278,29 @@ func TestNodeJoiningAPoolQueuesTheGroups(t *testing.T) {
 		assert.NotZero(t, node&action, "a node %s brings waiting groups back", name)
 	}
 }
+
+// kube-scheduler and TephraGang watch PodGroups through informers of their own, heard in no set
+// order: a member kube-scheduler requeued on its event for a lowered minimum may meet the old
+// PodGroup at PreEnqueue and be held there again, short of members. TephraGang's own update
+// brings the group's members back; an update of the status alone brings nobody (issue #38).
+func TestAChangedPodGroupBringsBackItsMembers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pg := f.group(t, "g", 3, nil, f.now)
+	pg.Generation = 1
+	m0, m1 := f.member(t, "m0", "g", ""), f.member(t, "m1", "g", "")
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.PreEnqueue(ctx, m0).Code(), "2 of 3 members exist")
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, f.gang.PreEnqueue(ctx, m1).Code())
+
+	lowered := pg.DeepCopy()
+	lowered.Spec.MinMember, lowered.Generation = 2, 2
+	require.NoError(t, f.groups.Update(lowered))
+	f.gang.podGroupChanged(pg, lowered)
+	assert.ElementsMatch(t, []string{"ns/m0", "ns/m1"}, f.handle.takeActivated(), "the members held on the old minimum come back")
+	assert.True(t, f.gang.PreEnqueue(ctx, m0).IsSuccess())
+
+	running := lowered.DeepCopy()
+	running.Status.Phase = v1alpha1.PodGroupRunning
+	f.gang.podGroupChanged(lowered, running)
+	assert.Empty(t, f.handle.takeActivated(), "a status update brings nobody back")
+}

@@ -87,6 +87,23 @@ func (g *groupManager) podGroupAdded(obj any) {
 	}
 }
 
+// podGroupChanged brings back the waiting members of a group whose spec or annotations changed
+// (its minimum lowered, its SLA set), as this plugin's informer shows it. kube-scheduler hears of
+// the change from an informer of its own, in no set order with this one: a member it requeued
+// first met the old PodGroup here (short of members, say) and was held again at PreEnqueue, with
+// no event left to bring it back before the periodic flush. Status-only updates bring nobody back
+// (isSchedulableAfterPodGroupChange).
+func (g *groupManager) podGroupChanged(oldObj, newObj any) {
+	old, ok1 := oldObj.(*v1alpha1.PodGroup)
+	pg, ok2 := newObj.(*v1alpha1.PodGroup)
+	if !ok1 || !ok2 || statusOnly(old, pg) || !g.queueRunning.Load() {
+		return
+	}
+	key := groupKey{pg.Namespace, pg.Name}
+	g.groups.clearUnfit(key)
+	g.handle.Activate(klog.Background(), g.pendingMembers(key, ""))
+}
+
 // preEnqueue keeps a group's pods out of the active queue until the group exists and its
 // minimum (and every task's minimum) of pods exists.
 func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
