@@ -7,20 +7,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	schedulingapi "k8s.io/api/scheduling/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
 // priorityClass creates a PriorityClass for the test's jobs and deletes it when the test ends.
 func (c *cluster) priorityClass(t *testing.T, name string, value int32) {
 	t.Helper()
-	_, err := c.env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = c.env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	framework.PriorityClass(t, c.env, name, value)
 }
 
 // Volcano's preemption scenario, translated: a low-priority job of 4 one-GPU pods (minimum 2)

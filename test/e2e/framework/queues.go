@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -142,4 +143,16 @@ func HoldBound(t *testing.T, env *Env, ns string, want map[string]int, during ti
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// PriorityClass creates a PriorityClass and deletes it when the test ends.
+func PriorityClass(t testing.TB, env *Env, name string, value int32) {
+	t.Helper()
+	_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }

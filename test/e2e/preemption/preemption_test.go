@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -76,8 +75,8 @@ func preemptWithinAQueue(t *testing.T, name string, rounds int, othersWait bool)
 	q1, q2, low, high := name+"-q1", name+"-q2", "e2e-"+name+"-low", "e2e-"+name+"-high"
 	framework.CreateQueue(t, env, q1, nil)
 	framework.CreateQueue(t, env, q2, nil)
-	priorityClass(t, env, low, 10)
-	priorityClass(t, env, high, 1000)
+	framework.PriorityClass(t, env, low, 10)
+	framework.PriorityClass(t, env, high, 1000)
 	var took []time.Duration
 	// One namespace for every round: a user resubmits a job of the same name, and the scheduler's
 	// state of its group must not outlive the group.
@@ -124,17 +123,6 @@ func preemptWithinAQueue(t *testing.T, name string, rounds int, othersWait bool)
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("j3's minimum bound after %v (sorted, %d rounds)", took, len(took))
-}
-
-func priorityClass(t *testing.T, env *framework.Env, name string, value int32) {
-	t.Helper()
-	_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
 }
 
 // pool creates count nodes, deleted when the test ends, that offer one unit of resource each

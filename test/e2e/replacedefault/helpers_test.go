@@ -20,7 +20,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -199,18 +198,6 @@ func changeDefaultQueue(t *testing.T, env *framework.Env, mutate func(*schedulin
 			_, err = queues.Update(ctx, q, metav1.UpdateOptions{})
 			return err == nil, nil
 		})
-	})
-}
-
-// priorityClass creates a PriorityClass and deletes it when the test ends.
-func priorityClass(t *testing.T, env *framework.Env, name string, value int32) {
-	t.Helper()
-	_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
 

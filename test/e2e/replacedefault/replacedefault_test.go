@@ -115,8 +115,8 @@ func TestPlainPodPreemptsLowerPriority(t *testing.T) {
 	ns := env.Namespace(t)
 	const res corev1.ResourceName = "e2e.tephra.dev/rd-preempt"
 	pool := units(t, env, res, 1, 2)
-	priorityClass(t, env, "e2e-rd-low", 100)
-	priorityClass(t, env, "e2e-rd-high", 1000)
+	framework.PriorityClass(t, env, "e2e-rd-low", 100)
+	framework.PriorityClass(t, env, "e2e-rd-high", 1000)
 
 	create(t, env, ns, plainPod{name: "low-0", res: res, amount: 1, pool: pool, priorityClass: "e2e-rd-low"})
 	create(t, env, ns, plainPod{name: "low-1", res: res, amount: 1, pool: pool, priorityClass: "e2e-rd-low"})
