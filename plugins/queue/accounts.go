@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -141,17 +142,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 				a.ledger.groupAdded(pg.Namespace+"/"+pg.Name, a.groupQueue)
 			}
 		},
-		// A group moved to another queue takes its pods' usage along.
-		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*v1alpha1.PodGroup)
-			pg, ok2 := newObj.(*v1alpha1.PodGroup)
-			if ok1 && ok2 && old.Spec.Queue != pg.Spec.Queue {
-				a.reobserveGroup(pg.Namespace, pg.Name)
-			}
-			if ok1 && ok2 && old.Spec.MinMember != pg.Spec.MinMember {
-				a.ledger.minimumChanged(pg.Namespace + "/" + pg.Name)
-			}
-		},
+		UpdateFunc: func(oldObj, newObj any) { a.groupUpdated(oldObj, newObj) },
 		// A group deleted leaves its pods counted nowhere until it exists again (groupAdded).
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -210,6 +201,28 @@ func (a *accounts) serve(schedulerName string) {
 			a.observePod(pod)
 		}
 	}
+}
+
+// groupUpdated follows a PodGroup's change in the ledger: a group moved to another queue takes
+// its pods' usage along, and a changed minimum changes which groups are short. It says whether
+// the change may let the group's pods go on. Doing it twice changes nothing (Queue's
+// podGroupChanged does it before it brings the pods back).
+func (a *accounts) groupUpdated(oldObj, newObj any) bool {
+	old, ok1 := oldObj.(*v1alpha1.PodGroup)
+	pg, ok2 := newObj.(*v1alpha1.PodGroup)
+	if !ok1 || !ok2 {
+		return false
+	}
+	changed := false
+	if old.Spec.Queue != pg.Spec.Queue {
+		a.reobserveGroup(pg.Namespace, pg.Name)
+		changed = true
+	}
+	if old.Spec.MinMember != pg.Spec.MinMember {
+		a.ledger.minimumChanged(pg.Namespace + "/" + pg.Name)
+		changed = true
+	}
+	return changed || !equality.Semantic.DeepEqual(old.Spec.MinResources, pg.Spec.MinResources)
 }
 
 // reobserveGroup records a group's pods again, with the group's queue as it is now.

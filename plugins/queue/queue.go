@@ -123,6 +123,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err
 	}
+	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
+		return nil, err
+	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("queues"), Registration: a.queueReg},
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: a.groupReg}); err != nil {
@@ -262,6 +265,31 @@ func (q *Queue) queueAdded(obj any) {
 	// started: scheduler_perf's SchedulingBasic under Tephra's profile in CI.
 	q.accounts.shares.invalidateTree()
 	q.activatePending(map[string]bool{queue.Name: true})
+}
+
+// podGroupChanged brings back the pending pods of a PodGroup whose queue, minimum or minimum
+// resources changed. kube-scheduler requeues them on its own informer's event, in no set order
+// with this one: a pod tried first met the ledger's old view of its group (the old queue, a
+// minimum that no longer holds) and was refused with no event left to bring it back. The ledger
+// follows the change first (its own handler may not have run yet).
+func (q *Queue) podGroupChanged(oldObj, newObj any) {
+	pg, ok := newObj.(*v1alpha1.PodGroup)
+	if !ok || !q.accounts.groupUpdated(oldObj, newObj) || !q.queueRunning.Load() {
+		return
+	}
+	objs, err := q.accounts.pods.ByIndex(setup.PodGroupIndex, pg.Namespace+"/"+pg.Name)
+	if err != nil {
+		return
+	}
+	pending := map[string]*corev1.Pod{}
+	for _, obj := range objs {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Spec.SchedulerName == q.handle.ProfileName() {
+			pending[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if len(pending) > 0 {
+		q.handle.Activate(klog.Background(), pending)
+	}
 }
 
 // queueUpdated brings back the pending pods a Queue change may let run: see queueReopened and

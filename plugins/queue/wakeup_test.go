@@ -1,16 +1,19 @@
 package queue
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 // The scheduling queue may hear of a victim's deletion before the ledger's own handler of the pod
@@ -53,4 +56,40 @@ func TestADeletedPodLeavesItsQueueWhenTheSchedulingQueueHearsOfIt(t *testing.T) 
 	_, known := l.entry(pending.UID)
 	assert.True(t, known, "a forgotten assumed pod is no deletion")
 	assert.Empty(t, l.gone)
+}
+
+// kube-scheduler and TephraQueue watch PodGroups through informers of their own, heard in no set
+// order: a pending pod kube-scheduler requeued on its event for a group moved to another queue met
+// the ledger's old view (the group's pods in the old queue), and was refused with no event left.
+// TephraQueue's own update brings the group's pending pods back, the ledger moved first; an update
+// of the status alone brings nobody back (issue #38).
+func TestAPodGroupMovedToAnotherQueueBringsItsPendingPodsBack(t *testing.T) {
+	s := newScheduler(t)
+	h, a := s.profile(t, v1alpha1.SchedulerName)
+	recorder := activations{profileHandle: h, mu: &sync.Mutex{}, pods: map[string]*corev1.Pod{}}
+	q := &Queue{handle: recorder, ledger: a.ledger, accounts: a}
+	q.queueRunning.Store(true)
+	groups := s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer()
+	pods := s.informers.Core().V1().Pods().Informer().GetIndexer()
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", Generation: 1}, Spec: v1alpha1.PodGroupSpec{Queue: "team-a", MinMember: 1}}
+	require.NoError(t, groups.Add(pg))
+	pod := ledgerPod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "", 1)
+	require.NoError(t, pods.Add(pod))
+	a.observePod(pod)
+	require.Equal(t, quota.Amounts{gpu: 1}, a.ledger.view().pending["team-a"])
+
+	moved := pg.DeepCopy()
+	moved.Spec.Queue, moved.Generation = "team-b", 2
+	require.NoError(t, groups.Update(moved))
+	q.podGroupChanged(pg, moved)
+	assert.Equal(t, []string{"ns/w0"}, recorder.activated(), "the group's pending pod comes back")
+	v := a.ledger.view()
+	assert.Empty(t, v.pending["team-a"], "and meets its new queue")
+	assert.Equal(t, quota.Amounts{gpu: 1}, v.pending["team-b"])
+
+	clear(recorder.pods)
+	status := moved.DeepCopy()
+	status.Status.Phase = v1alpha1.PodGroupPending
+	q.podGroupChanged(moved, status)
+	assert.Empty(t, recorder.activated(), "a status update brings nobody back")
 }
