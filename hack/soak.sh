@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 runs=${SOAK_RUNS:-10}
-read -r -a packages <<<"${SOAK_PACKAGES:-./test/e2e/gang ./test/e2e/queue ./test/e2e/elastic ./test/e2e/flow ./test/e2e/upstream}"
+read -r -a packages <<<"${SOAK_PACKAGES:-./test/e2e/gang ./test/e2e/queue ./test/e2e/elastic ./test/e2e/flow ./test/e2e/upstream ./test/e2e/preemption}"
 report=${SOAK_REPORT:-docs/soak.md}
 logs=bin/soak/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$logs"
