@@ -342,6 +342,13 @@ func (l *ledger) forget(uid types.UID, pod *corev1.Pod) {
 // left to bring it back. Only a pod the informer showed bound is dropped: kube-scheduler sends the
 // same event for a pod it assumed and forgot (its binding failed), which lives on.
 func (l *ledger) goneBeforeHandler(pod *corev1.Pod) {
+	// The hint asks once per pod TephraQueue refused: after the first, the pod is known no more.
+	l.mu.RLock()
+	old := l.pods[pod.UID]
+	l.mu.RUnlock()
+	if old == nil || !old.bound {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old := l.pods[pod.UID]; old != nil && old.bound {
