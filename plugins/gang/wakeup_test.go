@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -98,20 +99,11 @@ type activatingHandle struct {
 
 func (h *activatingHandle) Activate(logger klog.Logger, pods map[string]*corev1.Pod) {
 	h.fakeHandle.Activate(logger, pods)
-	h.w.log("activate %s", strings.Join(sortedKeys(pods), ","))
+	h.w.log("activate %s", strings.Join(slices.Sorted(maps.Keys(pods)), ","))
 	h.w.q.Activate(logger, pods)
 }
 
 func (h *activatingHandle) ProfileName() string { return wakeProfile }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 func newWakeWorld(t *testing.T, seed uint64) *wakeWorld {
 	t.Helper()
