@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -52,7 +53,10 @@ const podGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.tephra.de
 
 // Queue is the capacity-queue plugin.
 type Queue struct {
-	handle    fwk.Handle
+	handle fwk.Handle
+	// lastGone is the last deleted pod isSchedulableAfterAssignedPodDeleted took out of the
+	// ledger.
+	lastGone  atomic.Pointer[types.UID]
 	queues    schedulinglisters.QueueLister
 	podGroups schedulinglisters.PodGroupLister
 	// topologies order the levels of gangs' topology constraints, for reclaim in one domain.
@@ -690,8 +694,13 @@ func (q *Queue) isSchedulableAfterAssignedPodDeleted(_ klog.Logger, _ *corev1.Po
 	if tombstone, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
 		oldObj = tombstone.Obj
 	}
+	// The scheduling queue asks once per pod TephraQueue refused, with the same deleted pod: only
+	// the first asks the ledger.
 	if deleted, ok := oldObj.(*corev1.Pod); ok {
-		q.ledger.goneBeforeHandler(deleted)
+		if last := q.lastGone.Load(); last == nil || *last != deleted.UID {
+			q.lastGone.Store(&deleted.UID)
+			q.ledger.goneBeforeHandler(deleted)
+		}
 	}
 	return fwk.Queue, nil
 }
