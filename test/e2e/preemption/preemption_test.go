@@ -83,7 +83,6 @@ func preemptWithinAQueue(t *testing.T, name string, rounds int, othersWait bool)
 	ns := env.Namespace(t)
 	for round := range rounds {
 		if !t.Run(fmt.Sprintf("round-%02d", round), func(t *testing.T) {
-			framework.CheckPreemptorsWoken(t, env, ns)
 			createJob(t, env, ns, coreJob("j1", q1, low, 2, 2, core, pool))
 			createJob(t, env, ns, coreJob("j2", q2, low, 2, 2, core, pool))
 			waitBound(t, env, ns, map[string]int{"j1": 2, "j2": 2}, time.Minute)
