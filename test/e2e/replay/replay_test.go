@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ g1,10,120,team,2,2,4,1,4Gi
 //
 // Four nodes of 4 GPUs; every job is one pod of 4 GPUs that runs 600 s. Queue a submits 8 jobs
 // at 0, queue b 8 jobs at 60. C reclaims two of a's jobs for b, and from then on each queue
-// holds half the cluster; B0 runs all of a's jobs before any of b's.
+// holds half the cluster; B0 gives b nothing until a's first jobs end at 600.
 func TestQueuesShareTheClusterByWeight(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("name,submit,duration,queue,gpus\n")
@@ -142,22 +143,37 @@ func TestQueuesShareTheClusterByWeight(t *testing.T) {
 	}
 	// The stated deviation: C holds each queue within 10 percentage points of its deserved
 	// share on average while the queues together ask for more than the cluster (measured: under
-	// 1). B0 leaves b nothing until a's jobs are done, half the time that b asks: about 24.
+	// 1).
 	assert.Less(t, c.All.ShareMAD, 0.10, "C: mean deviation of the queues' shares from their deserved shares")
 	for _, q := range c.Queues {
 		assert.InDelta(t, 0.5, q.MeanShare, 0.1, "C: queue %s holds half the cluster", q.Queue)
 	}
-	assert.Greater(t, b0.All.ShareMAD, 0.15, "B0: first come, first served")
+	// While a's first jobs run, b holds half the cluster under C and nothing under B0. Only this
+	// stretch is B0's for certain: from 600 on, the stock scheduler serves a's and b's waiting
+	// pods in the order of their last failed attempts, so its deviation over the whole run and
+	// b's mean wait vary from run to run (B0's MAD measured 11 to 24 pp), and no test may rest
+	// on them. C's share is read from 300, well after its reclaim (measured: b holds its half
+	// within a few trace seconds of 60, at 30x).
+	assert.InDelta(t, 0.5, shareDuring(t, c, "b", 300, 570), 0.05, "C: b's share while a's first jobs would run")
+	assert.Zero(t, shareDuring(t, b0, "b", 90, 570), "B0: b's share while a's first jobs run")
 	assert.Positive(t, c.PreemptedPods, "C reclaims a's GPUs for b")
 	assert.Zero(t, b0.PreemptedPods, "B0 preempts nothing: every pod has the same priority")
-	assert.Less(t, queue(c, "b").Wait.Mean, queue(b0, "b").Wait.Mean, "b waits less under C than under B0")
 }
 
-func queue(o report.Outcomes, name string) report.Summary {
-	for _, q := range o.Queues {
-		if q.Queue == name {
-			return q
+// shareDuring is the queue's mean share of the GPUs over the run's grid times from from to to
+// (trace seconds).
+func shareDuring(t *testing.T, o report.Outcomes, queue string, from, to float64) float64 {
+	t.Helper()
+	qi := slices.IndexFunc(o.Queues, func(s report.Summary) bool { return s.Queue == queue })
+	require.GreaterOrEqual(t, qi, 0, "%s: queue %s in the outcomes", o.Config, queue)
+	var sum float64
+	n := 0
+	for k, at := range o.Series.Times {
+		if at >= from && at <= to {
+			sum += o.Series.Share[qi][k]
+			n++
 		}
 	}
-	return report.Summary{}
+	require.Positive(t, n, "%s: grid times between %v and %v", o.Config, from, to)
+	return sum / float64(n)
 }
