@@ -58,6 +58,9 @@ type ledger struct {
 	// groupPlaced sums the placed requests of each PodGroup, and groupCount counts them.
 	groupPlaced map[string]quota.Amounts
 	groupCount  map[string]int
+	// groupNominated counts each PodGroup's pending members nominated to the room their
+	// preemption freed: that room is on its way to them.
+	groupNominated map[string]int
 	// groupPending sums the pending requests of each group by queue (they are in pending too),
 	// and groupMembers counts each group's pods that can run (not terminating, not gated): a
 	// group with fewer members than its minimum cannot run yet, and its pending pods are no
@@ -96,23 +99,24 @@ type ledger struct {
 
 func newLedger(schedulerNames ...string) *ledger {
 	l := &ledger{
-		pods:          map[types.UID]*podEntry{},
-		allocated:     map[string]quota.Amounts{},
-		terminating:   map[string]quota.Amounts{},
-		pending:       map[string]quota.Amounts{},
-		nominated:     map[string]quota.Amounts{},
-		groupPlaced:   map[string]quota.Amounts{},
-		groupCount:    map[string]int{},
-		groupPending:  map[string]map[string]quota.Amounts{},
-		groupMembers:  map[string]int{},
-		short:         map[string]struct{}{},
-		unresolved:    map[string]map[types.UID]*corev1.Pod{},
-		nodes:         map[string]quota.Amounts{},
-		total:         quota.Amounts{},
-		deviceTotal:   quota.Amounts{},
-		placedClaims:  map[claimRef]*claimCount{},
-		pendingClaims: map[claimRef]*claimCount{},
-		gone:          map[types.UID]struct{}{},
+		pods:           map[types.UID]*podEntry{},
+		allocated:      map[string]quota.Amounts{},
+		terminating:    map[string]quota.Amounts{},
+		pending:        map[string]quota.Amounts{},
+		nominated:      map[string]quota.Amounts{},
+		groupPlaced:    map[string]quota.Amounts{},
+		groupCount:     map[string]int{},
+		groupNominated: map[string]int{},
+		groupPending:   map[string]map[string]quota.Amounts{},
+		groupMembers:   map[string]int{},
+		short:          map[string]struct{}{},
+		unresolved:     map[string]map[types.UID]*corev1.Pod{},
+		nodes:          map[string]quota.Amounts{},
+		total:          quota.Amounts{},
+		deviceTotal:    quota.Amounts{},
+		placedClaims:   map[claimRef]*claimCount{},
+		pendingClaims:  map[claimRef]*claimCount{},
+		gone:           map[types.UID]struct{}{},
 	}
 	l.names.Store(&schedulerNames)
 	return l
@@ -480,6 +484,12 @@ func (l *ledger) account(e *podEntry, sign int64) {
 		}
 		if e.nominated {
 			addSigned(l.nominated, e.queue, own, sign)
+			if e.group != "" {
+				l.groupNominated[e.group] += int(sign)
+				if l.groupNominated[e.group] == 0 {
+					delete(l.groupNominated, e.group)
+				}
+			}
 		}
 	}
 }
@@ -544,7 +554,9 @@ type view struct {
 
 // pendingFits says whether the queue has a pending workload whose next step fits in room: a pod
 // of its own, or for a gang whose minimum is not placed, the pod's requests times the members its
-// minimum still misses. Gated pods and the groups short of members are no demand (view).
+// minimum still misses, less those nominated to room their preemption freed (the caller counts
+// that room as the queue's already). Gated pods and the groups short of members are no demand
+// (view).
 func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -560,7 +572,7 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
 				continue
 			}
 			if l.minMember != nil {
-				if missing := l.minMember(e.group) - l.groupCount[e.group]; missing > 1 {
+				if missing := l.minMember(e.group) - l.groupCount[e.group] - l.groupNominated[e.group]; missing > 1 {
 					unit = e.requests.Clone()
 					for name, v := range unit {
 						unit[name] = v * int64(missing)

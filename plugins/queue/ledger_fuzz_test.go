@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +45,7 @@ func (w *ledgerWorld) recount() *ledger {
 	return l
 }
 
-// FuzzLedger drives the ledger through random pod (gated, terminating, ended), PodGroup (minimum included) and scheduler events, as the queue
+// FuzzLedger drives the ledger through random pod (gated, terminating, ended), PodGroup (minimum included) and scheduler events (nominations included), as the queue
 // plugin's informer handlers and Reserve/Unreserve do, and checks after each that its sums equal
 // a recount from scratch of the same world.
 func FuzzLedger(f *testing.F) {
@@ -70,6 +71,14 @@ func FuzzLedger(f *testing.F) {
 			switch op {
 			case 0, 1: // a pod added or updated
 				pod := fuzzPod(uid, arg, queues, groupNames)
+				if old := w.pods[uid]; old != nil {
+					// A pod never leaves its node, and a nomination stays until the pod binds.
+					if old.Spec.NodeName != "" {
+						pod.Spec.NodeName = old.Spec.NodeName
+					} else if pod.Spec.NodeName == "" {
+						pod.Status.NominatedNodeName = old.Status.NominatedNodeName
+					}
+				}
 				w.pods[uid] = pod
 				if pod.Spec.NodeName != "" {
 					delete(w.assumed, uid) // the informer shows the bind: no longer only assumed
@@ -115,6 +124,13 @@ func FuzzLedger(f *testing.F) {
 					delete(w.minimum, group)
 					reobserveGroup(group)
 				}
+			case 8: // PostFilter nominates a pending pod, and the informer shows it later
+				if pod := w.pods[uid]; pod != nil && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && len(pod.Spec.SchedulingGates) == 0 && !w.assumed[uid] {
+					l.nominate(uid, "n", time.Now())
+					nominated := pod.DeepCopy()
+					nominated.Status.NominatedNodeName = "n"
+					w.pods[uid] = nominated
+				}
 			default: // a node's allocatable changed; the pods' sums must not care
 				l.setNode("n", corev1.ResourceList{gpu: *resource.NewQuantity(int64(arg%8), resource.DecimalSI)})
 			}
@@ -152,14 +168,15 @@ func requireSameSums(t *testing.T, want, got *ledger, step int) {
 	t.Helper()
 	wv, gv := want.view(), got.view()
 	for name, pair := range map[string][2]any{
-		"allocated":    {wv.allocated, gv.allocated},
-		"terminating":  {wv.terminating, gv.terminating},
-		"pending":      {wv.pending, gv.pending},
-		"nominated":    {wv.nominated, gv.nominated},
-		"groupPlaced":  {want.groupPlaced, got.groupPlaced},
-		"groupCount":   {want.groupCount, got.groupCount},
-		"groupMembers": {want.groupMembers, got.groupMembers},
-		"groupPending": {want.groupPending, got.groupPending},
+		"allocated":      {wv.allocated, gv.allocated},
+		"terminating":    {wv.terminating, gv.terminating},
+		"pending":        {wv.pending, gv.pending},
+		"nominated":      {wv.nominated, gv.nominated},
+		"groupPlaced":    {want.groupPlaced, got.groupPlaced},
+		"groupCount":     {want.groupCount, got.groupCount},
+		"groupNominated": {want.groupNominated, got.groupNominated},
+		"groupMembers":   {want.groupMembers, got.groupMembers},
+		"groupPending":   {want.groupPending, got.groupPending},
 	} {
 		require.Equal(t, pair[0], pair[1], "step %d: %s differs from a recount", step, name)
 	}

@@ -261,3 +261,54 @@ func TestIdleCapacityIsNotHeldForQueuesThatCannotUseIt(t *testing.T) {
 	s = state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
 	assert.Contains(t, s.admit(tree.Get("team-a"), need, nil, false), "QueueOverDeservedShare", "team-b has a pod of 8 GPUs that fits its share: team-a keeps to its own")
 }
+
+// The room a gang's preemption frees is its queue's, not idle capacity another queue may borrow
+// beyond its share. Volcano's "preemption only works in the same queue" with another queue
+// waiting (test/e2e/preemption), as the ledger sees it while j3's victims go: q1's j3 (a gang of
+// 2) has one member nominated to a victim's node, the victims of q1's j1 are going or gone, q2
+// holds its deserved 2 with j2 and waits with j4. j4 must not take the room: counted as a gang
+// of 2 with nothing placed, j3 seemed not to fit in what q1's share had left, j4 went beyond
+// q2's share into the room, and j3 then reclaimed j2 whole (issue #38's CI failure).
+func TestARoomOnItsWayToAGangIsNotLentToAnotherQueue(t *testing.T) {
+	for _, victims := range []string{"gone", "terminating"} {
+		t.Run("victims "+victims, func(t *testing.T) {
+			l := newLedger(v1alpha1.SchedulerName)
+			for i := range 4 {
+				l.setNode(fmt.Sprintf("n%d", i), corev1.ResourceList{gpu: resource.MustParse("1")})
+			}
+			minimum := map[string]int{"ns/j1": 2, "ns/j2": 2, "ns/j3": 2, "ns/j4": 1}
+			l.minMember = func(group string) int { return minimum[group] }
+			queues := map[string]string{"ns/j1": "q1", "ns/j2": "q2", "ns/j3": "q1", "ns/j4": "q2"}
+			resolve := func(ns, name string) string { return queues[ns+"/"+name] }
+			member := func(job string, i int, node string) *corev1.Pod {
+				return ledgerPod(fmt.Sprintf("%s-%d", job, i), map[string]string{v1alpha1.PodGroupLabel: job}, node, 1)
+			}
+			for _, job := range []string{"j1", "j2", "j3", "j4"} {
+				l.groupAdded("ns/"+job, resolve)
+			}
+			l.observe(member("j2", 0, "n2"), resolve)
+			l.observe(member("j2", 1, "n3"), resolve)
+			l.observe(member("j4", 0, ""), resolve)
+			for i := range 4 {
+				l.observe(member("j3", i, ""), resolve)
+			}
+			// j1's replacements wait; of its evicted pods, the one on n0 is gone and the one on
+			// n1 is gone too, or still terminating.
+			l.observe(member("j1", 2, ""), resolve)
+			l.observe(member("j1", 3, ""), resolve)
+			if victims == "terminating" {
+				going := member("j1", 1, "n1")
+				going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+				l.observe(going, resolve)
+			}
+			l.nominate("j3-1", "n0", time.Now())
+
+			tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "q1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "q2"}}})
+			v := l.view()
+			s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
+			require.Equal(t, int64(2), s.deserved["q2"][gpu], "half of 4 each")
+			assert.Contains(t, s.admit(tree.Get("q2"), quota.Amounts{gpu: 1}, nil, false), "QueueOverDeservedShare",
+				"j3 needs one more member, which q1's share has room for: j4 keeps to q2's share")
+		})
+	}
+}

@@ -574,9 +574,12 @@ func (s state) othersCouldUse(leaf string, need quota.Amounts) bool {
 		if queue == leaf || !asksFor(pending, need) {
 			continue
 		}
+		// What the queue holds for good: its terminating pods' room comes back to it, and the room
+		// its preemptions freed is held for the pods nominated to it.
 		room := quota.Amounts{}
 		for name, v := range s.deserved[queue] {
-			room[name] = max(v-s.view.allocated[queue][name]-s.view.nominated[queue][name], 0)
+			held := s.view.allocated[queue][name] - s.view.terminating[queue][name] + s.view.nominated[queue][name]
+			room[name] = max(v-held, 0)
 		}
 		if s.pendingFits(queue, room) {
 			return true

@@ -34,16 +34,16 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// rounds is how many times TestPreemptionOnlyWithinItsQueue runs its case
-// (TEPHRA_E2E_PREEMPTION_ROUNDS overrides it): the lost wake-up it guards against showed in 1 run
-// of 5.
-func rounds(t *testing.T) int {
-	if v := os.Getenv("TEPHRA_E2E_PREEMPTION_ROUNDS"); v != "" {
+// rounds is how many times a test runs its case, def unless the environment variable names
+// another count (TEPHRA_E2E_PREEMPTION_ROUNDS for TestPreemptionOnlyWithinItsQueue, whose lost
+// wake-up showed in 1 run of 5).
+func rounds(t *testing.T, variable string, def int) int {
+	if v := os.Getenv(variable); v != "" {
 		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
+		require.NoError(t, err, "%s", variable)
 		return n
 	}
-	return 20
+	return def
 }
 
 // bindWithin is how soon after its creation the preemptor must bind its minimum: its victims go
@@ -57,7 +57,7 @@ const bindWithin = 15 * time.Second
 // fill the cluster; then j3 (high priority, q1, minAvailable 2, 4 pods) comes. j1 is preempted
 // whole, j2 is untouched, and j3's minimum binds within bindWithin, in every round.
 func TestPreemptionOnlyWithinItsQueue(t *testing.T) {
-	preemptWithinAQueue(t, "samequeue", rounds(t), false)
+	preemptWithinAQueue(t, "samequeue", rounds(t, "TEPHRA_E2E_PREEMPTION_ROUNDS", 20), false)
 }
 
 // The same case while another queue waits: j4 (low priority, q2) is pending beside j2. q1 is then
@@ -65,7 +65,7 @@ func TestPreemptionOnlyWithinItsQueue(t *testing.T) {
 // a preemptor that the victims' deletion brought back before the account did met q1 still full,
 // and waited for the periodic flush.
 func TestPreemptionWhileAnotherQueueWaits(t *testing.T) {
-	preemptWithinAQueue(t, "otherswait", 5, true)
+	preemptWithinAQueue(t, "otherswait", rounds(t, "TEPHRA_E2E_PREEMPTION_OTHERS_ROUNDS", 5), true)
 }
 
 func preemptWithinAQueue(t *testing.T, name string, rounds int, othersWait bool) {
