@@ -25,6 +25,9 @@ type Node struct {
 	// Guarantee and Capability are the queue's floor and hard limit; nil when unset.
 	Guarantee, Capability Amounts
 	Open, Reclaimable     bool
+	// ReclaimMinRuntime is how long the queue's jobs run before they may be reclaimed; nil when
+	// the Queue leaves it to the scheduler's default.
+	ReclaimMinRuntime *time.Duration
 	// Usage is the queue's decayed usage, which lowers its weight against its siblings' when
 	// Deserved divides their parent's share (history.go); nil when history is off or the queue
 	// has none. NewTree leaves it nil: UseHistory sets it from Queue status, the Queue
@@ -167,6 +170,10 @@ func newNode(q *v1alpha1.Queue, name string) *Node {
 	n.statusUsage = q.Status.Usage
 	n.Open = q.Spec.State != v1alpha1.QueueClosed
 	n.Reclaimable = q.Spec.Reclaimable == nil || *q.Spec.Reclaimable
+	if v := q.Spec.ReclaimMinRuntimeSeconds; v != nil {
+		d := time.Duration(*v) * time.Second
+		n.ReclaimMinRuntime = &d
+	}
 	if sel := q.Spec.NamespaceSelector; sel != nil {
 		selector, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {

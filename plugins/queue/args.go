@@ -20,6 +20,7 @@ const DefaultUsageHalfLife = 168 * time.Hour
 //	- name: TephraQueue
 //	  args:
 //	    usageHalfLife: 168h
+//	    reclaimMinRuntime: 0s
 type Args struct {
 	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
 	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
@@ -27,6 +28,12 @@ type Args struct {
 	// --usage-half-life, so that the scheduler and Queue status agree. Default 168h; 0 turns
 	// history off (shares by weight alone).
 	UsageHalfLife *metav1.Duration `json:"usageHalfLife,omitempty"`
+	// ReclaimMinRuntime is how long a job runs before another queue may reclaim it, for queues
+	// whose spec.reclaimMinRuntimeSeconds is unset: its pods (a gang's whole minimum counts from
+	// its last member's start) are then not victims of reclaim, and the reclaiming pod is tried
+	// again when the first of them comes of age. Slurm's PreemptExemptTime and KAI's queue
+	// minimum runtime are the same knob. Default 0: any job may be reclaimed.
+	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -34,12 +41,18 @@ func (a *Args) SetDefaults() {
 	if a.UsageHalfLife == nil {
 		a.UsageHalfLife = &metav1.Duration{Duration: DefaultUsageHalfLife}
 	}
+	if a.ReclaimMinRuntime == nil {
+		a.ReclaimMinRuntime = &metav1.Duration{}
+	}
 }
 
 // Validate says what is wrong with defaulted args.
 func (a *Args) Validate() error {
 	if a.UsageHalfLife.Duration < 0 {
 		return fmt.Errorf("usageHalfLife: %s must not be negative", a.UsageHalfLife.Duration)
+	}
+	if a.ReclaimMinRuntime.Duration < 0 {
+		return fmt.Errorf("reclaimMinRuntime: %s must not be negative", a.ReclaimMinRuntime.Duration)
 	}
 	return nil
 }

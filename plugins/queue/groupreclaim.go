@@ -69,6 +69,7 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		need.Add(q.ledger.podRequests(m))
 	}
 	r.pod, r.work, r.leaf, r.need, r.nodeStatus, r.elastic, r.devices = pod, w, leaf, need, nil, false, nil
+	r.protected.reset()
 	r.going = r.victimsGoing()
 	st = st.withDemandFor(leaf.Name, need)
 	st = r.withGoing(st)
@@ -99,7 +100,7 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
 	}
 	if msg != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.youngJobsNote(klog.FromContext(ctx), members, time.Now()))
 	}
 	now := time.Now()
 	r.victimsMu.Lock()

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,6 +83,10 @@ type Queue struct {
 	// simulated is what victims free while PodGroupPostFilter places a group without them
 	// (groupreclaim.go).
 	simulated simulatedFreed
+	// reclaimMinRuntime is how long a job runs before it may be reclaimed, for queues that do not
+	// say (minruntime.go); wakers try again the pods that wait for a job to come of age.
+	reclaimMinRuntime time.Duration
+	wakers            wakers
 }
 
 var (
@@ -123,6 +128,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		synced:     a.synced,
 		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
+
+		reclaimMinRuntime: args.ReclaimMinRuntime.Duration,
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -73,6 +74,8 @@ type reclaimer struct {
 	dryRun    map[string][]*corev1.Pod
 	inFlight  map[types.UID]time.Time
 	going     map[types.UID]bool
+	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go).
+	protected protection
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -205,6 +208,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	}
 	r := q.reclaimer
 	r.pod, r.work, r.leaf, r.nodeStatus = pod, w, leaf, m
+	r.protected.reset()
 	r.elastic = q.isElastic(w)
 	if r.elastic {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the pod is above its group's minimum and only takes free capacity")
@@ -295,7 +299,11 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// TephraGang lets the pod's group go on: its other members need evictions of their own.
 		setup.EvictingFor(ctx, q.handle, pod)
 	}
-	if msg := status.Message(); msg != "" {
+	msg := status.Message()
+	if !status.IsSuccess() {
+		msg += q.youngJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
+	}
+	if msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
 	}
 	return result, status

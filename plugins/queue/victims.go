@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -187,6 +188,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 // first.
 func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 	preemptorPriority := corev1helpers.PodPriority(r.pod)
+	now := time.Now()
 	seenGroups := map[string]bool{}
 	var units []*unit
 	for _, pi := range candidates {
@@ -243,6 +245,12 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				} else {
 					u.freed.Add(r.q.ledger.podRequests(m))
 				}
+			}
+		}
+		if kind == kindReclaim {
+			if from := r.reclaimableFrom(u, now); from.After(now) {
+				r.protected.spare(u, from) // too young to reclaim (minruntime.go)
+				continue
 			}
 		}
 		if pod.Status.StartTime != nil {

@@ -53,6 +53,16 @@ type QueueSpec struct {
 	// +optional
 	Reclaimable *bool `json:"reclaimable,omitempty"`
 
+	// ReclaimMinRuntimeSeconds protects the queue's jobs from reclaim until they have run this
+	// long: another queue takes back what this one borrowed from its older jobs, or waits for
+	// room to free. A job restarted by reclaim is protected again, so that no job is reclaimed
+	// over and over. In-queue preemption by priority is not affected. Unset: the scheduler's
+	// reclaimMinRuntime (TephraQueue's args, 0 by default).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	ReclaimMinRuntimeSeconds *int32 `json:"reclaimMinRuntimeSeconds,omitempty"`
+
 	// State is Open or Closed. A closed queue keeps running what runs and starts nothing new.
 	// +kubebuilder:default=Open
 	// +optional

@@ -246,6 +246,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.ReclaimMinRuntimeSeconds != nil {
+		in, out := &in.ReclaimMinRuntimeSeconds, &out.ReclaimMinRuntimeSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.NamespaceSelector != nil {
 		in, out := &in.NamespaceSelector, &out.NamespaceSelector
 		*out = new(metav1.LabelSelector)

@@ -1,0 +1,92 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
+)
+
+// A job younger than its queue's reclaim minimum runtime is no victim of reclaim: the Queue's
+// reclaimMinRuntimeSeconds, else the plugin's reclaimMinRuntime. The preemptor learns when the
+// first spared job may be reclaimed. Among those that may go, the youngest goes first.
+func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
+	now := time.Now()
+	tree := quota.NewTree([]*v1alpha1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1alpha1.QueueSpec{ReclaimMinRuntimeSeconds: ptr.To[int32](600)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "waiting"}},
+	})
+	started := map[string]time.Duration{"b-old": time.Hour, "b-young": time.Minute, "a-young": time.Minute, "a-older": 5 * time.Minute}
+	units := func(clusterDefault time.Duration) ([]string, int, time.Time) {
+		l := newLedger(v1alpha1.SchedulerName)
+		resolve := func(string, string) string { return "" }
+		var candidates []fwk.PodInfo
+		for _, name := range []string{"b-old", "b-young", "a-young", "a-older"} {
+			pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: name[:1]}, "node", 1)
+			pod.Status.StartTime = &metav1.Time{Time: now.Add(-started[name])}
+			l.observe(pod, resolve)
+			info, err := framework.NewPodInfo(pod)
+			require.NoError(t, err)
+			candidates = append(candidates, info)
+		}
+		preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
+		l.observe(preemptor, resolve)
+		r := &reclaimer{q: &Queue{ledger: l, reclaimMinRuntime: clusterDefault}}
+		r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
+		r.state = state{tree: tree}
+		var names []string
+		for _, u := range r.units(candidates) {
+			assert.Equal(t, kindReclaim, u.kind)
+			names = append(names, u.pods[0].Name)
+		}
+		count, first := r.protected.result()
+		return names, count, first
+	}
+
+	names, count, first := units(0)
+	assert.Equal(t, []string{"a-young", "a-older", "b-old"}, names, "b's job of a minute is spared; the youngest of the rest goes first")
+	assert.Equal(t, 1, count)
+	assert.WithinDuration(t, now.Add(9*time.Minute), first, time.Second, "b-young may be reclaimed once it has run 10 minutes")
+
+	names, count, first = units(3 * time.Minute)
+	assert.Equal(t, []string{"a-older", "b-old"}, names, "the plugin's 3 minutes spare a's job of a minute; b's own 10 minutes hold for b")
+	assert.Equal(t, 2, count)
+	assert.WithinDuration(t, now.Add(2*time.Minute), first, time.Second, "a-young comes of age first")
+}
+
+// A gang runs from its last member's start; a pod not started counts from its bind.
+func TestAJobRunsFromItsLastMembersStart(t *testing.T) {
+	now := time.Now()
+	first := ledgerPod("first", nil, "node", 1)
+	first.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+	last := ledgerPod("last", nil, "node", 1)
+	last.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
+	assert.Equal(t, last.Status.StartTime.Time, runningSince([]*corev1.Pod{first, last}, now))
+
+	bound := ledgerPod("bound", nil, "node", 1)
+	bound.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: now.Add(-time.Second)}}}
+	assert.Equal(t, now.Add(-time.Second), runningSince([]*corev1.Pod{first, bound}, now))
+	assert.Equal(t, now, runningSince([]*corev1.Pod{ledgerPod("new", nil, "node", 1)}, now), "a pod with neither runs from now")
+}
+
+func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.Zero(t, args.ReclaimMinRuntime.Duration, "off by default")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "10m"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Minute, args.ReclaimMinRuntime.Duration)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "-1m"}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, "reclaimMinRuntime")
+}
