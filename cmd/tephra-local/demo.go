@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -37,6 +38,16 @@ func runDemo(kubeconfig string) error {
 	if err := yaml.UnmarshalStrict(data, job); err != nil {
 		return fmt.Errorf("%s: %w", demoJob, err)
 	}
+	// Created as `kubectl apply -f` creates it: with the file as its last applied configuration,
+	// so that applying the examples again afterwards updates the Job without a warning.
+	applied, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", demoJob, err)
+	}
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[corev1.LastAppliedConfigAnnotation] = string(applied) + "\n"
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 )
@@ -76,6 +77,16 @@ func TestUpAndDown(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, ready, "4 Ready nodes")
+	// The demo applied the example as `kubectl apply -f manifests/examples/` does: applying the
+	// examples again finds the file as the Job's last applied configuration, and warns of nothing.
+	demo, err := versioned.NewForConfigOrDie(config).BatchV1alpha1().Jobs(metav1.NamespaceDefault).Get(ctx, "tf-mnist", metav1.GetOptions{})
+	require.NoError(t, err)
+	example, err := os.ReadFile("../../" + demoJob)
+	require.NoError(t, err)
+	exampleJSON, err := yaml.YAMLToJSON(example)
+	require.NoError(t, err)
+	require.Contains(t, demo.Annotations, corev1.LastAppliedConfigAnnotation, "the demo Job was applied")
+	assert.JSONEq(t, string(exampleJSON), demo.Annotations[corev1.LastAppliedConfigAnnotation], "its last applied configuration is the example file")
 	queues, err := versioned.NewForConfigOrDie(config).SchedulingV1alpha1().Queues().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	var names []string
