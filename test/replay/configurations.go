@@ -38,6 +38,9 @@ type Configuration struct {
 	// Backfill gives every Tephra Job a runtime estimate (its trace duration) and the big gangs an
 	// SLA waiting time, so that they reserve nodes and short jobs backfill them (docs/elastic.md).
 	Backfill bool
+	// ReclaimMinRuntime, in trace time, runs TephraQueue with that reclaimMinRuntime (played at the
+	// speedup): no job younger is reclaimed (docs/queues.md); 0 keeps the shipped one.
+	ReclaimMinRuntime time.Duration
 	// QueueHeadReservations (with Backfill) runs TephraGang with queueHeadReservations, in place of
 	// the big gangs' SLA: the gang at the head of each queue reserves nodes while it cannot fit.
 	QueueHeadReservations bool
@@ -73,6 +76,16 @@ var Configurations = []*Configuration{
 		Gangs:    TephraJobs,
 		Queues:   true,
 		Backfill: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:              "Cm",
+		Title:             fmt.Sprintf("C with a reclaim minimum runtime of %v of trace time: no job younger is reclaimed", reclaimMinRuntime),
+		Gangs:             TephraJobs,
+		Queues:            true,
+		ReclaimMinRuntime: reclaimMinRuntime,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
@@ -122,6 +135,8 @@ const (
 	backfillGangGPUs = 32
 	backfillSLA      = 10 * time.Minute
 	historyHalfLife  = 6 * time.Hour
+	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
+	reclaimMinRuntime = 30 * time.Minute
 )
 
 func configurationNames() string {
