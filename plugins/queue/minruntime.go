@@ -111,38 +111,50 @@ func (q *Queue) youngJobsNote(logger klog.Logger, pods []*corev1.Pod, now time.T
 		return ""
 	}
 	q.wakeAt(logger, pods, first)
-	return fmt.Sprintf("; %d jobs it could reclaim have run less than their queue's reclaim minimum runtime, the first may be reclaimed in %v", count, first.Sub(now).Round(time.Second))
+	return fmt.Sprintf("; %d job(s) it could reclaim have run less than their queue's reclaim minimum runtime, the first may be reclaimed in %v", count, first.Sub(now).Round(time.Second))
 }
 
 // wakers holds a timer per pod waiting for a young job to come of age, so that a pod refused
 // many times waits on one timer.
 type wakers struct {
 	mu     sync.Mutex
-	timers map[types.UID]*time.Timer
+	timers map[types.UID]waker
+}
+
+type waker struct {
+	timer *time.Timer
+	at    time.Time
 }
 
 // wakeAt activates the pods at the given time (a little after, so that the job is of age when the
-// pods are tried). An earlier timer for a pod stays.
+// pods are tried). A pod's timer for an earlier time stays; one for a later time is replaced.
 func (q *Queue) wakeAt(logger klog.Logger, pods []*corev1.Pod, at time.Time) {
 	w := &q.wakers
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.timers == nil {
-		w.timers = map[types.UID]*time.Timer{}
+		w.timers = map[types.UID]waker{}
 	}
 	for _, pod := range pods {
-		if _, waiting := w.timers[pod.UID]; waiting {
-			continue
+		if old, waiting := w.timers[pod.UID]; waiting {
+			if !old.at.After(at) {
+				continue
+			}
+			old.timer.Stop()
 		}
 		uid := pod.UID
 		activate := map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod}
-		w.timers[uid] = time.AfterFunc(time.Until(at)+100*time.Millisecond, func() {
+		var timer *time.Timer
+		timer = time.AfterFunc(time.Until(at)+100*time.Millisecond, func() {
 			w.mu.Lock()
-			delete(w.timers, uid)
+			if current, ok := w.timers[uid]; ok && current.timer == timer {
+				delete(w.timers, uid)
+			}
 			w.mu.Unlock()
 			if q.stop.Err() == nil {
 				q.handle.Activate(logger, activate)
 			}
 		})
+		w.timers[uid] = waker{timer: timer, at: at}
 	}
 }
