@@ -21,6 +21,8 @@ const DefaultUsageHalfLife = 168 * time.Hour
 //	  args:
 //	    usageHalfLife: 168h
 //	    reclaimMinRuntime: 0s
+//	    reclaimPatience: false
+//	    reclaimLimitPerJob: 0
 type Args struct {
 	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
 	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
@@ -34,6 +36,15 @@ type Args struct {
 	// again when the first of them comes of age. Slurm's PreemptExemptTime and KAI's queue
 	// minimum runtime are the same knob. Default 0: any job may be reclaimed.
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
+	// ReclaimPatience weighs what a reclaim throws away against the wait it saves: a pod reclaims
+	// a job only once it has waited, in proportion to their sizes, as long as the job had run when
+	// the pod began to wait (reclaimcost.go). Default false: a queue below its share reclaims at
+	// once. Queues below their guarantee always do.
+	ReclaimPatience *bool `json:"reclaimPatience,omitempty"`
+	// ReclaimLimitPerJob is how many times reclaim may restart one job; a job reclaimed that often
+	// is not reclaimed again while the scheduler runs. Default 0: no limit. Queues below their
+	// guarantee are not held by it.
+	ReclaimLimitPerJob *int32 `json:"reclaimLimitPerJob,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -44,6 +55,12 @@ func (a *Args) SetDefaults() {
 	if a.ReclaimMinRuntime == nil {
 		a.ReclaimMinRuntime = &metav1.Duration{}
 	}
+	if a.ReclaimPatience == nil {
+		a.ReclaimPatience = new(bool)
+	}
+	if a.ReclaimLimitPerJob == nil {
+		a.ReclaimLimitPerJob = new(int32)
+	}
 }
 
 // Validate says what is wrong with defaulted args.
@@ -53,6 +70,9 @@ func (a *Args) Validate() error {
 	}
 	if a.ReclaimMinRuntime.Duration < 0 {
 		return fmt.Errorf("reclaimMinRuntime: %s must not be negative", a.ReclaimMinRuntime.Duration)
+	}
+	if *a.ReclaimLimitPerJob < 0 {
+		return fmt.Errorf("reclaimLimitPerJob: %d must not be negative (0: no limit)", *a.ReclaimLimitPerJob)
 	}
 	return nil
 }

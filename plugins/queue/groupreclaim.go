@@ -95,14 +95,16 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 			klog.FromContext(ctx).Error(err, "Ending the snapshot's mutations", "podGroup", pgInfo.GetKey())
 		}
 	}()
+	r.patience = r.patienceFor(members, need, time.Now())
 	victims, assignments, msg, err := r.chooseForGroup(ctx, lister, schedule)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
 	}
 	if msg != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.youngJobsNote(klog.FromContext(ctx), members, time.Now()))
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.sparedJobsNote(klog.FromContext(ctx), members, time.Now()))
 	}
 	now := time.Now()
+	r.countReclaims(victims, now)
 	r.victimsMu.Lock()
 	var pods []*corev1.Pod
 	for _, u := range victims {
@@ -170,9 +172,14 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	var pool []*unit
 	freed := map[string]quota.Amounts{}
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
+	patience := r.patience
 	for _, u := range orderByBudgets(r.units(candidates), r.budgetsNow) {
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
 			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
+			continue
+		}
+		if ok, from := patience.take(u); !ok {
+			r.protected.spare(u, from, spareCost)
 			continue
 		}
 		if u.elastic {

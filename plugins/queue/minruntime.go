@@ -1,13 +1,9 @@
 package queue
 
 import (
-	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 )
 
 // A job that has run less than its queue's reclaim minimum runtime is not reclaimed: the work a
@@ -57,104 +53,4 @@ func runningSince(pods []*corev1.Pod, now time.Time) time.Time {
 		}
 	}
 	return last
-}
-
-// protection collects, over one PostFilter, the units spared because their jobs are too young to
-// reclaim: how many, and when the first comes of age. SelectVictimsOnNode runs on many nodes at
-// once.
-type protection struct {
-	mu    sync.Mutex
-	count int
-	first time.Time
-	seen  map[string]bool
-}
-
-func (p *protection) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.count, p.first, p.seen = 0, time.Time{}, nil
-}
-
-// spare notes a unit spared until from (a gang is one unit however many nodes it is met on).
-func (p *protection) spare(u *unit, from time.Time) {
-	key := u.group
-	if key == "" || u.elastic {
-		key = string(u.pods[0].UID)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.seen == nil {
-		p.seen = map[string]bool{}
-	}
-	if p.seen[key] {
-		return
-	}
-	p.seen[key] = true
-	p.count++
-	if p.first.IsZero() || from.Before(p.first) {
-		p.first = from
-	}
-}
-
-// result returns how many units were spared and when the first may be reclaimed.
-func (p *protection) result() (int, time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.count, p.first
-}
-
-// youngJobsNote says, for a preemptor that evicted nothing, which young jobs it waits on ("" if
-// none), and has it tried again when the first of them comes of age.
-func (q *Queue) youngJobsNote(logger klog.Logger, pods []*corev1.Pod, now time.Time) string {
-	count, first := q.reclaimer.protected.result()
-	if count == 0 {
-		return ""
-	}
-	q.wakeAt(logger, pods, first)
-	return fmt.Sprintf("; %d job(s) it could reclaim have run less than their queue's reclaim minimum runtime, the first may be reclaimed in %v", count, first.Sub(now).Round(time.Second))
-}
-
-// wakers holds a timer per pod waiting for a young job to come of age, so that a pod refused
-// many times waits on one timer.
-type wakers struct {
-	mu     sync.Mutex
-	timers map[types.UID]waker
-}
-
-type waker struct {
-	timer *time.Timer
-	at    time.Time
-}
-
-// wakeAt activates the pods at the given time (a little after, so that the job is of age when the
-// pods are tried). A pod's timer for an earlier time stays; one for a later time is replaced.
-func (q *Queue) wakeAt(logger klog.Logger, pods []*corev1.Pod, at time.Time) {
-	w := &q.wakers
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.timers == nil {
-		w.timers = map[types.UID]waker{}
-	}
-	for _, pod := range pods {
-		if old, waiting := w.timers[pod.UID]; waiting {
-			if !old.at.After(at) {
-				continue
-			}
-			old.timer.Stop()
-		}
-		uid := pod.UID
-		activate := map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod}
-		var timer *time.Timer
-		timer = time.AfterFunc(time.Until(at)+100*time.Millisecond, func() {
-			w.mu.Lock()
-			if current, ok := w.timers[uid]; ok && current.timer == timer {
-				delete(w.timers, uid)
-			}
-			w.mu.Unlock()
-			if q.stop.Err() == nil {
-				q.handle.Activate(logger, activate)
-			}
-		})
-		w.timers[uid] = waker{timer: timer, at: at}
-	}
 }

@@ -51,7 +51,7 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 			names = append(names, u.pods[0].Name)
 		}
 		count, first := r.protected.result()
-		return names, count, first
+		return names, count[spareYoung], first
 	}
 
 	names, count, first := units(0)

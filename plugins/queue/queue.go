@@ -87,6 +87,11 @@ type Queue struct {
 	// say (minruntime.go); wakers try again the pods that wait for a job to come of age.
 	reclaimMinRuntime time.Duration
 	wakers            wakers
+	// reclaimPatience and reclaimLimitPerJob weigh what a reclaim costs; reclaims counts the
+	// reclaims of each job (reclaimcost.go).
+	reclaimPatience    bool
+	reclaimLimitPerJob int
+	reclaims           reclaimCounts
 }
 
 var (
@@ -129,7 +134,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 
-		reclaimMinRuntime: args.ReclaimMinRuntime.Duration,
+		reclaimMinRuntime:  args.ReclaimMinRuntime.Duration,
+		reclaimPatience:    *args.ReclaimPatience,
+		reclaimLimitPerJob: int(*args.ReclaimLimitPerJob),
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err

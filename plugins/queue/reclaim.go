@@ -71,11 +71,14 @@ type reclaimer struct {
 	// cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
 	// sees it: its queues and budgets count them as gone, and none is chosen again.
 	victimsMu sync.Mutex
-	dryRun    map[string][]*corev1.Pod
+	dryRun    map[string][]*unit
 	inFlight  map[types.UID]time.Time
 	going     map[types.UID]bool
-	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go).
+	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go), or
+	// too costly (reclaimcost.go).
 	protected protection
+	// patience is the preemptor's, set by PostFilter for the dry runs, which each copy it.
+	patience patience
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -284,15 +287,20 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
 	}
 	r.victimsMu.Lock()
-	r.dryRun = map[string][]*corev1.Pod{}
+	r.dryRun = map[string][]*unit{}
 	r.victimsMu.Unlock()
+	r.patience = r.patienceFor([]*corev1.Pod{pod}, r.need, time.Now())
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
 		r.victimsMu.Lock()
-		for _, victim := range r.dryRun[result.NominatedNodeName] {
-			r.inFlight[victim.UID] = time.Now()
+		victims := r.dryRun[result.NominatedNodeName]
+		for _, u := range victims {
+			for _, victim := range u.pods {
+				r.inFlight[victim.UID] = time.Now()
+			}
 		}
 		r.victimsMu.Unlock()
+		r.countReclaims(victims, time.Now())
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
 		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
@@ -301,7 +309,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	}
 	msg := status.Message()
 	if !status.IsSuccess() {
-		msg += q.youngJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
+		msg += q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
 	}
 	if msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)

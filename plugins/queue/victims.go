@@ -136,9 +136,14 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	}
 	var chosen []*unit
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
+	patience := r.patience // this node's own: dry runs are parallel
 	for _, u := range units {
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
 			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
+			continue
+		}
+		if ok, from := patience.take(u); !ok {
+			r.protected.spare(u, from, spareCost)
 			continue
 		}
 		if s := remove(u, -1); s != nil {
@@ -179,7 +184,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	slices.Reverse(victims)
 	broken := violations(victims, r.budgetsNow)
 	r.victimsMu.Lock()
-	r.dryRun[node] = pods
+	r.dryRun[node] = victims
 	r.victimsMu.Unlock()
 	return pods, broken, nil
 }
@@ -249,7 +254,11 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		}
 		if kind == kindReclaim {
 			if from := r.reclaimableFrom(u, now); from.After(now) {
-				r.protected.spare(u, from) // too young to reclaim (minruntime.go)
+				r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
+				continue
+			}
+			if r.overLimit(u, r.need) {
+				r.protected.spare(u, time.Time{}, spareLimit) // reclaimed often enough (reclaimcost.go)
 				continue
 			}
 		}

@@ -1,0 +1,198 @@
+package queue
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tephra-dev/tephra/internal/quota"
+)
+
+// What a reclaim costs. Reclaim keeps a queue's deserved share by restarting another queue's
+// job, and the work that job did since it last started is thrown away. Most of the time the
+// cluster frees capacity soon enough for the waiting queue (TephraQueue gives what frees first to
+// queues below their share), and a reclaim of a job that has run for hours costs far more than
+// the wait it saves. Two optional rules weigh that:
+//
+//   - Patience (TephraQueue's reclaimPatience): before a queue reclaims a job, its pod waits, in
+//     proportion to their sizes, as long as the job had run when the pod began to wait: the work
+//     the reclaim would throw away is weighed against the wait the pod has borne. A job that
+//     started while the pod waited costs no patience: it took room the pod's queue was owed. The
+//     measure needs no estimate and no rate, and is the same at any time scale; a pod that waits
+//     long enough always gets its share in the end, so deserved shares still hold. Sizes are
+//     dominant shares of the resources the pod asks for.
+//   - A limit per job (TephraQueue's reclaimLimitPerJob): a job reclaimed that many times is not
+//     reclaimed again. The count is the scheduler's, since it started.
+//
+// Neither applies when the reclaiming queue is below its guarantee: a guarantee is honoured at
+// any cost.
+
+// waitingSince is when the pods began to wait: the earliest created.
+func waitingSince(pods []*corev1.Pod, now time.Time) time.Time {
+	since := now
+	for _, p := range pods {
+		if c := p.CreationTimestamp.Time; !c.IsZero() && c.Before(since) {
+			since = c
+		}
+	}
+	return since
+}
+
+// sizeOf is amounts' dominant share of the cluster in the resources named.
+func sizeOf(amounts, total quota.Amounts, resources []corev1.ResourceName) float64 {
+	size := 0.0
+	for _, name := range resources {
+		if total[name] > 0 {
+			size = max(size, float64(amounts[name])/float64(total[name]))
+		}
+	}
+	return size
+}
+
+// patience weighs the victims of one reclaim against the wait of the pods they make room for.
+// A zero patience lets everything through.
+type patience struct {
+	on bool
+	// since is when the preemptor began to wait, size its size: the wait it has borne is
+	// size × (now − since).
+	since time.Time
+	size  float64
+	// spent is the work the units taken so far throw away (size × seconds run before since).
+	spent float64
+	now   time.Time
+	total quota.Amounts
+	names []corev1.ResourceName
+}
+
+// lost is the work, in size × seconds, a reclaim of the unit throws away as patience counts it:
+// what the job had run when the preemptor began to wait.
+func (p *patience) lost(u *unit) float64 {
+	ran := p.since.Sub(runningSince(u.pods, p.now))
+	if ran <= 0 {
+		return 0
+	}
+	return sizeOf(u.freed, p.total, p.names) * ran.Seconds()
+}
+
+// take says whether the unit may be reclaimed on top of those taken so far, and counts it; when
+// it may not, from is when the preemptor will have waited long enough to reclaim it alone.
+func (p *patience) take(u *unit) (ok bool, from time.Time) {
+	if !p.on || u.kind != kindReclaim || u.elastic {
+		// Preemption by priority is the queue's own business, and an elastic pod's job goes on
+		// without it.
+		return true, time.Time{}
+	}
+	lost := p.lost(u)
+	if p.spent+lost <= p.size*p.now.Sub(p.since).Seconds() {
+		p.spent += lost
+		return true, time.Time{}
+	}
+	if p.size <= 0 {
+		return false, time.Time{}
+	}
+	return false, p.since.Add(time.Duration(lost / p.size * float64(time.Second)))
+}
+
+// patienceFor starts the patience of a preemption for the pods, which ask need; it is off when
+// the plugin's reclaimPatience is, or when the preemptor's queue is below its guarantee.
+func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
+	if !r.q.reclaimPatience || r.belowGuarantee(need) {
+		return patience{}
+	}
+	names := r.neededResources()
+	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.total, names),
+		now: now, total: r.state.view.total, names: names}
+}
+
+// belowGuarantee says whether the preemptor's queue, with need, stays within its guarantee in
+// every resource it asks for that the queue guarantees.
+func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
+	guaranteed := false
+	used := r.state.view.allocated[r.leaf.Name].Clone()
+	used.Add(r.state.view.nominated[r.leaf.Name])
+	for name, v := range need {
+		if v <= 0 {
+			continue
+		}
+		if r.leaf.Guarantee[name] <= 0 {
+			continue
+		}
+		guaranteed = true
+		if used[name]+v > r.leaf.Guarantee[name] {
+			return false
+		}
+	}
+	return guaranteed
+}
+
+// countReclaims counts the units that restart their jobs among the victims of a reclaim.
+func (r *reclaimer) countReclaims(victims []*unit, now time.Time) {
+	for _, u := range victims {
+		if u.kind == kindReclaim && !u.elastic {
+			r.q.reclaims.reclaimed(jobOf(u.pods[0], u.group), now)
+		}
+	}
+}
+
+// reclaimCounts counts, per job, the reclaims that restarted it. A job is its pod group, else the
+// controller that owns its pods (which makes them again), else its pod.
+type reclaimCounts struct {
+	mu    sync.Mutex
+	byJob map[string]reclaimCount
+}
+
+type reclaimCount struct {
+	count int
+	last  time.Time
+}
+
+// forgetAfter is how long a job's count is kept after its last reclaim, so that counts of jobs
+// long gone do not pile up.
+const forgetAfter = 7 * 24 * time.Hour
+
+// jobOf is the job a pod belongs to, as reclaimCounts counts them.
+func jobOf(pod *corev1.Pod, group string) string {
+	if group != "" {
+		return "group/" + group
+	}
+	if owner := metav1.GetControllerOf(pod); owner != nil {
+		return "owner/" + string(owner.UID)
+	}
+	return "pod/" + string(pod.UID)
+}
+
+// reclaimed counts a reclaim of the job, when its victims are chosen.
+func (c *reclaimCounts) reclaimed(job string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byJob == nil {
+		c.byJob = map[string]reclaimCount{}
+	}
+	if len(c.byJob)%1024 == 1023 {
+		for k, v := range c.byJob {
+			if now.Sub(v.last) > forgetAfter {
+				delete(c.byJob, k)
+			}
+		}
+	}
+	c.byJob[job] = reclaimCount{count: c.byJob[job].count + 1, last: now}
+}
+
+// of is how many times the job was reclaimed.
+func (c *reclaimCounts) of(job string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byJob[job].count
+}
+
+// overLimit says whether the unit's job was reclaimed as often as the plugin's
+// reclaimLimitPerJob allows (never when there is no limit or the queue is below its guarantee).
+func (r *reclaimer) overLimit(u *unit, need quota.Amounts) bool {
+	limit := r.q.reclaimLimitPerJob
+	if limit <= 0 || u.kind != kindReclaim || u.elastic {
+		return false
+	}
+	return r.q.reclaims.of(jobOf(u.pods[0], u.group)) >= limit && !r.belowGuarantee(need)
+}

@@ -1,0 +1,147 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
+)
+
+// A pod that has waited 10 minutes for 1 of 8 GPUs may throw away 10 GPU-minutes of an eighth of
+// the cluster's size: a job of its size that started during its wait costs nothing, one that had
+// run 5 minutes when it began to wait costs 5, and a second such job on top passes the budget. A
+// job of an hour is spared until the pod has waited an hour; one twice its size, until two.
+func TestReclaimPatienceWeighsTheWorkLostAgainstTheWait(t *testing.T) {
+	now := time.Now()
+	since := now.Add(-10 * time.Minute)
+	total := quota.Amounts{gpu: 8}
+	p := patience{on: true, since: since, size: 1.0 / 8, now: now, total: total, names: []corev1.ResourceName{gpu}}
+	job := func(gpus int64, startedBeforeWait time.Duration) *unit {
+		pod := ledgerPod("v", nil, "node", gpus)
+		pod.Status.StartTime = &metav1.Time{Time: since.Add(-startedBeforeWait)}
+		return &unit{pods: []*corev1.Pod{pod}, kind: kindReclaim, freed: quota.Amounts{gpu: gpus}}
+	}
+
+	ok, _ := p.take(job(1, -time.Minute))
+	assert.True(t, ok, "a job that started while the pod waited costs nothing")
+	ok, from := p.take(job(1, time.Hour))
+	assert.False(t, ok)
+	assert.WithinDuration(t, since.Add(time.Hour), from, time.Millisecond, "a job of an hour is spared until the pod has waited an hour")
+	ok, from = p.take(job(2, time.Hour))
+	assert.False(t, ok)
+	assert.WithinDuration(t, since.Add(2*time.Hour), from, time.Millisecond, "twice the size, twice the wait")
+	ok, _ = p.take(job(1, 5*time.Minute))
+	assert.True(t, ok, "5 minutes of work for 10 of waiting")
+	ok, from = p.take(job(1, 6*time.Minute))
+	assert.False(t, ok, "5 + 6 minutes of work pass the 10 minutes waited")
+	assert.WithinDuration(t, since.Add(6*time.Minute), from, time.Millisecond)
+
+	preempt := job(1, time.Hour)
+	preempt.kind = kindPreempt
+	ok, _ = p.take(preempt)
+	assert.True(t, ok, "preemption by priority in the pod's own queue is not weighed")
+	elastic := job(1, time.Hour)
+	elastic.elastic = true
+	ok, _ = p.take(elastic)
+	assert.True(t, ok, "an elastic pod's job goes on without it")
+	ok, _ = (&patience{}).take(job(1, time.Hour))
+	assert.True(t, ok, "patience off lets everything through")
+}
+
+// With reclaimPatience on, a queue below its guarantee is not patient; a queue above it is, and
+// its pod began to wait when it was created.
+func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
+	now := time.Now()
+	tree := quota.NewTree([]*v1alpha1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: "owed"}, Spec: v1alpha1.QueueSpec{Guarantee: corev1.ResourceList{gpu: resource.MustParse("2")}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+	})
+	pod := ledgerPod("preemptor", nil, "", 1)
+	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
+	r := &reclaimer{q: &Queue{reclaimPatience: true}}
+	r.pod, r.need = pod, quota.Amounts{gpu: 1}
+	r.state = state{tree: tree, view: view{total: quota.Amounts{gpu: 8}, allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
+
+	r.leaf = tree.Get("owed")
+	assert.False(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "1 held and 1 asked are within the guarantee of 2")
+	r.state.view.allocated["owed"] = quota.Amounts{gpu: 2}
+	p := r.patienceFor([]*corev1.Pod{pod}, r.need, now)
+	assert.True(t, p.on, "past the guarantee, the queue is patient")
+	assert.Equal(t, now.Add(-time.Minute), p.since)
+	assert.InDelta(t, 1.0/8, p.size, 1e-9)
+
+	r.leaf = tree.Get("other")
+	assert.True(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "a queue without a guarantee is patient")
+	r.q.reclaimPatience = false
+	assert.False(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "off by default")
+}
+
+// With reclaimLimitPerJob 2, a job reclaimed twice is no victim of reclaim again, and the
+// preemptor is told why; a gang counts once per reclaim however many members go, and jobs are
+// told apart by group, else by owner.
+func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
+	l := newLedger(v1alpha1.SchedulerName)
+	resolve := func(string, string) string { return "" }
+	var candidates []fwk.PodInfo
+	pods := map[string]*corev1.Pod{}
+	for _, name := range []string{"twice", "once"} {
+		pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "a"}, "node", 1)
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "job-" + pod.UID, Controller: new(true)}}
+		l.observe(pod, resolve)
+		info, err := framework.NewPodInfo(pod)
+		require.NoError(t, err)
+		candidates = append(candidates, info)
+		pods[name] = pod
+	}
+	preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
+	l.observe(preemptor, resolve)
+	r := &reclaimer{q: &Queue{ledger: l, reclaimLimitPerJob: 2}}
+	r.pod, r.leaf, r.belowShare, r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 1}
+	r.state = state{tree: tree}
+	now := time.Now()
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}}, now)
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim}}, now)
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["once"]}, kind: kindPreempt}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim, elastic: true}}, now)
+
+	var names []string
+	for _, u := range r.units(candidates) {
+		names = append(names, u.pods[0].Name)
+	}
+	assert.Equal(t, []string{"once"}, names, "preemption by priority and an elastic pod's reclaim restart no job, and count not")
+	count, first := r.protected.result()
+	assert.Equal(t, 1, count[spareLimit])
+	assert.True(t, first.IsZero(), "a job at its limit is never reclaimed: there is no time to try again")
+
+	gang := &unit{pods: []*corev1.Pod{ledgerPod("m0", nil, "n", 1), ledgerPod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
+	r.countReclaims([]*unit{gang}, now)
+	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang.pods[1], "ns/g")), "a gang is one job")
+	r.q.reclaimLimitPerJob = 0
+	r.protected.reset()
+	assert.Len(t, r.units(candidates), 2, "no limit by default")
+}
+
+func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.False(t, *args.ReclaimPatience, "off by default")
+	assert.Zero(t, *args.ReclaimLimitPerJob, "no limit by default")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": true, "reclaimLimitPerJob": 2}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.True(t, *args.ReclaimPatience)
+	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimLimitPerJob": -1}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, "reclaimLimitPerJob: -1 must not be negative")
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": "yes"}`), ContentType: runtime.ContentTypeJSON})
+	assert.Error(t, err, "a string is no bool")
+}
