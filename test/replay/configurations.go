@@ -91,6 +91,17 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:   "Cp",
+		Title:  "C with reclaim that pays for itself: reclaim patience, and no job reclaimed more than twice (TephraQueue's reclaimPatience and reclaimLimitPerJob)",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			// Patience compares times with times: it needs no scaling to the speedup.
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatience": true, "reclaimLimitPerJob": reclaimLimitPerJob}}
+			return nil
+		},
+	},
+	{
 		Name:                  "Cq",
 		Title:                 "C with backfill at the head of each queue: every Job states its runtime estimate (its duration), and the gang at the head of each queue reserves nodes while it cannot fit (TephraGang's queueHeadReservations)",
 		Gangs:                 TephraJobs,
@@ -137,6 +148,8 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
+	// reclaimLimitPerJob is Cp's: the goal's bound on restarts.
+	reclaimLimitPerJob = 2
 )
 
 func configurationNames() string {
