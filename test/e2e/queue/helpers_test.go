@@ -150,3 +150,24 @@ func countEvents(t *testing.T, env *framework.Env, ns, reason string) int {
 	}
 	return n
 }
+
+// pendingMessage returns the PodScheduled message of a pod of the queue that is not bound (ok
+// false, with what was found instead, when there is none).
+func pendingMessage(env *framework.Env, ns, queue string) (msg string, ok bool) {
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "e2e.tephra.dev/queue=" + queue})
+	if err != nil {
+		return err.Error(), false
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				return c.Message, true
+			}
+		}
+		return "no PodScheduled condition on " + p.Name, false
+	}
+	return "no pod of queue " + queue + " is pending", false
+}

@@ -45,22 +45,8 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 	framework.WaitBound(t, env, ns, map[string]int{"minrun-waiting": 1, "minrun-old": 1, "minrun-young": 2}, 30*time.Second)
 	// The pending pod says what it waits for, while young's pods are still young.
 	framework.Eventually(t, youngFor/2, "the pending waiting pod to name the young jobs", func() (bool, string) {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "e2e.tephra.dev/queue=minrun-waiting"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				continue
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled {
-					return strings.Contains(c.Message, "have run less than their queue's reclaim minimum runtime"), c.Message
-				}
-			}
-			return false, "no PodScheduled condition on " + p.Name
-		}
-		return false, "no waiting pod is pending"
+		msg, ok := pendingMessage(env, ns, "minrun-waiting")
+		return ok && strings.Contains(msg, "have run less than their queue's reclaim minimum runtime"), msg
 	})
 	// Until young's pods have run youngFor, nothing more moves (3 s short of it: the pods started
 	// a moment before WaitBound saw them bound).

@@ -1,0 +1,85 @@
+package queue
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
+)
+
+// hogRan is how long the hog's pods run before the first waiting pod comes: its patience.
+const hogRan = 10 * time.Second
+
+// With TephraQueue's reclaimPatience and a reclaimLimitPerJob of 1 (the scheduler restarted
+// with them, and without them after the test), a batch Job of 4 pods holds all 4 GPUs of two
+// equal queues. A pod of the other queue that comes hogRan later reclaims one of the Job's pods
+// only once it has waited as long as they had run, and says why it waits until then. The Job is
+// then reclaimed once: a second waiting pod, below its queue's share too, reclaims nothing more,
+// and says why.
+func TestReclaimWaitsAsLongAsTheVictimRanAndRestartsAJobOnlyUpToTheLimit(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	restartScheduler := func() {
+		for _, name := range env.Cluster.ReplicaNames(localcluster.Scheduler) {
+			require.NoError(t, env.Cluster.RestartComponent(context.Background(), name, localcluster.RestartOptions{}))
+		}
+	}
+	env.Cluster.SetSchedulerPluginArgs("TephraQueue", map[string]any{"reclaimPatience": true, "reclaimLimitPerJob": 1})
+	restartScheduler()
+	t.Cleanup(func() {
+		env.Cluster.SetSchedulerPluginArgs("TephraQueue", nil)
+		restartScheduler()
+	})
+	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-cost"
+	pool := units(t, env, gpu, 2, 2)
+	framework.CreateQueue(t, env, "cost-hog", nil)
+	framework.CreateQueue(t, env, "cost-waiting", nil)
+
+	template := workPod{name: "hog", queue: "cost-hog", res: gpu, amount: 1, pool: pool}.build(ns)
+	_, err := env.Kube.BatchV1().Jobs(ns).Create(context.Background(), &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Parallelism: new(int32(4)),
+			Completions: new(int32(4)),
+			Template:    corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: template.Labels}, Spec: template.Spec},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.WaitBound(t, env, ns, map[string]int{"cost-hog": 4}, time.Minute)
+	hogBound := time.Now()
+	time.Sleep(hogRan)
+
+	submit(t, env, ns, 1, "first", workPod{queue: "cost-waiting", res: gpu, amount: 1, pool: pool})
+	firstCreated := time.Now()
+	framework.Eventually(t, hogRan/2, "the waiting pod to say it is patient", func() (bool, string) {
+		msg, ok := pendingMessage(env, ns, "cost-waiting")
+		return ok && strings.Contains(msg, "had run longer, for their size, than it has waited (reclaim patience)"), msg
+	})
+	// The hog's pods had run at least firstCreated - hogBound when it came: nothing moves until it
+	// has waited that long (3 s short of it: the pods started a moment before WaitBound saw them
+	// bound, and the pod was created a moment before firstCreated).
+	if hold := time.Until(firstCreated.Add(firstCreated.Sub(hogBound) - 3*time.Second)); hold > 0 {
+		framework.HoldBound(t, env, ns, map[string]int{"cost-hog": 4, "cost-waiting": 0}, hold)
+	}
+	// Then it reclaims, woken by no event: the Job's pods do not change.
+	framework.WaitBound(t, env, ns, map[string]int{"cost-hog": 3, "cost-waiting": 1}, hogRan+30*time.Second)
+	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"))
+
+	// The queue is still below its share of 2, but the Job has been reclaimed once.
+	submit(t, env, ns, 1, "second", workPod{queue: "cost-waiting", res: gpu, amount: 1, pool: pool})
+	framework.Eventually(t, 30*time.Second, "the second waiting pod to name the limit", func() (bool, string) {
+		msg, ok := pendingMessage(env, ns, "cost-waiting")
+		return ok && strings.Contains(msg, "were reclaimed as often as the limit per job allows"), msg
+	})
+	framework.HoldBound(t, env, ns, map[string]int{"cost-hog": 3, "cost-waiting": 1}, 2*hogRan)
+	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"), "the Job is reclaimed no more")
+}
