@@ -26,6 +26,7 @@ type podEntry struct {
 	direct, shared quota.Amounts
 	claims         map[string]quota.Amounts
 	namespace      string
+	name           string
 	priority       int32
 	// bound: the informer shows it on a node; assumed: this scheduler reserved it.
 	bound, assumed bool
@@ -257,6 +258,7 @@ func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	}
 	requests := quota.PodRequests(pod)
 	e := &podEntry{
+		name:        pod.Name,
 		priority:    corev1helpers.PodPriority(pod),
 		bound:       pod.Spec.NodeName != "",
 		terminating: pod.DeletionTimestamp != nil,
@@ -370,7 +372,7 @@ func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
 	e := l.pods[pod.UID]
 	if e == nil {
 		c := l.chargeOf(pod)
-		e = &podEntry{requests: c.requests, direct: c.direct, shared: c.shared, claims: c.claims, namespace: pod.Namespace, priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
+		e = &podEntry{requests: c.requests, direct: c.direct, shared: c.shared, claims: c.claims, namespace: pod.Namespace, name: pod.Name, priority: corev1helpers.PodPriority(pod), queue: queue, group: group}
 	} else {
 		l.account(e, -1)
 		e = new(*e)
@@ -552,12 +554,12 @@ type view struct {
 	allocated, terminating, pending, nominated map[string]quota.Amounts
 }
 
-// pendingFits says whether the queue has a pending workload whose next step fits in room: a pod
-// of its own, or for a gang whose minimum is not placed, the pod's requests times the members its
-// minimum still misses, less those nominated to room their preemption freed (the caller counts
-// that room as the queue's already). Gated pods and the groups short of members are no demand
-// (view).
-func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
+// pendingFits returns a pending workload of the queue whose next step fits in room and, when
+// placeable is not nil, on the nodes as placeable says ("" if there is none): a pod of its own,
+// or for a gang whose minimum is not placed, the pod's requests times the members its minimum
+// still misses, less those nominated to room their preemption freed (the caller counts that room
+// as the queue's already). Gated pods and the groups short of members are no demand (view).
+func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	tried := map[string]bool{} // a group's members are one workload
@@ -565,7 +567,7 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
 		if e.queue != queue || e.placed() || e.terminating || e.gated || tried[e.group] {
 			continue
 		}
-		unit := e.requests
+		unit, count := e.requests, 1
 		if e.group != "" {
 			tried[e.group] = true
 			if _, short := l.short[e.group]; short {
@@ -573,6 +575,7 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
 			}
 			if l.minMember != nil {
 				if missing := l.minMember(e.group) - l.groupCount[e.group] - l.groupNominated[e.group]; missing > 1 {
+					count = missing
 					unit = e.requests.Clone()
 					for name, v := range unit {
 						unit[name] = v * int64(missing)
@@ -580,11 +583,15 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts) bool {
 				}
 			}
 		}
-		if fitsIn(unit, room, l.total) {
-			return true
+		if !fitsIn(unit, room, l.total) || (placeable != nil && !placeable(e, count)) {
+			continue
 		}
+		if e.group != "" {
+			return "pod group " + e.group
+		}
+		return "pod " + e.namespace + "/" + e.name
 	}
-	return false
+	return ""
 }
 
 // fitsIn says whether unit fits in room, in every resource the cluster has.

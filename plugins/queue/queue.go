@@ -171,9 +171,11 @@ type state struct {
 	tree     *quota.Tree
 	view     view
 	deserved map[string]quota.Amounts
-	// pendingFits says whether a queue has a pending workload that fits in room (ledger), for
-	// the rule that keeps idle capacity from being held for queues that could not use it.
-	pendingFits func(queue string, room quota.Amounts) bool
+	// pendingFits returns a queue's pending workload that fits in room and on the nodes as
+	// placeable says (ledger), for the rule that keeps idle capacity from being held for queues
+	// that could not use it; placeable (nil: any) reads the scheduler's snapshot (placeable.go).
+	pendingFits func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) string
+	placeable   func() func(e *podEntry, count int) bool
 }
 
 // snapshot reads the tree and the ledger, computing deserved shares only when either changed
@@ -188,7 +190,7 @@ func (q *Queue) snapshot() state {
 			delete(v.pending, queue)
 		}
 	}
-	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.ledger.pendingFits}
+	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.ledger.pendingFits, placeable: q.placeableOnNodes}
 }
 
 // snapshotFor is snapshot as the pod sees it: a pod nominated by an earlier preemption does not
@@ -567,22 +569,37 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 			over = append(over, fmt.Sprintf("%s %s of %s deserved", name, quota.Format(name, used[name]+need[name]), quota.Format(name, deserved[name])))
 		}
 	}
-	if len(over) > 0 && (freed != nil || withNominated || s.othersCouldUse(leaf.Name, need)) {
-		return fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
+	if len(over) == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
+	if freed != nil || withNominated {
+		return msg
+	}
+	if who := s.othersCouldUse(leaf.Name, need); who != "" {
+		return msg + "; it yields to " + who
 	}
 	return ""
 }
 
-// othersCouldUse says whether another queue waits for a resource of need with a workload that
-// fits in what is left of its own deserved share. A queue over its share is held back only for
-// such queues: when each waiting queue's next workload is larger than what its share has left
-// (gangs of 64 GPUs in three queues of 128 GPUs, each deserving 42), holding every queue to its
-// share would leave the cluster idle for good (make replay found it). Then the workload goes,
-// beyond its share; it is placed, never preempted for (reclaim keeps the strict rule, with freed
-// or nominated pods, so that no queue reclaims back what another just took this way).
-func (s state) othersCouldUse(leaf string, need quota.Amounts) bool {
+// othersCouldUse returns another queue's waiting workload, for a resource of need, whose next
+// step fits in what is left of its queue's deserved share and on the nodes' free capacity, as
+// "pod group ns/name of queue q" ("" if there is none). A queue over its share is held back only
+// for such a workload: when each waiting queue's next workload is larger than what its share has
+// left (gangs of 64 GPUs in three queues of 128 GPUs, each deserving 42), holding every queue to
+// its share would leave the cluster idle for good (make replay found it); and when it fits in its
+// share but not on the nodes as they are (its members need whole nodes, and the free GPUs are
+// scattered), the hold keeps GPUs idle that it cannot use either. Then the workload goes, beyond
+// its share; it is placed, never preempted for (reclaim keeps the strict rule, with freed or
+// nominated pods, so that no queue reclaims back what another just took this way), and it may be
+// reclaimed like any pod of a queue above its share.
+func (s state) othersCouldUse(leaf string, need quota.Amounts) string {
 	if s.pendingFits == nil {
-		return true
+		return "another queue's workload"
+	}
+	var placeable func(e *podEntry, count int) bool
+	if s.placeable != nil {
+		placeable = s.placeable()
 	}
 	for queue, pending := range s.view.pending {
 		if queue == leaf || !asksFor(pending, need) {
@@ -595,11 +612,11 @@ func (s state) othersCouldUse(leaf string, need quota.Amounts) bool {
 			held := s.view.allocated[queue][name] - s.view.terminating[queue][name] + s.view.nominated[queue][name]
 			room[name] = max(v-held, 0)
 		}
-		if s.pendingFits(queue, room) {
-			return true
+		if who := s.pendingFits(queue, room, placeable); who != "" {
+			return fmt.Sprintf("%s of queue %q, which could use the room", who, queue)
 		}
 	}
-	return false
+	return ""
 }
 
 // asksFor says whether pending asks for a resource of need.
