@@ -16,6 +16,7 @@ import (
 	"github.com/tephra-dev/tephra/cmd/internal/version"
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/placement"
 	"github.com/tephra-dev/tephra/plugins/queue"
 )
 
@@ -38,6 +39,7 @@ func pluginOptions() []app.Option {
 	return []app.Option{
 		app.WithPlugin(gang.Name, gang.New),
 		app.WithPlugin(numa.Name, numa.New),
+		app.WithPlugin(placement.Name, placement.New),
 		app.WithPlugin(queue.Name, queue.New),
 	}
 }

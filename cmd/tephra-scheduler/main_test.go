@@ -14,6 +14,7 @@ import (
 
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/placement"
 	"github.com/tephra-dev/tephra/plugins/queue"
 )
 
@@ -22,7 +23,7 @@ import (
 // plugins this binary has, with args they accept.
 func TestShippedSchedulerConfigs(t *testing.T) {
 	files := []string{"../../manifests/scheduler/config.yaml", "../../manifests/overlays/replace-default/config-replace-default.yaml"}
-	known := map[string]bool{gang.Name: true, numa.Name: true, queue.Name: true}
+	known := map[string]bool{gang.Name: true, numa.Name: true, placement.Name: true, queue.Name: true}
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}
@@ -85,6 +86,20 @@ func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known
 			}
 		}
 		assert.True(t, parsed, "the profile configures %s", queue.Name)
+		assert.Contains(t, profile.Plugins.Score.Enabled, config.Plugin{Name: placement.Name, Weight: 5}, "accelerator packing outweighs upstream's LeastAllocated and BalancedAllocation")
+		assert.Contains(t, profile.Plugins.PreScore.Enabled, config.Plugin{Name: placement.Name})
+		parsed = false
+		for _, pc := range profile.PluginConfig {
+			if pc.Name == placement.Name {
+				args, err := placement.ParseArgs(pc.Args)
+				require.NoError(t, err)
+				assert.Equal(t, placement.MostAllocated, args.ScoringStrategy)
+				assert.ElementsMatch(t, placement.DefaultAccelerators, args.Accelerators, "the shipped list is the default one")
+				assert.True(t, *args.AvoidAcceleratorNodes)
+				parsed = true
+			}
+		}
+		assert.True(t, parsed, "the profile configures %s", placement.Name)
 		for _, pc := range profile.PluginConfig {
 			if pc.Name == numa.Name {
 				args, err := numa.ParseArgs(pc.Args)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
+	"github.com/tephra-dev/tephra/plugins/placement"
 	"github.com/tephra-dev/tephra/plugins/queue"
 	"github.com/tephra-dev/tephra/test/bench"
 	"github.com/tephra-dev/tephra/test/localcluster"
@@ -113,7 +114,7 @@ func (e *env) profile(name string) (*profileRun, error) {
 			name:            name,
 			schedulerConfig: filepath.Join(e.root, "manifests", "overlays", "replace-default", "config-replace-default.yaml"),
 			// As cmd/tephra-scheduler registers them.
-			registry: frameworkruntime.Registry{gang.Name: gang.New, numa.Name: numa.New, queue.Name: queue.New},
+			registry: frameworkruntime.Registry{gang.Name: gang.New, numa.Name: numa.New, placement.Name: placement.New, queue.Name: queue.New},
 			options:  []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root, true))},
 		}, nil
 	case tephraSchedulerOnly:

@@ -45,18 +45,45 @@ func SchedulerClientLimits(root string) (qps float32, burst int, err error) {
 // the shipped configuration's client limits, without leader election: the stock kube-scheduler,
 // for a baseline. It returns the file's path, for Options.SchedulerConfig.
 func WriteUpstreamSchedulerConfig(root, dir string) (string, error) {
+	return writeUpstreamSchedulerConfig(root, filepath.Join(dir, "scheduler-vanilla.yaml"), nil)
+}
+
+// WriteUpstreamPackingSchedulerConfig writes, as dir/scheduler-packing.yaml, the stock
+// configuration of WriteUpstreamSchedulerConfig with the packing an admin of upstream's scheduler
+// would configure for GPUs: NodeResourcesFit's MostAllocated strategy, the GPU weighted
+// gpuWeight against CPU and memory 1 each.
+func WriteUpstreamPackingSchedulerConfig(root, dir string, gpuWeight int) (string, error) {
+	fit := map[string]any{
+		"name": "NodeResourcesFit",
+		"args": map[string]any{"scoringStrategy": map[string]any{
+			"type": "MostAllocated",
+			"resources": []any{
+				map[string]any{"name": "cpu", "weight": 1},
+				map[string]any{"name": "memory", "weight": 1},
+				map[string]any{"name": string(GPUResource), "weight": gpuWeight},
+			},
+		}},
+	}
+	return writeUpstreamSchedulerConfig(root, filepath.Join(dir, "scheduler-packing.yaml"), []any{fit})
+}
+
+func writeUpstreamSchedulerConfig(root, path string, pluginConfig []any) (string, error) {
 	qps, burst, err := SchedulerClientLimits(root)
 	if err != nil {
 		return "", err
+	}
+	profile := map[string]any{"schedulerName": schedulingv1alpha1.SchedulerName}
+	if pluginConfig != nil {
+		profile["pluginConfig"] = pluginConfig
 	}
 	config := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"clientConnection": map[string]any{"qps": qps, "burst": burst},
 		"leaderElection":   map[string]any{"leaderElect": false},
-		"profiles":         []any{map[string]any{"schedulerName": schedulingv1alpha1.SchedulerName}},
+		"profiles":         []any{profile},
 	}
-	return WriteYAML(filepath.Join(dir, "scheduler-vanilla.yaml"), config)
+	return WriteYAML(path, config)
 }
 
 // WriteYAML writes v as YAML to path and returns the path.

@@ -129,7 +129,26 @@ var Configurations = []*Configuration{
 			return stockScheduler(o, root, dir)
 		},
 	},
+	{
+		Name: "B1p",
+		Title: fmt.Sprintf("B1 with the packing an admin would configure: NodeResourcesFit MostAllocated, %s weighted %d against CPU and memory 1",
+			localcluster.GPUResource, packingGPUWeight),
+		Gangs: UpstreamGangs,
+		options: func(o *localcluster.Options, root, dir string) (err error) {
+			o.FeatureGates = "GenericWorkload=true"
+			o.RuntimeConfig = "scheduling.k8s.io/v1beta1=true"
+			if err := stockScheduler(o, root, dir); err != nil {
+				return err
+			}
+			o.SchedulerConfig, err = localcluster.WriteUpstreamPackingSchedulerConfig(root, dir, packingGPUWeight)
+			return err
+		},
+	},
 }
+
+// packingGPUWeight is B1p's weight of the GPU in NodeResourcesFit's MostAllocated: enough that
+// GPUs, not CPU and memory, decide where a GPU pod packs.
+const packingGPUWeight = 10
 
 // stockScheduler runs upstream's default profile with upstream's feature gates, and no Tephra
 // controller.

@@ -10,7 +10,9 @@
 //   - B0, the stock scheduler: upstream's default profile, each job its bare pods, scheduled one
 //     by one, first come first served, with no queue;
 //   - B1, upstream's gang scheduling: B0 with the GenericWorkload gate, each job a
-//     scheduling.k8s.io/v1beta1 PodGroup with a gang policy of its minimum, and its pods.
+//     scheduling.k8s.io/v1beta1 PodGroup with a gang policy of its minimum, and its pods;
+//   - B1p, B1 with GPUs packed as an admin of upstream's scheduler would: NodeResourcesFit
+//     MostAllocated, the GPU weighted 10 against CPU and memory 1.
 //
 // The replay plays a job's work the same way in every configuration (driver.go): a job runs its
 // duration once every pod of its minimum runs. When that happens the driver writes the time its

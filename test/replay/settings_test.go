@@ -9,9 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/localcluster"
 	"github.com/tephra-dev/tephra/test/replay/report"
 	"github.com/tephra-dev/tephra/test/replay/trace"
 )
@@ -72,7 +77,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cp, Cq, B0, B1`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cp, Cq, B0, B1, B1p`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
@@ -128,4 +133,32 @@ func TestDefaultHorizonIsTwiceTheEarliestEveryJobCouldHaveEnded(t *testing.T) {
 	jobs := []trace.Job{{Submit: 0, Duration: 100, Replicas: 1, GPUs: 1}, {Submit: 50, Duration: 1000, Replicas: 2, GPUs: 4}, {Submit: 900, Duration: 10, Replicas: 1}}
 	assert.InDelta(t, 2*1050, DefaultHorizon(jobs, 64), 1e-9, "the last job's end")
 	assert.InDelta(t, 2*8100.0/2, DefaultHorizon(jobs, 2), 1e-9, "8100 GPU-seconds on 2 GPUs")
+}
+
+// B1p is B1 with upstream's scheduler configured to pack GPUs: a configuration kube-scheduler
+// accepts, whose NodeResourcesFit scores MostAllocated with the GPU weighted 10.
+func TestB1pPacksGPUsWithUpstreamsMostAllocated(t *testing.T) {
+	configs, err := ConfigurationsByName("B1p")
+	require.NoError(t, err)
+	require.Equal(t, UpstreamGangs, configs[0].Gangs)
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	o := &localcluster.Options{}
+	require.NoError(t, configs[0].options(o, root, t.TempDir()))
+	assert.Equal(t, "GenericWorkload=true", o.FeatureGates)
+	assert.True(t, o.WithoutControllers)
+
+	cfg, err := options.LoadConfigFromFile(klog.Background(), o.SchedulerConfig)
+	require.NoError(t, err)
+	require.NoError(t, validation.ValidateKubeSchedulerConfiguration(cfg))
+	require.Len(t, cfg.Profiles, 1)
+	found := false
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if args, ok := pc.Args.(*config.NodeResourcesFitArgs); ok {
+			found = true
+			assert.Equal(t, config.MostAllocated, args.ScoringStrategy.Type)
+			assert.ElementsMatch(t, []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}, {Name: string(localcluster.GPUResource), Weight: 10}}, args.ScoringStrategy.Resources)
+		}
+	}
+	assert.True(t, found, "NodeResourcesFit's args")
 }

@@ -1,0 +1,222 @@
+// Package placement is Tephra's accelerator placement plugin. It scores nodes so that
+// accelerators are packed and whole nodes stay free for gangs: upstream's profile scores CPU and
+// memory only (NodeResourcesFit LeastAllocated), which spreads 1-GPU pods over every node until
+// no node is free for a gang of whole nodes.
+//
+//   - A pod that asks for accelerators (the extended resources named in the args, or DRA devices
+//     through its ResourceClaims) goes to nodes whose accelerators are already partly used, the
+//     fullest that fits first (MostAllocated), or spreads (LeastAllocated).
+//   - A pod that asks for none keeps off nodes with accelerators where others fit.
+//
+// Filtering is left to NodeResourcesFit and DynamicResources: the plugin only scores.
+package placement
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/devices"
+)
+
+// Name of the plugin in scheduler profiles.
+const Name = "TephraPlacement"
+
+// stateKey holds the pod's accelerator demand in the cycle state.
+const stateKey fwk.StateKey = "PreScore" + Name
+
+// signerName keys the pod's accelerator requests in its signature.
+const signerName = "v1.Pod.Spec.Containers.Resources.Requests.Accelerators()"
+
+// deviceView is what the plugin reads of DRA: what a node's ResourceSlices offer and what is
+// free of it, and what a pod's claims are charged, as DeviceClass resources
+// (quota.DevicesName). devices.Devices, shared with TephraQueue and TephraGang, is one.
+type deviceView interface {
+	OnNode(node string) quota.Amounts
+	FreeOn(node fwk.NodeInfo) quota.Amounts
+	Charge(pod *corev1.Pod) quota.PodDevices
+}
+
+// Placement is the accelerator placement plugin.
+type Placement struct {
+	args         *Args
+	accelerators []corev1.ResourceName
+	scorer       scorer
+	devices      deviceView
+}
+
+var (
+	_ fwk.PreScorePlugin = &Placement{}
+	_ fwk.ScorePlugin    = &Placement{}
+	_ fwk.SignPlugin     = &Placement{}
+)
+
+// New builds the plugin on the scheduler's shared view of DRA devices.
+func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	d, err := devices.For(handle)
+	if err != nil {
+		return nil, err
+	}
+	return newPlacement(args, d), nil
+}
+
+func newPlacement(args *Args, d deviceView) *Placement {
+	p := &Placement{args: args, scorer: scorerFor(args.ScoringStrategy), devices: d}
+	for _, name := range args.Accelerators {
+		p.accelerators = append(p.accelerators, corev1.ResourceName(name))
+	}
+	return p
+}
+
+// Name of the plugin.
+func (p *Placement) Name() string { return Name }
+
+// demand is what a pod asks for of accelerators: extended resources, and DRA devices as
+// DeviceClass resources.
+type demand struct {
+	extended map[corev1.ResourceName]int64
+	devices  quota.Amounts
+}
+
+func (d *demand) Clone() fwk.StateData { return d }
+
+func (d *demand) none() bool { return len(d.extended) == 0 && len(d.devices) == 0 }
+
+// acceleratorRequests are the pod's requests of accelerator extended resources (nil for none).
+func (p *Placement) acceleratorRequests(pod *corev1.Pod) map[corev1.ResourceName]int64 {
+	var out map[corev1.ResourceName]int64
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for _, name := range p.accelerators {
+		if q, ok := requests[name]; ok && q.Value() > 0 {
+			if out == nil {
+				out = map[corev1.ResourceName]int64{}
+			}
+			out[name] = q.Value()
+		}
+	}
+	return out
+}
+
+// demandOf is the pod's demand. Of its claims only device counts are taken (a consumable
+// capacity or counter is not a device a node runs out of whole).
+func (p *Placement) demandOf(pod *corev1.Pod) *demand {
+	d := &demand{extended: p.acceleratorRequests(pod)}
+	if p.devices == nil || !devices.UsesDevices(pod) {
+		return d
+	}
+	for name, v := range p.devices.Charge(pod).Charged {
+		if _, amount, ok := quota.DeviceClassOf(name); ok && amount == "devices" && v > 0 {
+			if d.devices == nil {
+				d.devices = quota.Amounts{}
+			}
+			d.devices[name] = v
+		}
+	}
+	return d
+}
+
+// SignPod lets the scheduler batch pods that claim no devices: their score depends on their
+// accelerator requests only, which the fragment carries. A pod's claims are charged from claim
+// objects (their allocation, who reserved them first), which a signature cannot capture.
+func (p *Placement) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if devices.UsesDevices(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods that claim devices are not signable: TephraPlacement scores them by their claims")
+	}
+	requests := p.acceleratorRequests(pod)
+	if requests == nil {
+		requests = map[corev1.ResourceName]int64{}
+	}
+	return []fwk.SignFragment{{Key: signerName, Value: requests}}, nil
+}
+
+// PreScore computes the pod's demand, and skips the plugin where it has nothing to say: for an
+// accelerator pod under None; for other pods when they need not avoid accelerator nodes; for a
+// pod whose claims charge it no device (it shares a claim another pod was charged, and goes
+// where that claim's devices are).
+func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	d := p.demandOf(pod)
+	switch {
+	case !d.none() && p.scorer == nil:
+		return fwk.NewStatus(fwk.Skip)
+	case d.none() && devices.UsesDevices(pod):
+		return fwk.NewStatus(fwk.Skip)
+	case d.none() && !*p.args.AvoidAcceleratorNodes:
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, d)
+	return nil
+}
+
+// Score scores the node by the strategy on the accelerators the pod asks for, or, for a pod that
+// asks for none, by how much of the node's accelerators is free (avoidScore).
+func (p *Placement) Score(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(fmt.Errorf("reading %q from cycle state: %w", stateKey, err))
+	}
+	d, ok := data.(*demand)
+	if !ok {
+		return 0, fwk.AsStatus(fmt.Errorf("%+v is not a placement demand", data))
+	}
+	if nodeInfo.Node() == nil {
+		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if d.none() {
+		used, total := p.acceleratorsOn(nodeInfo)
+		return avoidScore(used, total), nil
+	}
+	n := len(d.extended) + len(d.devices)
+	requested, allocated, allocatable := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	alloc, req := nodeInfo.GetAllocatable().GetScalarResources(), nodeInfo.GetRequested().GetScalarResources()
+	for name, v := range d.extended {
+		requested, allocated, allocatable = append(requested, req[name]+v), append(allocated, req[name]), append(allocatable, alloc[name])
+	}
+	if len(d.devices) > 0 {
+		offered, free := p.devices.OnNode(nodeInfo.Node().Name), p.devices.FreeOn(nodeInfo)
+		for name, v := range d.devices {
+			used := max(offered[name]-free[name], 0)
+			requested, allocated, allocatable = append(requested, used+v), append(allocated, used), append(allocatable, offered[name])
+		}
+	}
+	return p.scorer(requested, allocated, allocatable), nil
+}
+
+// acceleratorsOn counts a node's accelerators, used and in all: its accelerator extended
+// resources and the devices its ResourceSlices offer. A device two classes select counts under
+// each, which the share of them used does not mind.
+func (p *Placement) acceleratorsOn(nodeInfo fwk.NodeInfo) (used, total int64) {
+	alloc, req := nodeInfo.GetAllocatable().GetScalarResources(), nodeInfo.GetRequested().GetScalarResources()
+	for _, name := range p.accelerators {
+		if alloc[name] > 0 {
+			total += alloc[name]
+			used += min(req[name], alloc[name])
+		}
+	}
+	if p.devices == nil {
+		return used, total
+	}
+	offered := p.devices.OnNode(nodeInfo.Node().Name)
+	if len(offered) == 0 {
+		return used, total
+	}
+	free := p.devices.FreeOn(nodeInfo)
+	for name, v := range offered {
+		if _, amount, ok := quota.DeviceClassOf(name); ok && amount == "devices" && v > 0 {
+			total += v
+			used += min(max(v-free[name], 0), v)
+		}
+	}
+	return used, total
+}
+
+// ScoreExtensions are not needed: scores are already 0 to MaxScore.
+func (p *Placement) ScoreExtensions() fwk.ScoreExtensions { return nil }
