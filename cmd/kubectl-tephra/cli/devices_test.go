@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -164,4 +165,35 @@ func TestTopCountsDevices(t *testing.T) {
 	for _, c := range u.Cluster {
 		assert.NotEqual(t, string(gpuDevices), c.Resource)
 	}
+}
+
+// `top` tells free GPUs on whole nodes, which a gang of whole nodes can use, from those scattered
+// over partly used nodes.
+func TestTopTellsFreeGPUsOnWholeNodesFromScatteredOnes(t *testing.T) {
+	const gpu corev1.ResourceName = "nvidia.com/gpu"
+	var objects []runtime.Object
+	for i, used := range []int64{3, 8, 0} {
+		name := fmt.Sprintf("n%d", i)
+		objects = append(objects, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), gpu: resource.MustParse("8")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		}})
+		if used > 0 {
+			objects = append(objects, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p-" + name, Namespace: "ns"},
+				Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{gpu: *resource.NewQuantity(used, resource.DecimalSI), corev1.ResourceCPU: resource.MustParse("1")},
+				}}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning},
+			})
+		}
+	}
+	o, out := testOptions(objects)
+	u, err := o.usage(10)
+	require.NoError(t, err)
+	assert.Contains(t, u.Cluster, capacityOf{Resource: string(gpu), Allocatable: "24", Requested: "11", Free: "13", FreeOnWholeNodes: "8"},
+		"of 13 free GPUs, 8 are on the empty node; 5 are scattered on the partly used one")
+	require.NoError(t, printUsage(o, u))
+	assert.Regexp(t, `nvidia.com/gpu +24 +11 +13 +8\n`, out.String())
+	assert.Regexp(t, `cpu +192 +2 +190 +-\n`, out.String(), "CPU is not counted by whole nodes")
 }

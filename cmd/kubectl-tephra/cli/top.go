@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,10 @@ type capacityOf struct {
 	Allocatable string `json:"allocatable"`
 	Requested   string `json:"requested"`
 	Free        string `json:"free"`
+	// FreeOnWholeNodes is, for an extended resource of the nodes (GPUs, say), the part of Free on
+	// nodes where none of it is requested: what a gang of whole nodes can use. The rest of Free is
+	// scattered over partly used nodes.
+	FreeOnWholeNodes string `json:"freeOnWholeNodes,omitempty"`
 }
 
 func newTopCommand(o *Options) *cobra.Command {
@@ -50,7 +55,9 @@ func newTopCommand(o *Options) *cobra.Command {
 		Short: "The biggest queues and pod groups by use, and the cluster's free capacity",
 		Long: `Lists the queues and pod groups whose bound pods hold the most of the cluster (by their
 dominant share: the largest fraction of the cluster they hold in any resource), and each
-resource's allocatable, requested and free capacity over the Ready nodes. Devices of Dynamic
+resource's allocatable, requested and free capacity over the Ready nodes; for extended resources
+(GPUs, say), how much of the free capacity is on whole nodes, where none is used, rather than
+scattered over partly used ones. Devices of Dynamic
 Resource Allocation count per DeviceClass ("gpu.example.com devices"): those the nodes'
 ResourceSlices offer, and those the bound pods' ResourceClaims hold, as the queues count them.`,
 		Args: cobra.NoArgs,
@@ -100,6 +107,8 @@ func (o *Options) usage(limit int) (*usage, error) {
 	}
 	total, requested := quota.Amounts{}, quota.Amounts{}
 	ready := map[string]bool{}
+	// requestedOn sums the bound pods' requests by node, for the free capacity on whole nodes.
+	allocatableOn, requestedOn := map[string]quota.Amounts{}, map[string]quota.Amounts{}
 	for _, n := range nodes.Items {
 		if !nodeReady(&n) {
 			continue
@@ -108,6 +117,7 @@ func (o *Options) usage(limit int) (*usage, error) {
 		alloc := quota.FromList(n.Status.Allocatable)
 		delete(alloc, corev1.ResourcePods)
 		total.Add(alloc)
+		allocatableOn[n.Name], requestedOn[n.Name] = alloc, quota.Amounts{}
 	}
 	devices, err := o.readDevices(ctx, ready)
 	if err != nil {
@@ -144,6 +154,7 @@ func (o *Options) usage(limit int) (*usage, error) {
 			continue
 		}
 		r := quota.PodRequests(pod)
+		requestedOn[pod.Spec.NodeName].Add(r)
 		if lookup != nil {
 			r.Add(quota.ChargeDevices(pod, lookup).Charged)
 		}
@@ -164,14 +175,39 @@ func (o *Options) usage(limit int) (*usage, error) {
 		byQueue[q.Name] = &userRow{Name: q.Name, Allocated: q.Status.Allocated, Running: q.Status.Running}
 	}
 	u := &usage{Queues: biggest(byQueue, total, limit), Groups: biggest(byGroup, total, limit)}
+	whole := freeOnWholeNodes(allocatableOn, requestedOn)
 	for _, name := range total.Names() {
 		free := total[name] - requested[name]
-		u.Cluster = append(u.Cluster, capacityOf{
+		c := capacityOf{
 			Resource: string(name), Allocatable: quota.Format(name, total[name]),
 			Requested: quota.Format(name, requested[name]), Free: quota.Format(name, free),
-		})
+		}
+		if v, ok := whole[name]; ok {
+			c.FreeOnWholeNodes = quota.Format(name, v)
+		}
+		u.Cluster = append(u.Cluster, c)
 	}
 	return u, nil
+}
+
+// freeOnWholeNodes sums, for each extended resource the nodes offer, what nodes where none of it
+// is requested offer of it.
+func freeOnWholeNodes(allocatableOn, requestedOn map[string]quota.Amounts) quota.Amounts {
+	whole := quota.Amounts{}
+	for node, alloc := range allocatableOn {
+		for name, v := range alloc {
+			if !strings.Contains(string(name), "/") || v <= 0 {
+				continue
+			}
+			if _, seen := whole[name]; !seen {
+				whole[name] = 0
+			}
+			if requestedOn[node][name] == 0 {
+				whole[name] += v
+			}
+		}
+	}
+	return whole
 }
 
 // biggest sorts users by dominant share of the cluster, biggest first, and keeps limit of them.
@@ -225,9 +261,13 @@ func printUsage(o *Options, u *usage) error {
 		return err
 	}
 	o.printf("\n")
-	t = newTable(o.Out, "RESOURCE", "ALLOCATABLE", "REQUESTED", "FREE")
+	t = newTable(o.Out, "RESOURCE", "ALLOCATABLE", "REQUESTED", "FREE", "FREE ON WHOLE NODES")
 	for _, c := range u.Cluster {
-		t.row(resourceLabel(corev1.ResourceName(c.Resource)), c.Allocatable, c.Requested, c.Free)
+		whole := c.FreeOnWholeNodes
+		if whole == "" {
+			whole = "-"
+		}
+		t.row(resourceLabel(corev1.ResourceName(c.Resource)), c.Allocatable, c.Requested, c.Free, whole)
 	}
 	return t.flush()
 }
