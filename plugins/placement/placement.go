@@ -56,8 +56,9 @@ var (
 	_ fwk.SignPlugin     = &Placement{}
 )
 
-// New builds the plugin on the scheduler's shared view of DRA devices.
-func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin on the scheduler's shared view of DRA devices, and keeps the gauge of
+// free accelerators.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, err := ParseArgs(obj)
 	if err != nil {
 		return nil, err
@@ -66,7 +67,9 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	if err != nil {
 		return nil, err
 	}
-	return newPlacement(args, d), nil
+	p := newPlacement(args, d)
+	p.countFreeEvery(ctx, handle, freePeriod)
+	return p, nil
 }
 
 func newPlacement(args *Args, d deviceView) *Placement {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +67,18 @@ func packAndGang(t *testing.T, env *framework.Env, ns, queue string, one, eight 
 	placeOneByOne(t, env, ns, 4, "more", one)
 	perNode := boundPerNode(t, env, ns)
 	require.Equal(t, []int{8, 4}, sorted(perNode), "4 more go to one node together:\n%s", podStates(env, ns))
+	if one.requests != nil {
+		// The scheduler's gauge (counted every 30 s) sees the 4 GPUs left on the partly used node
+		// and the 2 whole nodes, and the other tests' nodes besides.
+		framework.Eventually(t, time.Minute, "the free GPUs gauge to count this test's nodes", func() (bool, string) {
+			metrics, err := env.Cluster.SchedulerMetrics(context.Background())
+			if err != nil {
+				return false, err.Error()
+			}
+			partly, whole := freeGPUs(metrics, "partly_used"), freeGPUs(metrics, "whole")
+			return partly >= 4 && whole >= 16, fmt.Sprintf("partly used %v, whole %v", partly, whole)
+		})
+	}
 
 	for _, pods := range perNode {
 		if len(pods) == 4 {
@@ -131,4 +145,20 @@ func TestPlacementPacksDevices(t *testing.T) {
 	packAndGang(t, env, ns, "place-dra",
 		devicePod{queue: "place-dra", pool: pool, claims: []claimRef{fromTemplate("gpu", "one-gpu")}},
 		devicePod{queue: "place-dra", pool: pool, claims: []claimRef{fromTemplate("gpu", "eight-gpus")}})
+}
+
+// freeGPUs reads the scheduler's gauge of free nvidia.com/gpu on the nodes given ("whole" or
+// "partly_used"), -1 when it is not there.
+func freeGPUs(metrics, nodes string) float64 {
+	for _, line := range strings.Split(metrics, "\n") {
+		if !strings.HasPrefix(line, "tephra_placement_free_accelerators{") || !strings.Contains(line, `nodes="`+nodes+`"`) ||
+			!strings.Contains(line, `resource="nvidia.com/gpu"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			return v
+		}
+	}
+	return -1
 }
