@@ -127,7 +127,12 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 			return fmt.Sprintf("%d (%d GPUs)", o.PartialPodsAtEnd, o.PartialGPUsAtEnd)
 		}},
 		{"Preempted pods", func(o *Outcomes) string { return fmt.Sprint(o.PreemptedPods) }},
-		{"Discarded GPU-hours", func(o *Outcomes) string { return gpuHours(o.DiscardedGPUSeconds) }},
+		{"Discarded GPU-hours", func(o *Outcomes) string {
+			return fmt.Sprintf("%s (%s of the work)", gpuHours(o.DiscardedGPUSeconds), percent(ratio(o.DiscardedGPUSeconds, o.WorkGPUSeconds)))
+		}},
+		{"Jobs restarted (most restarts of one)", func(o *Outcomes) string {
+			return fmt.Sprintf("%d (%d)", o.RestartedJobs, o.MostRestarts)
+		}},
 		{"Queue share MAD", func(o *Outcomes) string {
 			return fmt.Sprintf("%s (%d/%d samples contended)", points(o.All.ShareMAD), o.ContendedSamples, len(o.Series.Times))
 		}},
@@ -161,7 +166,9 @@ func writeDefinitions(b *strings.Builder, o Options) {
 - A partial gang is a job holding some, but fewer than its minimum, pods: its GPUs are held and
   idle. Jobs count when it lasted more than %s at a stretch; pods partial at end are the deadlock
   a gang scheduler prevents.
-- Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running).
+- Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running), and their part
+  of the trace's work (Σ replicas × GPUs × duration). A job restarted is one whose minimum came to
+  run again after a preemption.
 - Queue share MAD is the mean |share held − deserved share| over %d time samples, counting only
   those when the queues asked for at least the cluster (contended), in percentage points of the
   cluster. Deserved shares are Tephra's (weights and guarantees), for every configuration.

@@ -159,6 +159,12 @@ type Outcomes struct {
 	// lost, Σ GPUs × (Ended − Running) over those that ran.
 	PreemptedPods       int
 	DiscardedGPUSeconds float64
+	// WorkGPUSeconds is the trace's work, Σ Replicas × GPUs × Duration over every job: what
+	// DiscardedGPUSeconds is a part of.
+	WorkGPUSeconds float64
+	// RestartedJobs counts the jobs whose minimum came to run more than once (a preemption made it
+	// start again), and MostRestarts is the most times one job started again.
+	RestartedJobs, MostRestarts int
 
 	// ContendedSamples is the number of grid times at which the queues' demand (GPUs asked by
 	// the jobs submitted and not ended) was at least the cluster's: only then is a share below
@@ -268,6 +274,12 @@ func (o Options) Analyze(run Run) Outcomes {
 		} else {
 			wait = append(wait, j.Started[0]-j.Submit)
 			perQueue[qi].wait = append(perQueue[qi].wait, j.Started[0]-j.Submit)
+		}
+
+		out.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
+		if restarts := len(j.Started) - 1; restarts > 0 {
+			out.RestartedJobs++
+			out.MostRestarts = max(out.MostRestarts, restarts)
 		}
 
 		f := timeline(j, end)

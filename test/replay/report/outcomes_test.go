@@ -156,6 +156,9 @@ func TestPreemption(t *testing.T) {
 	equal(t, "preempted pods", o.PreemptedPods, 1)
 	// l-0 ran 10–50 on 2 GPUs before its eviction: 80 GPU-s lost.
 	near(t, "discarded GPU-s", o.DiscardedGPUSeconds, 80)
+	// l ran twice (its minimum started at 10 and again at 150): one job restarted once.
+	equal(t, "restarted jobs", o.RestartedJobs, 1)
+	equal(t, "most restarts", o.MostRestarts, 1)
 	// Held: l-0 0–50, h-0 50–150, l-1 150–250: 2 GPUs × 250 s = 500 of 500. Busy: l-0 only
 	// from 10 (80), h-0 (200), l-1 (200) = 480.
 	near(t, "allocated", o.AllocatedFraction(), 1)
