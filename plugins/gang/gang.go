@@ -120,6 +120,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
+	queues, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(g.orders.handler())
+	if err != nil {
+		return nil, err
+	}
 	// Topologies are only read; the registration lets the plugin wait for their cache.
 	topologies, err := topologyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
 	if err != nil {
@@ -127,7 +131,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: registration},
-		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: topologies}); err != nil {
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: topologies},
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("queues"), Registration: queues}); err != nil {
 		return nil, err
 	}
 	return g, nil

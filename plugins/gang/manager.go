@@ -40,6 +40,8 @@ type groupManager struct {
 	members    cache.Indexer
 	groups     *tracker
 	shares     *jobShares
+	// orders are the queues that order their workloads by estimate (order.go).
+	orders queueOrders
 	// devices charges members for their claims' devices in their job's share (nil in unit tests).
 	devices *devices.Devices
 	// now is time.Now, replaceable in tests.
@@ -206,8 +208,8 @@ func (g *groupManager) admit(ctx context.Context, key groupKey, pod *corev1.Pod)
 
 // less orders the active queue: higher priority first; then jobs by their dominant resource
 // share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then groups by
-// their sort time (creation, or last failure) and plain pods by their queue time; members of one
-// group stay together.
+// their sort time (creation, or last failure) and plain pods by their queue time, plus their
+// estimate in queues that order by it (order.go); members of one group stay together.
 func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
 	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
 		return pa > pb
@@ -229,14 +231,27 @@ func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
 type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
 
 func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
-	if getter, ok := e.(podInfoGetter); ok {
-		if key, ok := groupOf(getter.GetPodInfo().GetPod()); ok {
-			if t, ok := g.groups.sortTime(key); ok {
-				return t, key.String()
+	getter, ok := e.(podInfoGetter)
+	if !ok {
+		return e.GetTimestamp(), ""
+	}
+	pod := getter.GetPodInfo().GetPod()
+	delay, byEstimate := g.estimateDelay(pod)
+	if key, ok := groupOf(pod); ok {
+		if byEstimate {
+			// Its creation, not its last failure: the bound counts from when it came.
+			if t, ok := g.groups.createdTime(key); ok {
+				return t.Add(delay), key.String()
 			}
 		}
+		if t, ok := g.groups.sortTime(key); ok {
+			return t.Add(delay), key.String()
+		}
 	}
-	return e.GetTimestamp(), ""
+	if byEstimate && !pod.CreationTimestamp.IsZero() {
+		return pod.CreationTimestamp.Add(delay), ""
+	}
+	return e.GetTimestamp().Add(delay), ""
 }
 
 // preFilter rejects a member of a group that is backing off after a failed attempt, and the

@@ -220,6 +220,17 @@ func (t *tracker) sortTime(key groupKey) (time.Time, bool) {
 	return g.created, true
 }
 
+// createdTime is a group's creation time, when known.
+func (t *tracker) createdTime(key groupKey) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[key]
+	if g == nil || g.created.IsZero() {
+		return time.Time{}, false
+	}
+	return g.created, true
+}
+
 // waitingCount is the number of members waiting at Permit across all groups.
 func (t *tracker) waitingCount() int {
 	t.mu.Lock()

@@ -41,6 +41,10 @@ type Configuration struct {
 	// ReclaimMinRuntime, in trace time, runs TephraQueue with that reclaimMinRuntime (played at the
 	// speedup): no job younger is reclaimed (docs/queues.md); 0 keeps the shipped one.
 	ReclaimMinRuntime time.Duration
+	// ShortestFirstBound, in trace time, gives every Tephra Job its runtime estimate (its trace
+	// duration) and orders each Queue ShortestEstimateFirst with that bound (played at the
+	// speedup, docs/queues.md "Order within a queue"); 0 keeps submission order.
+	ShortestFirstBound time.Duration
 	// QueueHeadReservations (with Backfill) runs TephraGang with queueHeadReservations, in place of
 	// the big gangs' SLA: the gang at the head of each queue reserves nodes while it cannot fit.
 	QueueHeadReservations bool
@@ -98,6 +102,16 @@ var Configurations = []*Configuration{
 		options: func(o *localcluster.Options, _, _ string) error {
 			// Patience compares times with times: it needs no scaling to the speedup.
 			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatience": true, "reclaimLimitPerJob": reclaimLimitPerJob}}
+			return nil
+		},
+	},
+	{
+		Name:               "Cs",
+		Title:              fmt.Sprintf("C with shortest-estimate-first order: every Job states its runtime estimate (its duration), and each queue runs the shortest first, passing none over by work submitted %v of trace time later", shortestFirstBound),
+		Gangs:              TephraJobs,
+		Queues:             true,
+		ShortestFirstBound: shortestFirstBound,
+		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
 	},
@@ -167,6 +181,8 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
+	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
+	shortestFirstBound = 4 * time.Hour
 	// reclaimLimitPerJob is Cp's: the goal's bound on restarts.
 	reclaimLimitPerJob = 2
 )

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 
@@ -79,13 +80,13 @@ func ReadQueues(path string, traceQueues []string) ([]report.Queue, error) {
 // createQueues creates a Tephra Queue under root for each queue, with its weight and guarantee,
 // once tephra-controllers has created root and default. The default queue is Tephra's own; a
 // trace queue of that name takes its weight and guarantee.
-func createQueues(ctx context.Context, c *localcluster.Cluster, queues []report.Queue) error {
+func createQueues(ctx context.Context, c *localcluster.Cluster, queues []report.Queue, order queueOrder) error {
 	if err := localcluster.WaitDefaultQueues(ctx, c.Config); err != nil {
 		return err
 	}
 	client := c.Tephra.SchedulingV1alpha1().Queues()
 	for _, q := range queues {
-		spec := schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: int32(q.Weight)}
+		spec := schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: int32(q.Weight), Order: order.order, OrderBoundSeconds: order.boundSeconds}
 		if q.Guarantee > 0 {
 			spec.Guarantee = corev1.ResourceList{localcluster.GPUResource: *resource.NewQuantity(q.Guarantee, resource.DecimalSI)}
 		}
@@ -95,6 +96,7 @@ func createQueues(ctx context.Context, c *localcluster.Cluster, queues []report.
 			_, err = client.Create(ctx, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.Name}, Spec: spec}, metav1.CreateOptions{})
 		case err == nil:
 			existing.Spec.Weight, existing.Spec.Guarantee = spec.Weight, spec.Guarantee
+			existing.Spec.Order, existing.Spec.OrderBoundSeconds = spec.Order, spec.OrderBoundSeconds
 			_, err = client.Update(ctx, existing, metav1.UpdateOptions{})
 		}
 		if err != nil {
@@ -102,4 +104,19 @@ func createQueues(ctx context.Context, c *localcluster.Cluster, queues []report.
 		}
 	}
 	return nil
+}
+
+// queueOrder is how a configuration's queues order their workloads (zero: submission).
+type queueOrder struct {
+	order        schedulingv1alpha1.QueueOrder
+	boundSeconds *int32
+}
+
+// orderOf is the configuration's queue order, its bound played at the speedup (at least a second).
+func (c *Configuration) orderOf(speedup float64) queueOrder {
+	if c.ShortestFirstBound <= 0 {
+		return queueOrder{}
+	}
+	bound := max(int32(math.Round(c.ShortestFirstBound.Seconds()/speedup)), 1)
+	return queueOrder{order: schedulingv1alpha1.QueueOrderShortestEstimateFirst, boundSeconds: &bound}
 }

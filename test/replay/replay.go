@@ -249,7 +249,7 @@ func prepare(ctx context.Context, c *localcluster.Cluster, client kubernetes.Int
 		}
 	}
 	if config.Queues {
-		return createQueues(ctx, c, opts.Queues)
+		return createQueues(ctx, c, opts.Queues, config.orderOf(opts.Speedup))
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cp, Cq, B0, B1, B1p`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cp, Cs, Cq, B0, B1, B1p`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
@@ -87,12 +87,28 @@ func TestBackfillStatesEstimatesAndReservesForBigGangs(t *testing.T) {
 	require.NoError(t, err)
 	w := &workloads{config: configs[0], speedup: 144}
 	var gang, small batchv1alpha1.Job
-	w.backfill(&gang, trace.Job{Duration: 7200, Replicas: 8, MinReplicas: 8, GPUs: 8})
-	w.backfill(&small, trace.Job{Duration: 60, Replicas: 1, MinReplicas: 1, GPUs: 1})
+	for _, j := range []struct {
+		job   *batchv1alpha1.Job
+		trace trace.Job
+	}{{&gang, trace.Job{Duration: 7200, Replicas: 8, MinReplicas: 8, GPUs: 8}}, {&small, trace.Job{Duration: 60, Replicas: 1, MinReplicas: 1, GPUs: 1}}} {
+		w.estimate(j.job, j.trace)
+		w.backfill(j.job, j.trace)
+	}
 	assert.Equal(t, int32(51), *gang.Spec.RuntimeEstimateSeconds, "2 h at 144x is 50 s")
 	assert.Equal(t, "4.2s", gang.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation], "10 min at 144x")
 	assert.Equal(t, int32(2), *small.Spec.RuntimeEstimateSeconds, "1 min at 144x is under a second")
 	assert.Empty(t, small.Annotations)
+}
+
+// Cs orders every queue shortest-estimate-first, its bound of 4 hours of trace time played at the
+// speedup; the other configurations keep submission order.
+func TestShortestFirstOrdersQueuesWithTheBoundAtTheSpeedup(t *testing.T) {
+	configs, err := ConfigurationsByName("Cs,C")
+	require.NoError(t, err)
+	order := configs[0].orderOf(144)
+	assert.Equal(t, schedulingv1alpha1.QueueOrderShortestEstimateFirst, order.order)
+	assert.Equal(t, int32(100), *order.boundSeconds, "4 h at 144x")
+	assert.Equal(t, queueOrder{}, configs[1].orderOf(144))
 }
 
 func TestResultsKeepNeverThroughJSON(t *testing.T) {

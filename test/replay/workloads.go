@@ -192,6 +192,9 @@ func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name strin
 			Tasks:             []batchv1alpha1.TaskSpec{{Name: taskName, Replicas: int32(j.Replicas), Template: t}},
 		},
 	}
+	if w.config.Backfill || w.config.ShortestFirstBound > 0 {
+		w.estimate(job, j)
+	}
 	if w.config.Backfill {
 		w.backfill(job, j)
 	}
@@ -201,13 +204,16 @@ func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name strin
 	return nil
 }
 
-// backfill states the job's runtime estimate, its trace duration played at the speedup, rounded
+// estimate states the job's runtime estimate, its trace duration played at the speedup, rounded
 // up to whole seconds and a second more (the PodGroup controller counts from its Scheduled
-// condition, which has whole seconds), and gives a big gang an SLA waiting time (none where the
-// head of each queue reserves).
-func (w *workloads) backfill(job *batchv1alpha1.Job, j trace.Job) {
+// condition, which has whole seconds).
+func (w *workloads) estimate(job *batchv1alpha1.Job, j trace.Job) {
 	estimate := int32(math.Ceil(j.Duration/w.speedup)) + 1
 	job.Spec.RuntimeEstimateSeconds = &estimate
+}
+
+// backfill gives a big gang an SLA waiting time (none where the head of each queue reserves).
+func (w *workloads) backfill(job *batchv1alpha1.Job, j trace.Job) {
 	if j.GPUs*j.Replicas >= backfillGangGPUs && !w.config.QueueHeadReservations {
 		sla := time.Duration(float64(backfillSLA) / w.speedup).Round(100 * time.Millisecond)
 		job.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: sla.String()}

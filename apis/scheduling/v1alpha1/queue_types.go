@@ -5,6 +5,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// QueueOrder is how a queue orders its waiting workloads of one priority.
+type QueueOrder string
+
+const (
+	// QueueOrderSubmission orders them as they came in.
+	QueueOrderSubmission QueueOrder = "Submission"
+	// QueueOrderShortestEstimateFirst orders them by submission plus runtime estimate, capped.
+	QueueOrderShortestEstimateFirst QueueOrder = "ShortestEstimateFirst"
+	// DefaultOrderBoundSeconds is a queue's orderBoundSeconds when unset.
+	DefaultOrderBoundSeconds = 3600
+)
+
 // QueueState says whether a queue takes new workloads.
 // +kubebuilder:validation:Enum=Open;Closed
 type QueueState string
@@ -62,6 +74,23 @@ type QueueSpec struct {
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
 	ReclaimMinRuntimeSeconds *int32 `json:"reclaimMinRuntimeSeconds,omitempty"`
+
+	// Order is how the queue orders its waiting workloads of one priority: Submission (the
+	// default), the order they came in; or ShortestEstimateFirst, their submission plus their
+	// runtime estimate (a PodGroup's or Tephra Job's runtimeEstimateSeconds, a pod's
+	// activeDeadlineSeconds), capped at orderBoundSeconds, so that short jobs go first and none is
+	// passed over by work submitted more than the bound after it. Workloads without an estimate
+	// count as the bound. Across queues, fair share decides.
+	// +kubebuilder:validation:Enum=Submission;ShortestEstimateFirst
+	// +optional
+	Order QueueOrder `json:"order,omitempty"`
+
+	// OrderBoundSeconds caps what ShortestEstimateFirst adds to a workload's submission: no
+	// workload is passed over by one submitted more than this after it. Default 3600.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	OrderBoundSeconds *int32 `json:"orderBoundSeconds,omitempty"`
 
 	// State is Open or Closed. A closed queue keeps running what runs and starts nothing new.
 	// +kubebuilder:default=Open

@@ -251,6 +251,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.OrderBoundSeconds != nil {
+		in, out := &in.OrderBoundSeconds, &out.OrderBoundSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.NamespaceSelector != nil {
 		in, out := &in.NamespaceSelector, &out.NamespaceSelector
 		*out = new(metav1.LabelSelector)
