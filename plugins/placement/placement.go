@@ -38,6 +38,7 @@ const signerName = "v1.Pod.Spec.Containers.Resources.Requests.Accelerators()"
 // (quota.DevicesName). devices.Devices, shared with TephraQueue and TephraGang, is one.
 type deviceView interface {
 	OnNode(node string) quota.Amounts
+	OfferedOnNodes() quota.Amounts
 	FreeOn(node fwk.NodeInfo) quota.Amounts
 	Charge(pod *corev1.Pod) quota.PodDevices
 }
@@ -145,7 +146,7 @@ func (p *Placement) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragm
 // accelerator pod under None; for other pods when they need not avoid accelerator nodes; for a
 // pod whose claims charge it no device (it shares a claim another pod was charged, and goes
 // where that claim's devices are).
-func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	d := p.demandOf(pod)
 	switch {
 	case !d.none() && p.scorer == nil:
@@ -153,6 +154,9 @@ func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev
 	case d.none() && devices.UsesDevices(pod):
 		return fwk.NewStatus(fwk.Skip)
 	case d.none() && !*p.args.AvoidAcceleratorNodes:
+		return fwk.NewStatus(fwk.Skip)
+	case d.none() && !p.anyAcceleratorNode(nodes):
+		// Every node scores the same: the pods of a cluster without accelerators cost nothing.
 		return fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(stateKey, d)
@@ -191,6 +195,24 @@ func (p *Placement) Score(_ context.Context, state fwk.CycleState, pod *corev1.P
 		}
 	}
 	return p.scorer(requested, allocated, allocatable), nil
+}
+
+// anyAcceleratorNode says whether a node offers accelerators: extended ones in its allocatable
+// (the first such node ends the search, so a GPU cluster pays for one node), or DRA devices in
+// node-local slices.
+func (p *Placement) anyAcceleratorNode(nodes []fwk.NodeInfo) bool {
+	if p.devices != nil && len(p.devices.OfferedOnNodes()) > 0 {
+		return true
+	}
+	for _, n := range nodes {
+		alloc := n.GetAllocatable().GetScalarResources()
+		for _, name := range p.accelerators {
+			if alloc[name] > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // acceleratorsOn counts a node's accelerators, used and in all: its accelerator extended

@@ -31,6 +31,14 @@ type fakeDevices struct {
 
 func (f *fakeDevices) OnNode(node string) quota.Amounts { return f.offered[node].Clone() }
 
+func (f *fakeDevices) OfferedOnNodes() quota.Amounts {
+	total := quota.Amounts{}
+	for _, offered := range f.offered {
+		total.Add(offered)
+	}
+	return total
+}
+
 func (f *fakeDevices) FreeOn(node fwk.NodeInfo) quota.Amounts {
 	free := f.OnNode(node.Node().Name)
 	for _, pi := range node.GetPods() {
@@ -206,9 +214,12 @@ func TestPodsWithoutAcceleratorsAvoidAcceleratorNodes(t *testing.T) {
 	_, skip = scores(t, newPlugin(t, `{"avoidAcceleratorNodes": false}`, nil), cpuPod("p"), nodes...)
 	assert.True(t, skip, "without avoidance the plugin has nothing to say about CPU pods")
 
-	s, skip = scores(t, newPlugin(t, `{"accelerators": ["amd.com/gpu"]}`, nil), cpuPod("p"), nodes...)
-	require.False(t, skip)
-	assert.Equal(t, fwk.MaxScore, s["gpu-empty"], "nvidia.com/gpu is not an accelerator when the args do not name it")
+	_, skip = scores(t, newPlugin(t, `{"accelerators": ["amd.com/gpu"]}`, nil), cpuPod("p"), nodes...)
+	assert.True(t, skip, "nvidia.com/gpu is not an accelerator when the args do not name it: no node has one to avoid")
+	_, skip = scores(t, newPlugin(t, "", nil), cpuPod("p"), gpuNode("cpu-a", 0, 0), gpuNode("cpu-b", 0, 0))
+	assert.True(t, skip, "in a cluster without accelerators every node scores the same: the plugin costs nothing")
+	_, skip = scores(t, newPlugin(t, "", &fakeDevices{offered: map[string]quota.Amounts{"cpu-a": {gpuDevices: 8}}}), cpuPod("p"), gpuNode("cpu-a", 0, 0), gpuNode("cpu-b", 0, 0))
+	assert.False(t, skip, "DRA devices on a node are accelerators to avoid")
 }
 
 func TestStrategyNoneLeavesAcceleratorPods(t *testing.T) {
