@@ -41,8 +41,8 @@ help: ## Show the targets.
 ##@ Use
 
 .PHONY: up
-up: build kubectl ## Start a local Tephra cluster in the background (kubeconfig: .tephra/kubeconfig) and run the demo.
-	$(BIN)/tephra-local up --dir .tephra
+up: build kubectl ## Start a local Tephra cluster in the background (kubeconfig: .tephra/kubeconfig) and run the demo; SCHEDULER_ARGS=file tries scheduler plugin args (hack/scheduler-args.example.yaml).
+	$(BIN)/tephra-local up --dir .tephra $(if $(SCHEDULER_ARGS),--scheduler-args $(SCHEDULER_ARGS))
 
 .PHONY: down
 down: ## Stop the local cluster of `make up`.

@@ -1,9 +1,12 @@
 // Command tephra-local runs a local Tephra cluster for trying Tephra out: a real apiserver with
 // simulated (kwok) nodes, Tephra's scheduler and controllers. `make up` and `make down` call it.
 //
-//	tephra-local up [--dir .tephra] [--nodes 4]   start in the background, run the demo, return
-//	tephra-local down [--dir .tephra]             stop it
-//	tephra-local run [--dir .tephra] [--nodes 4]  run in the foreground until interrupted
+//	tephra-local up [--dir .tephra] [--nodes 4] [--scheduler-args FILE]   start in the background, run the demo, return
+//	tephra-local down [--dir .tephra]                                     stop it
+//	tephra-local run [--dir .tephra] [--nodes 4] [--scheduler-args FILE]  run in the foreground until interrupted
+//
+// --scheduler-args names a YAML file of scheduler plugin args by plugin, merged into the shipped
+// configuration's args in every profile (hack/scheduler-args.example.yaml).
 package main
 
 import (
@@ -31,16 +34,17 @@ func main() {
 	dir := flags.String("dir", ".tephra", "folder for the cluster's state, kubeconfig and logs")
 	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each, in 2 NUMA zones, and DRA devices: 4 GPUs and a shared GPU)")
 	demo := flags.Bool("demo", true, "run the demo job once the cluster is up")
+	schedulerArgs := flags.String("scheduler-args", "", "a YAML file of scheduler plugin args by plugin name (TephraPlacement, TephraQueue, TephraGang, ...), merged into every profile's (hack/scheduler-args.example.yaml)")
 	_ = flags.Parse(os.Args[2:])
 
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(*dir, *nodes, *demo)
+		err = up(*dir, *nodes, *demo, *schedulerArgs)
 	case "down":
 		err = down(*dir)
 	case "run":
-		err = run(*dir, *nodes)
+		err = run(*dir, *nodes, *schedulerArgs)
 	default:
 		usage()
 	}
@@ -51,7 +55,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tephra-local up|down|run [--dir DIR] [--nodes N]")
+	fmt.Fprintln(os.Stderr, "usage: tephra-local up|down|run [--dir DIR] [--nodes N] [--scheduler-args FILE]")
 	os.Exit(2)
 }
 
@@ -68,9 +72,13 @@ func readyFile(dir string) string { return filepath.Join(dir, "ready") }
 
 // up starts `tephra-local run` in the background, detached from the terminal, and waits until
 // the cluster is ready.
-func up(dir string, nodes int, demo bool) error {
+func up(dir string, nodes int, demo bool, schedulerArgs string) error {
 	if pid, ok := runningPID(dir); ok {
 		return fmt.Errorf("a local cluster is already running (pid %d); `make down` stops it", pid)
+	}
+	args, err := readSchedulerArgs(schedulerArgs)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
@@ -84,7 +92,16 @@ func up(dir string, nodes int, demo bool) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "run", "--dir", dir, "--nodes", strconv.Itoa(nodes))
+	runArgs := []string{"run", "--dir", dir, "--nodes", strconv.Itoa(nodes)}
+	if schedulerArgs != "" {
+		abs, err := filepath.Abs(schedulerArgs)
+		if err != nil {
+			return err
+		}
+		runArgs = append(runArgs, "--scheduler-args", abs)
+		fmt.Printf("scheduler plugin args from %s: %s\n", schedulerArgs, args.describe())
+	}
+	cmd := exec.Command(self, runArgs...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -148,7 +165,11 @@ var nodeShape = func() localcluster.NodeShape {
 }()
 
 // run starts the cluster and keeps it up until SIGINT or SIGTERM.
-func run(dir string, nodes int) error {
+func run(dir string, nodes int, schedulerArgs string) error {
+	args, err := readSchedulerArgs(schedulerArgs)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -173,6 +194,8 @@ func run(dir string, nodes int) error {
 		FeatureGates:                       "GenericWorkload=true",
 		RuntimeConfig:                      "scheduling.k8s.io/v1beta1=true",
 		TephraSchedulerWithoutFeatureGates: true,
+		SchedulerPluginArgs:                args.plugins,
+		UsageHalfLife:                      args.usageHalfLife,
 	})
 	if err != nil {
 		return err

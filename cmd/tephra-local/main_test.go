@@ -123,6 +123,61 @@ func TestUpAndDown(t *testing.T) {
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "stopped the local cluster")
 	assert.Empty(t, processesMentioning(t, dir), "make down leaves no process of the cluster")
+
+	// make up SCHEDULER_ARGS=hack/scheduler-args.example.yaml: the scheduler runs with the file's
+	// args, and tephra-controllers with its half-life.
+	out, err = exec.Command(bin, "up", "--dir", dir, "--demo=false", "--scheduler-args", "../../hack/scheduler-args.example.yaml").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "TephraPlacement.scoringStrategy=LeastAllocated", "up says which settings it takes")
+	schedulerConfig := findFile(t, dir, "kind: KubeSchedulerConfiguration")
+	for _, want := range []string{"scoringStrategy: LeastAllocated", "reclaimMinRuntime: 10m", "reclaimPatience: true", "queueHeadReservations: true", "usageHalfLife: 1h"} {
+		assert.Contains(t, schedulerConfig, want, "the scheduler's configuration")
+	}
+	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the same half-life")
+	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+}
+
+// A file of scheduler args that is not a map of plugins to maps of args is refused with a clear
+// error; the half-life is taken out for both components.
+func TestSchedulerArgsFile(t *testing.T) {
+	write := func(content string) string {
+		path := filepath.Join(t.TempDir(), "args.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	args, err := readSchedulerArgs(write("TephraQueue:\n  usageHalfLife: 2h\nTephraPlacement:\n  scoringStrategy: None\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "2h", args.usageHalfLife)
+	assert.Equal(t, map[string]map[string]any{"TephraPlacement": {"scoringStrategy": "None"}}, args.plugins)
+	assert.Equal(t, "TephraPlacement.scoringStrategy=None, TephraQueue.usageHalfLife=2h (and tephra-controllers' --usage-half-life)", args.describe())
+
+	_, err = readSchedulerArgs(write("- TephraQueue\n"))
+	assert.ErrorContains(t, err, "want plugin names, each with a map of its args")
+	_, err = readSchedulerArgs(write("TephraQueue:\n  usageHalfLife: 3\n"))
+	assert.ErrorContains(t, err, "TephraQueue usageHalfLife: 3 is not a duration such as 1h")
+	_, err = readSchedulerArgs(filepath.Join(t.TempDir(), "missing.yaml"))
+	assert.ErrorContains(t, err, "--scheduler-args")
+	args, err = readSchedulerArgs("../../hack/scheduler-args.example.yaml")
+	require.NoError(t, err, "the example file")
+	assert.Equal(t, "1h", args.usageHalfLife)
+}
+
+// findFile returns the content of a file under dir that contains marker.
+func findFile(t *testing.T, dir, marker string) string {
+	t.Helper()
+	var found string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || found != "" || !strings.HasSuffix(path, ".yaml") {
+			return nil
+		}
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), marker) {
+			found = string(data)
+		}
+		return nil
+	})
+	require.NotEmpty(t, found, "no file under %s contains %q", dir, marker)
+	return found
 }
 
 // processesMentioning lists the command lines of live processes whose arguments name dir.
