@@ -84,6 +84,11 @@ type podRun struct {
 	bound, running, ended time.Time
 	succeeded, preempted  bool
 	deleting              bool
+	// node is where it was bound; evicted when it was seen evicted by the scheduler, and why (its
+	// DisruptionTarget condition's message: for whom, and for which queue).
+	node      string
+	evicted   time.Time
+	evictedBy string
 	// replaced says that the driver created the pod again once it was gone (B0, B1).
 	replaced bool
 	// endsAt is the end time last written into its duration annotation.
@@ -208,7 +213,7 @@ func (d *driver) observe(pod *corev1.Pod, gone bool) {
 		j.order = append(j.order, p)
 	}
 	if pod.Spec.NodeName != "" && p.bound.IsZero() {
-		p.bound = now
+		p.bound, p.node = now, pod.Spec.NodeName
 		d.lastProgress = now
 	}
 	if pod.Status.Phase == corev1.PodRunning && p.running.IsZero() && pod.DeletionTimestamp == nil {
@@ -217,8 +222,8 @@ func (d *driver) observe(pod *corev1.Pod, gone bool) {
 	if pod.DeletionTimestamp != nil {
 		p.deleting = true
 	}
-	if preempted(pod) {
-		p.preempted = true
+	if why, ok := preemption(pod); ok && !p.preempted {
+		p.preempted, p.evicted, p.evictedBy = true, now, why
 	}
 	terminal := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if (terminal || gone) && p.ended.IsZero() {
@@ -232,14 +237,14 @@ func (d *driver) observe(pod *corev1.Pod, gone bool) {
 	d.play(j, now)
 }
 
-// preempted says that the scheduler evicted the pod to make room for another.
-func preempted(pod *corev1.Pod) bool {
+// preemption says whether the scheduler evicted the pod to make room for another, and why.
+func preemption(pod *corev1.Pod) (why string, ok bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
-			return true
+			return c.Message, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // recreate creates a pod again in place of one deleted before its job was done, as a job
@@ -403,7 +408,11 @@ func (d *driver) run(end time.Time) report.Run {
 			job.Started = append(job.Started, at(s))
 		}
 		for _, p := range j.order {
-			job.Pods = append(job.Pods, report.Pod{Name: p.name, Bound: at(p.bound), Running: at(p.running), Ended: at(p.ended), Preempted: p.preempted})
+			pod := report.Pod{Name: p.name, Node: p.node, Bound: at(p.bound), Running: at(p.running), Ended: at(p.ended), Preempted: p.preempted}
+			if p.preempted {
+				pod.Eviction = &report.Eviction{At: at(p.evicted), Why: p.evictedBy}
+			}
+			job.Pods = append(job.Pods, pod)
 		}
 		out.Jobs = append(out.Jobs, job)
 	}

@@ -115,7 +115,8 @@ func TestResultsKeepNeverThroughJSON(t *testing.T) {
 	nan := math.NaN()
 	run := report.Run{Config: "C", GPUs: 8, End: 100, Jobs: []report.Job{{
 		Name: "j", Submit: 1, Duration: 10, Replicas: 1, MinReplicas: 1, Started: []float64{2}, Ended: nan,
-		Pods: []report.Pod{{Name: "p", Bound: 2, Running: nan, Ended: nan}},
+		Pods: []report.Pod{{Name: "p", Bound: 2, Running: nan, Ended: nan}, {Name: "q", Node: "n-3", Bound: 1, Running: 1, Ended: 2,
+			Preempted: true, Eviction: &report.Eviction{At: 2, Why: `tephra-scheduler: making room in queue "a" for pod replay/x-0`}}},
 	}}}
 	path := filepath.Join(t.TempDir(), "runs.json")
 	results := []Result{{Run: run, Wall: 90 * time.Second}}
@@ -130,6 +131,7 @@ func TestResultsKeepNeverThroughJSON(t *testing.T) {
 	assert.True(t, math.IsNaN(got.Run.Jobs[0].Pods[0].Running))
 	assert.Equal(t, 2.0, got.Run.Jobs[0].Pods[0].Bound)
 	assert.Equal(t, []float64{2}, got.Run.Jobs[0].Started)
+	assert.Equal(t, run.Jobs[0].Pods[1], got.Run.Jobs[0].Pods[1], "each pod's node, and its eviction: when, for whom and why")
 }
 
 func TestFidelityComparesTheSameJobs(t *testing.T) {

@@ -46,8 +46,19 @@ type Pod struct {
 	// its node (succeeded, evicted or deleted); NaN for what never came. A pod still bound when
 	// the run ended has Ended NaN and holds its GPUs until Run.End.
 	Bound, Running, Ended float64
-	// Preempted says that the scheduler evicted it to make room for another pod.
+	// Preempted says that the scheduler evicted it to make room for another pod, and Eviction
+	// when and why (nil when it was not, and in runs.json written before it was recorded).
 	Preempted bool
+	Eviction  *Eviction `json:",omitempty"`
+	// Node is where it was bound ("" if never, or not recorded).
+	Node string `json:",omitempty"`
+}
+
+// Eviction is a pod's eviction by the scheduler: when it was seen, and its DisruptionTarget
+// condition's message (for whom, and for which queue).
+type Eviction struct {
+	At  float64
+	Why string
 }
 
 // Queue is a queue of the replay: its weight (default 1) and its guarantee in GPUs (default 0),
