@@ -223,6 +223,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	<-submitted
 	run := d.run(end)
 	run.GPUs, run.Queues = opts.Shape.TotalGPUs(), opts.Queues
+	run.Nodes, run.NodeGPUs = opts.Shape.Nodes, opts.Shape.GPUs
 	if stopped == "done" {
 		stopped = ""
 	}

@@ -11,8 +11,10 @@ package report
 type Run struct {
 	// Config is the configuration's short name (C, B0, B1) and Title what it is.
 	Config, Title string
-	// GPUs is the cluster's GPU capacity.
-	GPUs int
+	// GPUs is the cluster's GPU capacity; Nodes and NodeGPUs its nodes and the GPUs of each (0
+	// in runs.json written before they were recorded).
+	GPUs            int
+	Nodes, NodeGPUs int
 	// End is when the run stopped observing: every job ended, or the replay gave up waiting.
 	End float64
 	// Jobs are the trace's jobs as this run played them, in the trace's order.

@@ -112,6 +112,12 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		}},
 		{"Big gangs' wait mean", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.Mean) }},
 		{"Big gangs' wait p99", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.P99) }},
+		{"Free GPUs while big gangs wait: whole nodes / scattered", func(o *Outcomes) string {
+			if math.IsNaN(o.WholeFreeWhileBigWait) {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f / %.0f", o.WholeFreeWhileBigWait, o.ScatteredFreeWhileBigWait)
+		}},
 		{"Makespan", func(o *Outcomes) string {
 			s := Duration(o.Makespan)
 			if left := o.All.Jobs - o.All.Finished; left > 0 && o.All.Finished > 0 {
@@ -166,6 +172,8 @@ func writeDefinitions(b *strings.Builder, o Options) {
 - A partial gang is a job holding some, but fewer than its minimum, pods: its GPUs are held and
   idle. Jobs count when it lasted more than %s at a stretch; pods partial at end are the deadlock
   a gang scheduler prevents.
+- Free GPUs while big gangs wait are means over the times a big gang waited: on nodes where no
+  GPU was held (whole), and on partly held nodes (scattered), which a gang of whole nodes cannot use.
 - Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running), and their part
   of the trace's work (Σ replicas × GPUs × duration). A job restarted is one whose minimum came to
   run again after a preemption.

@@ -166,6 +166,11 @@ type Outcomes struct {
 	// start again), and MostRestarts is the most times one job started again.
 	RestartedJobs, MostRestarts int
 
+	// WholeFreeWhileBigWait and ScatteredFreeWhileBigWait are the mean free GPUs on nodes with no
+	// GPU held and on partly held nodes, over the grid times at which a big gang waited (NaN when
+	// none waited, or the run has no nodes' record): a gang of whole nodes can use only the first.
+	WholeFreeWhileBigWait, ScatteredFreeWhileBigWait float64
+
 	// ContendedSamples is the number of grid times at which the queues' demand (GPUs asked by
 	// the jobs submitted and not ended) was at least the cluster's: only then is a share below
 	// the deserved one a scheduler's choice; below capacity everyone gets what they ask.
@@ -321,6 +326,8 @@ func (o Options) Analyze(run Run) Outcomes {
 			}
 		}
 	}
+
+	out.WholeFreeWhileBigWait, out.ScatteredFreeWhileBigWait = freeWhileBigGangsWait(run, g, end)
 
 	out.All.JCT, out.All.Wait = StatsOf(jct), StatsOf(wait)
 	out.BigGangs.JCT, out.BigGangs.Wait = StatsOf(bigJCT), StatsOf(bigWait)
@@ -522,4 +529,68 @@ func (g grid) first(x float64) int {
 		k++
 	}
 	return k
+}
+
+// freeWhileBigGangsWait is the mean free GPUs on whole nodes and on partly held ones over the
+// grid times at which a big gang waited (submitted, its minimum not yet running), from the nodes
+// the pods were bound to.
+func freeWhileBigGangsWait(run Run, g grid, end float64) (whole, scattered float64) {
+	if run.Nodes <= 0 || run.NodeGPUs <= 0 || g.n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	waiting := make([]bool, g.n)
+	for _, j := range run.Jobs {
+		if j.Replicas*j.GPUs < BigGangGPUs {
+			continue
+		}
+		started := end
+		if len(j.Started) > 0 {
+			started = j.Started[0]
+		}
+		from, to := g.span(j.Submit, started)
+		for k := from; k < to; k++ {
+			waiting[k] = true
+		}
+	}
+	held := make([]map[string]int, g.n)
+	for _, j := range run.Jobs {
+		for _, p := range j.Pods {
+			if p.Node == "" || math.IsNaN(p.Bound) {
+				continue
+			}
+			ended := p.Ended
+			if math.IsNaN(ended) {
+				ended = end
+			}
+			from, to := g.span(p.Bound, ended)
+			for k := from; k < to; k++ {
+				if !waiting[k] {
+					continue
+				}
+				if held[k] == nil {
+					held[k] = map[string]int{}
+				}
+				held[k][p.Node] += j.GPUs
+			}
+		}
+	}
+	samples := 0
+	for k := range g.n {
+		if !waiting[k] {
+			continue
+		}
+		samples++
+		used := 0
+		for _, gpus := range held[k] {
+			used += min(gpus, run.NodeGPUs)
+		}
+		free := run.Nodes*run.NodeGPUs - used
+		w := (run.Nodes - len(held[k])) * run.NodeGPUs
+		whole += float64(w)
+		scattered += float64(free - w)
+	}
+	if samples == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return whole / float64(samples), scattered / float64(samples)
 }

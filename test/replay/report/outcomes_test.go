@@ -300,3 +300,24 @@ func TestBigGangs(t *testing.T) {
 	near(t, "big gangs' JCT", o.BigGangs.JCT.Mean, 300)
 	equal(t, "all jobs", o.All.Jobs, 4)
 }
+
+// While a gang of 32 GPUs waits on 4 nodes of 8, one 1-GPU pod on each of two nodes leaves 16
+// GPUs free on whole nodes and 14 scattered; once the gang runs, nothing is measured.
+func TestFreeGPUsWhileBigGangsWaitAreWholeOrScattered(t *testing.T) {
+	small := func(name, node string) Job {
+		j := gangJob(name, "", 0, 1, []float64{0}, 100, pod(name+"-0", 0, 0, 100))
+		j.Pods[0].Node = node
+		return j
+	}
+	big := gangJob("big", "", 0, 8, []float64{100}, 200)
+	big.Replicas, big.MinReplicas, big.GPUs = 4, 4, 8
+	run := Run{Config: "C", GPUs: 32, Nodes: 4, NodeGPUs: 8, End: 200, Jobs: []Job{small("a", "n0"), small("b", "n1"), big}}
+	o := Analyze(run)
+	near(t, "whole", o.WholeFreeWhileBigWait, 16)
+	near(t, "scattered", o.ScatteredFreeWhileBigWait, 14)
+	run.Nodes = 0
+	o = Analyze(run)
+	if !math.IsNaN(o.WholeFreeWhileBigWait) {
+		t.Errorf("without the nodes' record, nothing is measured: %v", o.WholeFreeWhileBigWait)
+	}
+}
