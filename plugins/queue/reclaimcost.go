@@ -130,8 +130,8 @@ func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
 // countReclaims counts the units that restart their jobs among the victims of a reclaim.
 func (r *reclaimer) countReclaims(victims []*unit, now time.Time) {
 	for _, u := range victims {
-		if u.kind == kindReclaim && !u.elastic {
-			r.q.reclaims.reclaimed(jobOf(u.pods[0], u.group), now)
+		if job := jobOf(u); job != "" && u.kind == kindReclaim && !u.elastic {
+			r.q.reclaims.reclaimed(job, now)
 		}
 	}
 }
@@ -152,15 +152,18 @@ type reclaimCount struct {
 // long gone do not pile up.
 const forgetAfter = 7 * 24 * time.Hour
 
-// jobOf is the job a pod belongs to, as reclaimCounts counts them.
-func jobOf(pod *corev1.Pod, group string) string {
-	if group != "" {
-		return "group/" + group
+// jobOf is the job a unit's pods belong to, as reclaimCounts counts them.
+func jobOf(u *unit) string {
+	if u.group != "" {
+		return "group/" + u.group
 	}
-	if owner := metav1.GetControllerOf(pod); owner != nil {
+	if len(u.pods) == 0 {
+		return ""
+	}
+	if owner := metav1.GetControllerOf(u.pods[0]); owner != nil {
 		return "owner/" + string(owner.UID)
 	}
-	return "pod/" + string(pod.UID)
+	return "pod/" + string(u.pods[0].UID)
 }
 
 // reclaimed counts a reclaim of the job, when its victims are chosen.
@@ -194,5 +197,5 @@ func (r *reclaimer) overLimit(u *unit, need quota.Amounts) bool {
 	if limit <= 0 || u.kind != kindReclaim || u.elastic {
 		return false
 	}
-	return r.q.reclaims.of(jobOf(u.pods[0], u.group)) >= limit && !r.belowGuarantee(need)
+	return r.q.reclaims.of(jobOf(u)) >= limit && !r.belowGuarantee(need)
 }

@@ -125,7 +125,9 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 
 	gang := &unit{pods: []*corev1.Pod{ledgerPod("m0", nil, "n", 1), ledgerPod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
 	r.countReclaims([]*unit{gang}, now)
-	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang.pods[1], "ns/g")), "a gang is one job")
+	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang)), "a gang is one job")
+	assert.False(t, r.overLimit(&unit{group: "ns/assumed", kind: kindReclaim}, r.need), "a gang unit without bound pods has a job all the same")
+	assert.Empty(t, jobOf(&unit{kind: kindReclaim}), "a unit without pods or group is no job")
 	r.q.reclaimLimitPerJob = 0
 	r.protected.reset()
 	assert.Len(t, r.units(candidates), 2, "no limit by default")

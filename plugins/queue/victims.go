@@ -242,6 +242,11 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				continue
 			}
 			seenGroups[e.group] = true
+			if len(members) == 0 {
+				// Its members are in the scheduler's snapshot (assumed) but not bound yet as the
+				// informer shows them: there is nothing to evict yet.
+				continue
+			}
 			u.pods, u.freed = members, quota.Amounts{}
 			// The whole gang goes: the claims its members share are freed too.
 			for _, m := range members {
