@@ -112,6 +112,12 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		}},
 		{"Big gangs' wait mean", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.Mean) }},
 		{"Big gangs' wait p99", func(o *Outcomes) string { return Duration(o.BigGangs.Wait.P99) }},
+		{"Wait at share beside idle GPUs", func(o *Outcomes) string {
+			if o.WaitSeconds <= 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f job-hours (%s of the wait)", o.HeldBesideIdleWaitSeconds/3600, percent(ratio(o.HeldBesideIdleWaitSeconds, o.WaitSeconds)))
+		}},
 		{"Free GPUs while big gangs wait: whole nodes / scattered", func(o *Outcomes) string {
 			if math.IsNaN(o.WholeFreeWhileBigWait) {
 				return "–"
@@ -172,6 +178,9 @@ func writeDefinitions(b *strings.Builder, o Options) {
 - A partial gang is a job holding some, but fewer than its minimum, pods: its GPUs are held and
   idle. Jobs count when it lasted more than %s at a stretch; pods partial at end are the deadlock
   a gang scheduler prevents.
+- Wait at share beside idle GPUs is the jobs' wait while their queue held at least its deserved
+  share and the cluster had GPUs free for the job's minimum in total: what a fair-share hold may
+  cost beside idle GPUs (or placement, when the free GPUs are scattered).
 - Free GPUs while big gangs wait are means over the times a big gang waited: on nodes where no
   GPU was held (whole), and on partly held nodes (scattered), which a gang of whole nodes cannot use.
 - Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running), and their part

@@ -171,6 +171,12 @@ type Outcomes struct {
 	// none waited, or the run has no nodes' record): a gang of whole nodes can use only the first.
 	WholeFreeWhileBigWait, ScatteredFreeWhileBigWait float64
 
+	// HeldBesideIdleWaitSeconds is the wait, summed over jobs, spent while the job's queue held at
+	// least its deserved share and the cluster had GPUs free for the job's minimum in total: wait a
+	// fair-share hold may have caused beside idle GPUs (or that placement did: the free GPUs may
+	// be scattered). WaitSeconds is all the jobs' wait, over the same grid.
+	HeldBesideIdleWaitSeconds, WaitSeconds float64
+
 	// ContendedSamples is the number of grid times at which the queues' demand (GPUs asked by
 	// the jobs submitted and not ended) was at least the cluster's: only then is a share below
 	// the deserved one a scheduler's choice; below capacity everyone gets what they ask.
@@ -340,7 +346,33 @@ func (o Options) Analyze(run Run) Outcomes {
 		out.Makespan = lastEnd - firstSubmit
 	}
 	shares(&out, queues, g, allocated, busy, held, demand)
+	out.HeldBesideIdleWaitSeconds, out.WaitSeconds = heldBesideIdle(run, &out, index, g, end)
 	return out
+}
+
+// heldBesideIdle sums, over the grid, the jobs' wait while their queue held at least its deserved
+// share and the cluster's free GPUs could hold the job's minimum, and all the jobs' wait.
+func heldBesideIdle(run Run, out *Outcomes, index map[string]int, g grid, end float64) (held, all float64) {
+	s := &out.Series
+	if g.n == 0 || len(s.Allocated) != g.n {
+		return 0, 0
+	}
+	for _, j := range run.Jobs {
+		started := end
+		if len(j.Started) > 0 {
+			started = j.Started[0]
+		}
+		qi, need := index[queueOf(j)], float64(j.MinReplicas*j.GPUs)
+		from, to := g.span(j.Submit, started)
+		for k := from; k < to; k++ {
+			all += g.dt
+			free := (1 - s.Allocated[k]) * float64(out.GPUs)
+			if s.Share[qi][k] >= s.Deserved[qi][k]-1e-9 && free >= need {
+				held += g.dt
+			}
+		}
+	}
+	return held, all
 }
 
 // queueSpec is a queue as its deserved share is computed.

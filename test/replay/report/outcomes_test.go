@@ -321,3 +321,17 @@ func TestFreeGPUsWhileBigGangsWaitAreWholeOrScattered(t *testing.T) {
 		t.Errorf("without the nodes' record, nothing is measured: %v", o.WholeFreeWhileBigWait)
 	}
 }
+
+// On 4 GPUs, queue a holds its deserved 2 while its 1-GPU job waits 50 s beside a free GPU: held
+// at share beside idle GPUs. Queue b's 2-GPU job waits below b's share: not counted.
+func TestWaitAtShareBesideIdleGPUs(t *testing.T) {
+	run := Run{Config: "C", GPUs: 4, End: 100, Jobs: []Job{
+		gangJob("a1", "a", 0, 2, []float64{0}, 100, pod("a1-0", 0, 0, 100)),
+		gangJob("a2", "a", 0, 1, []float64{50}, 100, pod("a2-0", 50, 50, 100)),
+		gangJob("b1", "b", 0, 1, []float64{0}, 100, pod("b1-0", 0, 0, 100)),
+		gangJob("b2", "b", 0, 2, nil, never, pod("b2-0", never, never, never)),
+	}}
+	o := Analyze(run)
+	near(t, "held beside idle", o.HeldBesideIdleWaitSeconds, 50)
+	near(t, "all wait", o.WaitSeconds, 150)
+}
