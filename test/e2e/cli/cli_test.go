@@ -150,6 +150,8 @@ type pod struct {
 	res                corev1.ResourceName
 	amount             int64
 	selector           map[string]string
+	// extra is a resource the pod asks one of besides, if set.
+	extra corev1.ResourceName
 }
 
 func (p pod) create(t *testing.T, env *framework.Env, ns string) {
@@ -162,12 +164,16 @@ func (p pod) create(t *testing.T, env *framework.Env, ns string) {
 		labels[schedulingv1alpha1.QueueLabel] = p.queue
 	}
 	q := *resource.NewQuantity(p.amount, resource.DecimalSI)
+	requests := corev1.ResourceList{p.res: q}
+	if p.extra != "" {
+		requests[p.extra] = resource.MustParse("1")
+	}
 	_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{
 			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: p.selector,
 			Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{p.res: q}, Limits: corev1.ResourceList{p.res: q},
+				Requests: requests, Limits: requests,
 			}}},
 		},
 	}, metav1.CreateOptions{})

@@ -82,9 +82,13 @@ func TestWhyNamesTheBlocker(t *testing.T) {
 		ns := env.Namespace(t)
 		createQueue(t, env, "cli-x", "root", nil)
 		createQueue(t, env, "cli-y", "root", nil)
-		// Queue y waits for two units on nodes that never come: its demand halves x's share.
+		// Queue y waits with a gang of two pods of a unit, which its share has room for and the
+		// pool's nodes have free; its pods also ask for a resource no node offers, which the
+		// hold's count of free capacity on nodes leaves out (as it leaves out devices of
+		// ResourceSlices), so it waits for good. Its demand halves x's share, and x is held for it.
+		createGroup(t, env, ns, "yg", "cli-y", 2)
 		for _, name := range []string{"y-0", "y-1"} {
-			pod{name: name, queue: "cli-y", res: share, amount: 1, selector: map[string]string{framework.PoolLabel: "nowhere"}}.create(t, env, ns)
+			pod{name: name, group: "yg", res: share, amount: 1, selector: sharePool, extra: "e2e.tephra.dev/nowhere"}.create(t, env, ns)
 		}
 		for _, name := range []string{"x-0", "x-1"} {
 			pod{name: name, queue: "cli-x", res: share, amount: 1, selector: sharePool}.create(t, env, ns)
