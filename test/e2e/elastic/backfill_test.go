@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
 // Backfill around a reservation, on 2 nodes of 2 GPUs: a job of 2 GPUs estimated at 45 s runs;
@@ -33,17 +33,7 @@ func TestShortEstimatedJobsBackfillAReservation(t *testing.T) {
 // once. The pod without an estimate, which would otherwise run on the free GPU at once, waits.
 func TestTheHeadOfAQueueReservesWithoutAnSLA(t *testing.T) {
 	c := newClusterOf(t, "headres", 2)
-	restartScheduler := func() {
-		for _, name := range c.env.Cluster.ReplicaNames(localcluster.Scheduler) {
-			require.NoError(t, c.env.Cluster.RestartComponent(context.Background(), name, localcluster.RestartOptions{}))
-		}
-	}
-	c.env.Cluster.SetSchedulerPluginArgs("TephraGang", map[string]any{"queueHeadReservations": true})
-	restartScheduler()
-	t.Cleanup(func() {
-		c.env.Cluster.SetSchedulerPluginArgs("TephraGang", nil)
-		restartScheduler()
-	})
+	framework.WithSchedulerPluginArgs(t, c.env, "TephraGang", map[string]any{"queueHeadReservations": true})
 	backfillAReservation(t, c, "", fmt.Sprintf("Reserved: the group heads queue %q and its minimum cannot fit now", c.q1))
 }
 

@@ -1,9 +1,12 @@
 package framework
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"testing"
 
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tephra-dev/tephra/test/localcluster"
@@ -57,4 +60,22 @@ func SchedulerConfigWithVanillaProfile() (string, error) {
 	}
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, out, 0o644)
+}
+
+// WithSchedulerPluginArgs runs tephra-scheduler with args merged into a plugin's args in every
+// profile until the test ends: it restarts the scheduler with them, and again without them
+// afterwards, for a test of an option the package's other tests run without.
+func WithSchedulerPluginArgs(t *testing.T, env *Env, plugin string, args map[string]any) {
+	t.Helper()
+	restart := func() {
+		for _, name := range env.Cluster.ReplicaNames(localcluster.Scheduler) {
+			require.NoError(t, env.Cluster.RestartComponent(context.Background(), name, localcluster.RestartOptions{}))
+		}
+	}
+	env.Cluster.SetSchedulerPluginArgs(plugin, args)
+	restart()
+	t.Cleanup(func() {
+		env.Cluster.SetSchedulerPluginArgs(plugin, nil)
+		restart()
+	})
 }

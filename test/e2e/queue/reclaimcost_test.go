@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // hogRan is how long the hog's pods run before the first waiting pod comes: its patience.
@@ -28,17 +27,7 @@ const hogRan = 10 * time.Second
 func TestReclaimWaitsAsLongAsTheVictimRanAndRestartsAJobOnlyUpToTheLimit(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	restartScheduler := func() {
-		for _, name := range env.Cluster.ReplicaNames(localcluster.Scheduler) {
-			require.NoError(t, env.Cluster.RestartComponent(context.Background(), name, localcluster.RestartOptions{}))
-		}
-	}
-	env.Cluster.SetSchedulerPluginArgs("TephraQueue", map[string]any{"reclaimPatience": true, "reclaimLimitPerJob": 1})
-	restartScheduler()
-	t.Cleanup(func() {
-		env.Cluster.SetSchedulerPluginArgs("TephraQueue", nil)
-		restartScheduler()
-	})
+	framework.WithSchedulerPluginArgs(t, env, "TephraQueue", map[string]any{"reclaimPatience": true, "reclaimLimitPerJob": 1})
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-cost"
 	pool := units(t, env, gpu, 2, 2)
 	framework.CreateQueue(t, env, "cost-hog", nil)
