@@ -17,6 +17,9 @@ const (
 	MostAllocated = "MostAllocated"
 	// LeastAllocated spreads: it prefers the node whose accelerators are the emptiest.
 	LeastAllocated = "LeastAllocated"
+	// Fragmentation prefers the node where the pod fragments the accelerators least for the
+	// recent mix of pod shapes (FGD), the fullest among equals (fragmentation.go).
+	Fragmentation = "Fragmentation"
 	// None leaves accelerator pods to the other score plugins.
 	None = "None"
 )
@@ -46,7 +49,7 @@ var DefaultAccelerators = []string{
 //	    avoidAcceleratorNodes: true
 type Args struct {
 	// ScoringStrategy orders nodes for pods that ask for accelerators: MostAllocated (default),
-	// LeastAllocated or None.
+	// Fragmentation, LeastAllocated or None.
 	ScoringStrategy string `json:"scoringStrategy,omitempty"`
 	// Accelerators are the extended resources that count as accelerators (default
 	// DefaultAccelerators). An empty list counts none: only DRA devices are then accelerators.
@@ -73,9 +76,9 @@ func (a *Args) SetDefaults() {
 // Validate says what is wrong with defaulted args.
 func (a *Args) Validate() error {
 	switch a.ScoringStrategy {
-	case MostAllocated, LeastAllocated, None:
+	case MostAllocated, Fragmentation, LeastAllocated, None:
 	default:
-		return fmt.Errorf("scoringStrategy: %q is not %s, %s or %s", a.ScoringStrategy, MostAllocated, LeastAllocated, None)
+		return fmt.Errorf("scoringStrategy: %q is not %s, %s, %s or %s", a.ScoringStrategy, MostAllocated, Fragmentation, LeastAllocated, None)
 	}
 	seen := map[string]bool{}
 	for _, name := range a.Accelerators {

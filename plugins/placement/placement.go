@@ -49,6 +49,8 @@ type Placement struct {
 	accelerators []corev1.ResourceName
 	scorer       scorer
 	devices      deviceView
+	// mix is the recent mix of accelerator pod shapes, under Fragmentation (else nil).
+	mix *shapeMix
 }
 
 var (
@@ -70,11 +72,19 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	}
 	p := newPlacement(args, d)
 	p.countFreeEvery(ctx, handle, freePeriod)
+	if p.mix != nil {
+		if err := p.learnShapes(handle); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
 func newPlacement(args *Args, d deviceView) *Placement {
 	p := &Placement{args: args, scorer: scorerFor(args.ScoringStrategy), devices: d}
+	if args.ScoringStrategy == Fragmentation {
+		p.mix = newShapeMix()
+	}
 	for _, name := range args.Accelerators {
 		p.accelerators = append(p.accelerators, corev1.ResourceName(name))
 	}
@@ -159,6 +169,11 @@ func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev
 		// Every node scores the same: the pods of a cluster without accelerators cost nothing.
 		return fwk.NewStatus(fwk.Skip)
 	}
+	if p.mix != nil && len(d.devices) > 0 {
+		// A pod's devices are known from its claims, which may come after the pod: they are
+		// learnt here, once the claims are there (extended resources from the pod informer).
+		p.mix.observe(pod.UID+"/devices", &demand{devices: d.devices})
+	}
 	state.Write(stateKey, d)
 	return nil
 }
@@ -182,17 +197,23 @@ func (p *Placement) Score(_ context.Context, state fwk.CycleState, pod *corev1.P
 		return avoidScore(used, total), nil
 	}
 	n := len(d.extended) + len(d.devices)
+	names := make([]corev1.ResourceName, 0, n)
 	requested, allocated, allocatable := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	alloc, req := nodeInfo.GetAllocatable().GetScalarResources(), nodeInfo.GetRequested().GetScalarResources()
 	for name, v := range d.extended {
+		names = append(names, name)
 		requested, allocated, allocatable = append(requested, req[name]+v), append(allocated, req[name]), append(allocatable, alloc[name])
 	}
 	if len(d.devices) > 0 {
 		offered, free := p.devices.OnNode(nodeInfo.Node().Name), p.devices.FreeOn(nodeInfo)
 		for name, v := range d.devices {
 			used := max(offered[name]-free[name], 0)
+			names = append(names, name)
 			requested, allocated, allocatable = append(requested, used+v), append(allocated, used), append(allocatable, offered[name])
 		}
+	}
+	if p.mix != nil {
+		return p.fragmentationScore(names, requested, allocated, allocatable), nil
 	}
 	return p.scorer(requested, allocated, allocatable), nil
 }

@@ -15,7 +15,9 @@ type scorer func(requested, allocated, allocatable []int64) int64
 // pods).
 func scorerFor(strategy string) scorer {
 	switch strategy {
-	case MostAllocated:
+	case MostAllocated, Fragmentation:
+		// Fragmentation scores in fragmentationScore once its mix knows the pod's resources,
+		// and packs as MostAllocated until then.
 		return mostAllocatedScorer
 	case LeastAllocated:
 		return leastAllocatedScorer

@@ -106,6 +106,16 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:   "Cf",
+		Title:  "C with fragmentation-aware placement: TephraPlacement's scoringStrategy Fragmentation (the recent mix of pod shapes, FGD's measure)",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraPlacement": {"scoringStrategy": "Fragmentation"}}
+			return nil
+		},
+	},
+	{
 		Name:               "Cs",
 		Title:              fmt.Sprintf("C with shortest-estimate-first order: every Job states its runtime estimate (its duration), and each queue runs the shortest first, passing none over by work submitted %v of trace time later", shortestFirstBound),
 		Gangs:              TephraJobs,
