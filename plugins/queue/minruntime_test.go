@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -89,4 +91,37 @@ func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, args.ReclaimMinRuntime.Duration)
 	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "-1m"}`), ContentType: runtime.ContentTypeJSON})
 	assert.ErrorContains(t, err, "reclaimMinRuntime")
+}
+
+// Among nodes whose victims are as many and as important, reclaim chooses the node whose victims
+// lose least: the youngest job. Without it the scheduler chooses among them at random.
+func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
+	now := time.Now()
+	l := newLedger(v1alpha1.SchedulerName)
+	resolve := func(string, string) string { return "" }
+	victims := map[string]*extenderv1.Victims{}
+	for node, ran := range map[string]time.Duration{"old": time.Hour, "young": time.Minute, "older": 2 * time.Hour} {
+		pod := ledgerPod(node+"-pod", map[string]string{v1alpha1.QueueLabel: "a"}, node, 1)
+		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ran)}
+		l.observe(pod, resolve)
+		victims[node] = &extenderv1.Victims{Pods: []*corev1.Pod{pod}}
+	}
+	r := &reclaimer{q: &Queue{ledger: l}}
+	funcs := r.OrderedScoreFuncs(context.Background(), victims)
+	best := ""
+	for node := range victims {
+		if best == "" {
+			best = node
+			continue
+		}
+		for _, f := range funcs {
+			if f(node) != f(best) {
+				if f(node) > f(best) {
+					best = node
+				}
+				break
+			}
+		}
+	}
+	assert.Equal(t, "young", best)
 }

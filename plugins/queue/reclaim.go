@@ -515,8 +515,17 @@ func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
 }
 
 // OrderedScoreFuncs prefers the node whose victims break the fewest PodDisruptionBudgets, then
-// with the fewest victims, then with the least important.
+// with the fewest victims, then with the least important, then the node whose victims lose least:
+// the fewest that are not elastic pods (pods above their gang's minimum, whose job runs on), then
+// the least run time thrown away (the victims started last). SelectVictimsOnNode orders a node's
+// pods the same way; without the last two the scheduler would choose among equal nodes at random,
+// and an old job or a gang's minimum would go where an elastic pod or a young job could.
 func (r *reclaimer) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
+	now := time.Now()
+	lost := make(map[string]lostWork, len(victims))
+	for node, v := range victims {
+		lost[node] = r.lostOnEviction(v.Pods, now)
+	}
 	return []func(string) int64{
 		func(node string) int64 { return -victims[node].NumPDBViolations },
 		func(node string) int64 { return -int64(len(victims[node].Pods)) },
@@ -527,7 +536,43 @@ func (r *reclaimer) OrderedScoreFuncs(_ context.Context, victims map[string]*ext
 			}
 			return -highest
 		},
+		func(node string) int64 { return -lost[node].notElastic },
+		func(node string) int64 { return -lost[node].ran.Milliseconds() },
 	}
+}
+
+// lostWork is what evicting a node's victims throws away: how many of them are not elastic, and
+// how long those had run.
+type lostWork struct {
+	notElastic int64
+	ran        time.Duration
+}
+
+// lostOnEviction counts the victims that are not elastic (a group's pods above its minimum, as
+// many as it has spare) and sums how long they have run.
+func (r *reclaimer) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
+	var out lostWork
+	spare := map[string]int{}
+	for _, pod := range pods {
+		if e, ok := r.q.ledger.entry(pod.UID); ok && e.group != "" {
+			if _, counted := spare[e.group]; !counted {
+				elastic, n, _, _ := r.gangUnit(e.group)
+				spare[e.group] = 0
+				if elastic {
+					spare[e.group] = n
+				}
+			}
+			if spare[e.group] > 0 {
+				spare[e.group]--
+				continue
+			}
+		}
+		out.notElastic++
+		if pod.Status.StartTime != nil {
+			out.ran += now.Sub(pod.Status.StartTime.Time)
+		}
+	}
+	return out
 }
 
 // evicted records a victim evicted for a pod of a queue: an event naming the queue that took its
