@@ -185,6 +185,7 @@ func (g *groupManager) rollBack(logger klog.Logger, key groupKey, pg *v1alpha1.P
 func (g *groupManager) forgetGroup(logger klog.Logger, key groupKey) {
 	g.releaseReservation(logger, key)
 	g.narrowed.take(key)
+	g.attained.forget(groupWorkload(key))
 	for _, uid := range g.groups.forget(key) {
 		if w := g.handle.GetWaitingPod(uid); w != nil {
 			w.Reject(Name, fmt.Sprintf("%s: pod group %s was deleted", v1alpha1.ReasonPodGroupNotFound, key))

@@ -3,7 +3,9 @@
 //
 //   - PreEnqueue keeps a group's pods out of the active queue until its minimum exists.
 //   - QueueSort orders by priority, then by group (creation time, or the last failure for a group
-//     that keeps failing), keeping a group's pods together so that gangs do not interleave.
+//     that keeps failing), keeping a group's pods together so that gangs do not interleave; a
+//     queue may order by runtime estimate (order.go) or by the service its workloads have
+//     attained (attained.go) instead.
 //   - PreFilter rejects a group at once when its minimum cannot fit the cluster's free capacity,
 //     and holds back a group that has just failed.
 //   - Permit holds each placed member until the whole minimum is placed, then lets all of them
@@ -107,6 +109,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.memberCreated}); err != nil {
 		return nil, err
 	}
+	if _, err := podInformer.AddEventHandler(g.serviceHandler()); err != nil {
+		return nil, err
+	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.podGroupAdded,
 		UpdateFunc: g.podGroupChanged,
@@ -139,7 +144,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
-	g := &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), now: time.Now,
+	g := &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), attained: newAttainedService(), now: time.Now,
 		podGroupCycles: utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)}}
 	setup.OnEvictionsFor(handle, g.evictingFor)
 	return g

@@ -40,8 +40,10 @@ type groupManager struct {
 	members    cache.Indexer
 	groups     *tracker
 	shares     *jobShares
-	// orders are the queues that order their workloads by estimate (order.go).
+	// orders are the queues that order their workloads otherwise than by submission (order.go).
 	orders queueOrders
+	// attained counts the service workloads have received, for queues ordered by it (attained.go).
+	attained *attainedService
 	// devices charges members for their claims' devices in their job's share (nil in unit tests).
 	devices *devices.Devices
 	// now is time.Now, replaceable in tests.
@@ -209,7 +211,8 @@ func (g *groupManager) admit(ctx context.Context, key groupKey, pod *corev1.Pod)
 // less orders the active queue: higher priority first; then jobs by their dominant resource
 // share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then groups by
 // their sort time (creation, or last failure) and plain pods by their queue time, plus their
-// estimate in queues that order by it (order.go); members of one group stay together.
+// estimate in queues that order by it (order.go), or from when they came plus their attained
+// service's level in queues that order by that (attained.go); members of one group stay together.
 func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
 	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
 		return pa > pb
@@ -236,19 +239,31 @@ func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 		return e.GetTimestamp(), ""
 	}
 	pod := getter.GetPodInfo().GetPod()
-	delay, byEstimate := g.estimateDelay(pod)
-	if key, ok := groupOf(pod); ok {
-		if byEstimate {
+	order, pg, ordered := g.orderOf(pod)
+	key, grouped := groupOf(pod)
+	group := ""
+	if grouped {
+		group = key.String()
+	}
+	if ordered && order.by == v1alpha1.QueueOrderLeastAttainedService {
+		return g.attainedPlace(e, pod, order.bound), group
+	}
+	delay := time.Duration(0)
+	if ordered {
+		delay = estimateDelay(pod, pg, order.bound)
+	}
+	if grouped {
+		if ordered {
 			// Its creation, not its last failure: the bound counts from when it came.
 			if t, ok := g.groups.createdTime(key); ok {
-				return t.Add(delay), key.String()
+				return t.Add(delay), group
 			}
 		}
 		if t, ok := g.groups.sortTime(key); ok {
-			return t.Add(delay), key.String()
+			return t.Add(delay), group
 		}
 	}
-	if byEstimate && !pod.CreationTimestamp.IsZero() {
+	if ordered && !pod.CreationTimestamp.IsZero() {
 		return pod.CreationTimestamp.Add(delay), ""
 	}
 	return e.GetTimestamp().Add(delay), ""

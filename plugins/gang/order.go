@@ -23,15 +23,23 @@ import (
 // without an estimate counts as the bound: it goes after the short ones that came with it, and
 // before anything that comes a bound later.
 
-// queueOrders holds the bounds of the queues that order by estimate, from the Queue informer.
+// queueOrders holds the orders of the queues that order otherwise than by submission
+// (ShortestEstimateFirst here, LeastAttainedService in attained.go), from the Queue informer.
 type queueOrders struct {
-	bounds sync.Map // queue name → time.Duration
-	// count is how many queues order by estimate: while none does, ordering reads nothing more.
+	orders sync.Map // queue name → queueOrder
+	// count is how many queues order otherwise than by submission: while none does, ordering
+	// reads nothing more.
 	count atomic.Int32
 }
 
+// queueOrder is a queue's order and its bound.
+type queueOrder struct {
+	by    v1alpha1.QueueOrder
+	bound time.Duration
+}
+
 func (o *queueOrders) set(q *v1alpha1.Queue) {
-	if q.Spec.Order != v1alpha1.QueueOrderShortestEstimateFirst {
+	if q.Spec.Order != v1alpha1.QueueOrderShortestEstimateFirst && q.Spec.Order != v1alpha1.QueueOrderLeastAttainedService {
 		o.remove(q.Name)
 		return
 	}
@@ -39,27 +47,27 @@ func (o *queueOrders) set(q *v1alpha1.Queue) {
 	if b := q.Spec.OrderBoundSeconds; b != nil && *b > 0 {
 		bound = time.Duration(*b) * time.Second
 	}
-	if _, had := o.bounds.Swap(q.Name, bound); !had {
+	if _, had := o.orders.Swap(q.Name, queueOrder{by: q.Spec.Order, bound: bound}); !had {
 		o.count.Add(1)
 	}
 }
 
 func (o *queueOrders) remove(name string) {
-	if _, had := o.bounds.LoadAndDelete(name); had {
+	if _, had := o.orders.LoadAndDelete(name); had {
 		o.count.Add(-1)
 	}
 }
 
-// bound is the queue's bound when it orders by estimate.
-func (o *queueOrders) bound(queue string) (time.Duration, bool) {
+// of is the queue's order when it is not by submission.
+func (o *queueOrders) of(queue string) (queueOrder, bool) {
 	if o.count.Load() == 0 {
-		return 0, false
+		return queueOrder{}, false
 	}
-	v, ok := o.bounds.Load(queue)
+	v, ok := o.orders.Load(queue)
 	if !ok {
-		return 0, false
+		return queueOrder{}, false
 	}
-	return v.(time.Duration), true
+	return v.(queueOrder), true
 }
 
 func (o *queueOrders) handler() cache.ResourceEventHandler {
@@ -82,13 +90,12 @@ func (o *queueOrders) handler() cache.ResourceEventHandler {
 	}
 }
 
-// estimateDelay is what the pod's queue adds to its sort time: its workload's estimate capped at
-// the queue's bound; byEstimate is false, and the delay 0, when the queue orders by submission.
-func (g *groupManager) estimateDelay(pod *corev1.Pod) (delay time.Duration, byEstimate bool) {
+// orderOf is the order of the pod's queue, with the pod's PodGroup (nil for a plain pod, or one
+// not in the informer yet); ordered is false when the queue orders by submission.
+func (g *groupManager) orderOf(pod *corev1.Pod) (order queueOrder, pg *v1alpha1.PodGroup, ordered bool) {
 	if g.orders.count.Load() == 0 {
-		return 0, false
+		return queueOrder{}, nil, false
 	}
-	var pg *v1alpha1.PodGroup
 	if key, ok := groupOf(pod); ok {
 		pg, _ = g.podGroups.PodGroups(key.namespace).Get(key.name)
 	}
@@ -98,10 +105,13 @@ func (g *groupManager) estimateDelay(pod *corev1.Pod) (delay time.Duration, byEs
 	} else {
 		queue = v1alpha1.QueueOfPod(pod, "")
 	}
-	bound, ok := g.orders.bound(queue)
-	if !ok {
-		return 0, false
-	}
+	order, ordered = g.orders.of(queue)
+	return order, pg, ordered
+}
+
+// estimateDelay is what a queue ordered by estimate adds to the pod's sort time: its workload's
+// estimate (pg's, else the pod's activeDeadlineSeconds) capped at the queue's bound.
+func estimateDelay(pod *corev1.Pod, pg *v1alpha1.PodGroup, bound time.Duration) time.Duration {
 	estimate := time.Duration(0)
 	if pg != nil {
 		estimate = runtimeestimate.OfGroup(pg)
@@ -109,7 +119,7 @@ func (g *groupManager) estimateDelay(pod *corev1.Pod) (delay time.Duration, byEs
 		estimate = time.Duration(*s) * time.Second
 	}
 	if estimate <= 0 || estimate > bound {
-		return bound, true
+		return bound
 	}
-	return estimate, true
+	return estimate
 }

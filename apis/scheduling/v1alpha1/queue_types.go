@@ -13,6 +13,9 @@ const (
 	QueueOrderSubmission QueueOrder = "Submission"
 	// QueueOrderShortestEstimateFirst orders them by submission plus runtime estimate, capped.
 	QueueOrderShortestEstimateFirst QueueOrder = "ShortestEstimateFirst"
+	// QueueOrderLeastAttainedService orders them by the level of the service each has received
+	// in earlier runs, then by submission; the level's delay is capped by the bound too.
+	QueueOrderLeastAttainedService QueueOrder = "LeastAttainedService"
 	// DefaultOrderBoundSeconds is a queue's orderBoundSeconds when unset.
 	DefaultOrderBoundSeconds = 3600
 )
@@ -76,17 +79,22 @@ type QueueSpec struct {
 	ReclaimMinRuntimeSeconds *int32 `json:"reclaimMinRuntimeSeconds,omitempty"`
 
 	// Order is how the queue orders its waiting workloads of one priority: Submission (the
-	// default), the order they came in; or ShortestEstimateFirst, their submission plus their
+	// default), the order they came in; ShortestEstimateFirst, their submission plus their
 	// runtime estimate (a PodGroup's or Tephra Job's runtimeEstimateSeconds, a pod's
 	// activeDeadlineSeconds), capped at orderBoundSeconds, so that short jobs go first and none is
-	// passed over by work submitted more than the bound after it. Workloads without an estimate
-	// count as the bound. Across queues, fair share decides.
-	// +kubebuilder:validation:Enum=Submission;ShortestEstimateFirst
+	// passed over by work submitted more than the bound after it (workloads without an estimate
+	// count as the bound); or LeastAttainedService, the level of the accelerator-seconds each
+	// workload has run so far (levels at 1, 10 and 100 accelerator-hours; CPU cores for
+	// workloads without accelerators), then submission, so that workloads that have run little
+	// go before those that have run long, within the same bound. Across queues, fair share
+	// decides.
+	// +kubebuilder:validation:Enum=Submission;ShortestEstimateFirst;LeastAttainedService
 	// +optional
 	Order QueueOrder `json:"order,omitempty"`
 
-	// OrderBoundSeconds caps what ShortestEstimateFirst adds to a workload's submission: no
-	// workload is passed over by one submitted more than this after it. Default 3600.
+	// OrderBoundSeconds caps what ShortestEstimateFirst and LeastAttainedService add to a
+	// workload's submission: no workload is passed over by one submitted more than this after
+	// it. Default 3600.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=604800
 	// +optional

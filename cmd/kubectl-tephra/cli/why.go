@@ -396,6 +396,26 @@ func (o *Options) addQueueFacts(v *verdict, ns, queue string) error {
 		if note := historyNote(tree, ptrs, q, time.Now()); note != "" {
 			v.Details = append(v.Details, "queue "+queue+": "+note)
 		}
+		if note := orderNote(q); note != "" {
+			v.Details = append(v.Details, "queue "+queue+": "+note)
+		}
 	}
 	return nil
+}
+
+// orderNote says how the queue orders its waiting workloads when not in the order they came (""
+// when it does): the target may wait behind workloads that came after it. What a workload has
+// attained is in the scheduler's memory only, so the note says the rule, not the target's level.
+func orderNote(q *schedulingv1alpha1.Queue) string {
+	bound := time.Duration(schedulingv1alpha1.DefaultOrderBoundSeconds) * time.Second
+	if b := q.Spec.OrderBoundSeconds; b != nil {
+		bound = time.Duration(*b) * time.Second
+	}
+	switch q.Spec.Order {
+	case schedulingv1alpha1.QueueOrderShortestEstimateFirst:
+		return fmt.Sprintf("orders waiting workloads by runtime estimate, shortest first (ShortestEstimateFirst): a workload waits behind shorter ones that came up to %v after it", bound)
+	case schedulingv1alpha1.QueueOrderLeastAttainedService:
+		return fmt.Sprintf("orders waiting workloads by the accelerator-time they have run, least first (LeastAttainedService, levels at 1, 10 and 100 accelerator-hours): a workload that ran before waits behind ones of lower levels that came up to %v after it came back", bound)
+	}
+	return ""
 }

@@ -64,3 +64,24 @@ func TestWhySaysWhatBackfillsAReservation(t *testing.T) {
 	assert.Contains(t, v.Details, "backfilled in its hole: pod ns/short runs on reserved node n2 until about 12:05 (its runtime estimate); the group is expected to start by 12:09")
 	assert.NotContains(t, strings.Join(v.Details, "\n"), "ns/gone", "a backfill before the latest reservation is history")
 }
+
+// why says how the target's queue orders its waiting workloads when not as they came: a pod may
+// wait behind workloads that came after it.
+func TestWhySaysTheQueueOrdersByAttainedService(t *testing.T) {
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "again-0", Namespace: "ns", Labels: map[string]string{schedulingv1alpha1.QueueLabel: "las"}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}}}}
+	queue := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "las"}, Spec: schedulingv1alpha1.QueueSpec{
+		Parent: "root", Order: schedulingv1alpha1.QueueOrderLeastAttainedService, OrderBoundSeconds: ptr.To[int32](600)}}
+	root := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "root"}, Spec: schedulingv1alpha1.QueueSpec{Parent: "root"}}
+	o := &Options{Flags: &genericclioptions.ConfigFlags{Namespace: ptr.To("ns")}, Now: func() time.Time { return time.Unix(0, 0) },
+		kube: fake.NewClientset(waiting), tephra: tephrafake.NewSimpleClientset(root, queue)}
+
+	v, err := o.why("pod/again-0")
+	require.NoError(t, err)
+	assert.True(t, v.Waiting)
+	assert.Contains(t, v.Details, "queue las: orders waiting workloads by the accelerator-time they have run, least first (LeastAttainedService, levels at 1, 10 and 100 accelerator-hours): a workload that ran before waits behind ones of lower levels that came up to 10m0s after it came back")
+
+	queue.Spec.Order = schedulingv1alpha1.QueueOrderSubmission
+	assert.Empty(t, orderNote(queue), "in the order they came: nothing to say")
+}
