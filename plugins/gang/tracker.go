@@ -108,6 +108,9 @@ type groupState struct {
 	// short: the last member that reached PreEnqueue found the group's minimum of members
 	// missing, so its members wait there for more members, not for capacity.
 	short bool
+	// consolidatedAt is when pods were last moved to make whole nodes for the group
+	// (consolidate.go): it gets no other plan for consolidateEvery.
+	consolidatedAt time.Time
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
