@@ -132,7 +132,7 @@ func (p *fragmentedPool) replicaSet(t *testing.T, name string, movable bool) {
 	}
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns},
-		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: template},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: template},
 	}
 	_, err := p.env.Kube.AppsV1().ReplicaSets(p.ns).Create(context.Background(), rs, metav1.CreateOptions{})
 	require.NoError(t, err)
