@@ -58,6 +58,10 @@ func markFragmented(state fwk.CycleState, unplaced []corev1.ResourceList, missin
 // again, each time moving pods for nothing.
 const consolidateEvery = 10 * time.Minute
 
+// replanAfter is how long a group whose last try found no plan waits before the planner is asked
+// again: its pilot is tried again on every pod that ends, and a plan reads every pod of the cluster.
+const replanAfter = 30 * time.Second
+
 // consolidationHold is how long the nodes of a plan stay reserved for the group after the moved
 // pods' termination grace period, if its minimum does not run by then.
 const consolidationHold = time.Minute
@@ -65,8 +69,8 @@ const consolidationHold = time.Minute
 // consolidate moves pods to make whole nodes for the group of member, which PreFilter found
 // fitting the free capacity but no set of nodes, and returns what it did for the pod's status ("":
 // nothing). It does nothing when consolidation is off, when the group's queue turned it away in
-// this cycle (the queue must admit a gang before anything is moved for it), or when the group had
-// pods moved for it within consolidateEvery.
+// this cycle (the queue must admit a gang before anything is moved for it), when the group had
+// pods moved for it within consolidateEvery, or found no plan within replanAfter.
 func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, key groupKey, pg *v1alpha1.PodGroup, member *corev1.Pod) string {
 	if !*g.args.Consolidation.Enabled || state == nil {
 		return ""
@@ -81,7 +85,11 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	now := g.now()
 	recent := false
 	g.groups.with(key, func(s *groupState) {
-		recent = !s.consolidatedAt.IsZero() && now.Sub(s.consolidatedAt) < consolidateEvery
+		recent = (!s.consolidatedAt.IsZero() && now.Sub(s.consolidatedAt) < consolidateEvery) ||
+			(!s.consolidationTried.IsZero() && now.Sub(s.consolidationTried) < replanAfter)
+		if !recent {
+			s.consolidationTried = now
+		}
 	})
 	if recent {
 		return ""
@@ -93,7 +101,7 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	logger := klog.FromContext(ctx)
 	frag := data.(*fragmented)
 	plan, verdict, why := consolidation.Make(g.consolidationProblem(key, member, frag, infos))
-	if verdict != consolidation.Planned {
+	if verdict != consolidation.Planned || len(plan.Nodes) == 0 {
 		logger.V(2).Info("No pods are moved for a pod group that fits the free capacity but no set of nodes", "podGroup", key.String(), "why", why)
 		return ""
 	}

@@ -264,3 +264,25 @@ func TestElasticPodsMoveWithinTheirGroupsSpare(t *testing.T) {
 	require.Eventually(t, func() bool { return len(f.remaining(t)) == 12 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, before+4, movesCounted(t, "elastic"))
 }
+
+// A group the planner found no plan for is not planned again at once: its pilot is tried on every
+// pod that ends, and a plan reads every pod. Once replanAfter has passed, pods that became movable
+// meanwhile are moved.
+func TestNoPlanIsNotAskedAgainAtOnce(t *testing.T) {
+	f := newFragmented(t, nil)
+	assert.NotContains(t, f.tryMember(t), "Consolidating")
+	for _, pod := range f.pods {
+		if pod.Spec.NodeName == "n2" || pod.Spec.NodeName == "n3" {
+			pod.Annotations = map[string]string{v1alpha1.MovableAnnotation: "true"}
+		}
+	}
+	f.gang.groups.clearUnfit(groupKey{"ns", "wide"})
+	f.state = framework.NewCycleState()
+	assert.NotContains(t, f.tryMember(t), "Consolidating", "tried again at once")
+
+	f.now = f.now.Add(replanAfter)
+	f.gang.groups.clearUnfit(groupKey{"ns", "wide"})
+	f.state = framework.NewCycleState()
+	assert.Contains(t, f.tryMember(t), "Consolidating")
+	require.Eventually(t, func() bool { return len(f.remaining(t)) == 8 }, 10*time.Second, 10*time.Millisecond)
+}

@@ -109,8 +109,9 @@ type groupState struct {
 	// missing, so its members wait there for more members, not for capacity.
 	short bool
 	// consolidatedAt is when pods were last moved to make whole nodes for the group
-	// (consolidate.go): it gets no other plan for consolidateEvery.
-	consolidatedAt time.Time
+	// (consolidate.go): it gets no other plan for consolidateEvery. consolidationTried is when the
+	// planner was last asked: it is not asked again within replanAfter.
+	consolidatedAt, consolidationTried time.Time
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
