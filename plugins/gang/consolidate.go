@@ -115,7 +115,7 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	reservations.Set(float64(g.groups.reservationCount()))
 	g.groups.with(key, func(s *groupState) { s.consolidatedAt = now })
 	hold := consolidationHold + terminationGrace(plan)
-	g.groups.after(key, hold, func() { g.endConsolidation(klog.Background(), key, plan.Nodes) })
+	g.groups.after(key, hold, func() { g.endConsolidation(klog.Background(), key, now) })
 
 	names := make([]string, len(plan.Moves))
 	for i, m := range plan.Moves {
@@ -135,12 +135,20 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	return msg
 }
 
-// endConsolidation gives back the nodes reserved for a group by its plan if it still holds them,
-// its minimum not running after the moved pods had time to go: whatever keeps it from them, they
-// are not held idle longer.
-func (g *groupManager) endConsolidation(logger klog.Logger, key groupKey, nodes []string) {
-	owner, r, held := g.groups.reservedFor(nodes[0])
-	if !held || owner != key || !r.consolidation {
+// endConsolidation gives back the nodes reserved for a group by its plan of the given time if it
+// still holds them, its minimum not running after the moved pods had time to go: whatever keeps it
+// from them, they are not held idle longer.
+func (g *groupManager) endConsolidation(logger klog.Logger, key groupKey, planned time.Time) {
+	var nodes []string
+	g.groups.with(key, func(s *groupState) {
+		if s.consolidatedAt.Equal(planned) {
+			nodes = s.reserved
+		}
+	})
+	if len(nodes) == 0 {
+		return
+	}
+	if owner, r, held := g.groups.reservedFor(nodes[0]); !held || owner != key || !r.consolidation {
 		return
 	}
 	logger.V(2).Info("Pod group's minimum does not run on the nodes made whole for it; giving them back", "podGroup", key.String(), "nodes", nodes)

@@ -185,8 +185,11 @@ func TestMovablePodsAreMovedForAGangThatFitsOnNoNodes(t *testing.T) {
 	assert.NotContains(t, status.Message(), "Consolidating")
 
 	// The plan's nodes are given back if the minimum does not run on them in time.
-	f.gang.endConsolidation(klog.Background(), groupKey{"ns", "wide"}, []string{"n2", "n3"})
+	f.gang.endConsolidation(klog.Background(), groupKey{"ns", "wide"}, f.now.Add(-time.Second))
 	_, _, held := f.gang.groups.reservedFor("n2")
+	assert.True(t, held, "the timer of another plan gives nothing back")
+	f.gang.endConsolidation(klog.Background(), groupKey{"ns", "wide"}, f.now)
+	_, _, held = f.gang.groups.reservedFor("n2")
 	assert.False(t, held)
 }
 
