@@ -113,7 +113,7 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 		return ""
 	}
 	reservations.Set(float64(g.groups.reservationCount()))
-	g.groups.with(key, func(s *groupState) { s.consolidatedAt = now })
+	g.groups.with(key, func(s *groupState) { s.consolidatedAt, s.movesPending = now, true })
 	hold := consolidationHold + terminationGrace(plan)
 	g.groups.after(key, hold, func() { g.endConsolidation(klog.Background(), key, now) })
 

@@ -177,12 +177,29 @@ func TestMovablePodsAreMovedForAGangThatFitsOnNoNodes(t *testing.T) {
 	assert.Nil(t, f.gang.Filter(context.Background(), nil, replacement, byName["n0"]))
 
 	// No second plan while the first one works: the group is tried again, and nothing more moves.
-	f.gang.groups.clearUnfit(groupKey{"ns", "wide"})
 	f.state = framework.NewCycleState()
 	_, status := f.gang.PreFilter(context.Background(), f.state, f.members[0], f.infos)
 	require.Equal(t, fwk.Unschedulable, status.Code(), "the snapshot still shows the moved pods")
 	_, status = f.gang.PostFilter(context.Background(), f.state, f.members[0], nil)
 	assert.NotContains(t, status.Message(), "Consolidating")
+
+	// Once the moved pods are gone the member finds room on the reserved nodes, whichever event
+	// brought it back: the verdict is not kept while the moves are under way.
+	var left []*corev1.Pod
+	for _, pod := range f.pods {
+		if f.remaining(t)[pod.Name] {
+			left = append(left, pod)
+		}
+	}
+	var nodes []*corev1.Node
+	for _, info := range f.infos {
+		nodes = append(nodes, info.Node())
+	}
+	after, err := internalcache.NewSnapshot(left, nodes).NodeInfos().List()
+	require.NoError(t, err)
+	result, status := f.gang.PreFilter(context.Background(), framework.NewCycleState(), f.members[0], after)
+	require.True(t, status.IsSuccess(), "%v", status)
+	assert.ElementsMatch(t, []string{"n2", "n3"}, result.NodeNames.UnsortedList(), "the members go to the nodes made whole")
 
 	// The plan's nodes are given back if the minimum does not run on them in time.
 	f.gang.endConsolidation(klog.Background(), groupKey{"ns", "wide"}, f.now.Add(-time.Second))

@@ -74,8 +74,14 @@ func newFragmentedPool(t *testing.T, name string, movable [4]bool) *fragmentedPo
 			pods := p.pods(t, fmt.Sprintf("rs-%d", i))
 			on := 0
 			for _, pod := range pods {
-				if pod.Spec.NodeName == node {
+				switch pod.Spec.NodeName {
+				case node:
 					on++
+				case "":
+				default:
+					// Placed before the scheduler saw the taints change (its node and pod
+					// informers are not ordered with each other): its ReplicaSet makes another.
+					_ = p.env.Kube.CoreV1().Pods(p.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 				}
 			}
 			return on == 4 && len(pods) == 4, fmt.Sprintf("%d of %d on %s", on, len(pods), node)
@@ -255,13 +261,19 @@ func TestNothingMovesForAGangWhenNoPodMayMove(t *testing.T) {
 	p := newFragmentedPool(t, "unmovable", [4]bool{})
 	before := declaredMoves(t, p.env)
 	p.gang(t)
-	p.env.WaitPod(t, p.ns, "wide-0", time.Minute, "found unfit", func(pod *corev1.Pod) bool {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, schedulingv1alpha1.ReasonNotEnoughResources) {
-				return true
+	framework.Eventually(t, time.Minute, "the gang found unfit (its pilot's status)", func() (bool, string) {
+		for i := range 2 {
+			pod, err := p.env.Kube.CoreV1().Pods(p.ns).Get(context.Background(), fmt.Sprintf("wide-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, schedulingv1alpha1.ReasonNotEnoughResources) {
+					return true, ""
+				}
 			}
 		}
-		return false
+		return false, "no member says NotEnoughResources"
 	})
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
 		for i := range 2 {
