@@ -208,9 +208,11 @@ func TestGangStartsAfterMovablePodsAreMoved(t *testing.T) {
 	before := declaredMoves(t, p.env)
 	p.gang(t)
 
+	// Within a minute: before the reservation of the nodes made whole ends (the moved pods' grace
+	// period and a minute), after which the gang would start whatever woke it or not.
 	gangNodes := map[string]bool{}
 	for i := range 2 {
-		pod := p.env.WaitPod(t, p.ns, fmt.Sprintf("wide-%d", i), 3*time.Minute, "bound", func(pod *corev1.Pod) bool { return pod.Spec.NodeName != "" })
+		pod := p.env.WaitPod(t, p.ns, fmt.Sprintf("wide-%d", i), time.Minute, "bound", func(pod *corev1.Pod) bool { return pod.Spec.NodeName != "" })
 		gangNodes[pod.Spec.NodeName] = true
 	}
 	assert.Equal(t, map[string]bool{p.nodes[2]: true, p.nodes[3]: true}, gangNodes, "the gang runs on the nodes made whole, one member each")
