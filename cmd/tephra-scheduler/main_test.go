@@ -72,6 +72,8 @@ func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known
 				args, err := gang.ParseArgs(pc.Args)
 				require.NoError(t, err)
 				assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
+				assert.True(t, *args.Consolidation.Enabled, "consolidation for waiting gangs, which moves only pods that may move, ships on")
+				assert.Equal(t, int32(8), *args.Consolidation.MaxMovesPerGang)
 				parsed = true
 			}
 		}

@@ -357,14 +357,16 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
 	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
-	sla, hasSLA := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]
-	if old, had := group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; hasSLA && (!had || old != sla) {
-		if want.Annotations == nil {
-			want.Annotations = map[string]string{}
+	for _, key := range passedToGroup {
+		value, has := job.Annotations[key]
+		if old, had := group.Annotations[key]; has && (!had || old != value) {
+			if want.Annotations == nil {
+				want.Annotations = map[string]string{}
+			}
+			want.Annotations[key] = value
+		} else if had && !has {
+			delete(want.Annotations, key)
 		}
-		want.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation] = sla
-	} else if had && !hasSLA {
-		delete(want.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
 	}
 	if minimum := strconv.Itoa(int(jobMin)); jobMin > 0 && want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] != minimum {
 		if want.Annotations == nil {
@@ -375,13 +377,20 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	return want, group.Spec.MinMember, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
 }
 
-// groupAnnotations are the annotations a job's new PodGroup carries: the SLA waiting time, which
-// tephra-scheduler reads from the group, and the job's whole minimum, which the PodGroup
-// controller compares minMember with (condition MinMemberLowered).
+// passedToGroup are the annotations of a job that its PodGroup carries, for tephra-scheduler reads
+// them from the group: the SLA waiting time, and whether the job's pods may be moved to make whole
+// nodes for a waiting gang (a job that checkpoints, docs/consolidation.md).
+var passedToGroup = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation}
+
+// groupAnnotations are the annotations a job's new PodGroup carries: those passed to the group
+// (passedToGroup), and the job's whole minimum, which the PodGroup controller compares minMember
+// with (condition MinMemberLowered).
 func groupAnnotations(job *batchv1alpha1.Job, jobMin int32) map[string]string {
 	out := map[string]string{}
-	if sla, ok := job.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation]; ok {
-		out[schedulingv1alpha1.SLAWaitingTimeAnnotation] = sla
+	for _, key := range passedToGroup {
+		if value, ok := job.Annotations[key]; ok {
+			out[key] = value
+		}
 	}
 	if jobMin > 0 {
 		out[schedulingv1alpha1.JobMinMemberAnnotation] = strconv.Itoa(int(jobMin))

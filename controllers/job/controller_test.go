@@ -428,6 +428,26 @@ func TestReconcilePassesTheSLAToTheGroup(t *testing.T) {
 	assert.Equal(t, "2m", group.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
 }
 
+// A job that says its pods may move (it checkpoints) says so on its PodGroup, where
+// tephra-scheduler reads it, and stops saying it when the job does.
+func TestReconcilePassesMovableToTheGroup(t *testing.T) {
+	f := newFixture(t, newStoredJob(func(j *batchv1alpha1.Job) {
+		j.Annotations = map[string]string{schedulingv1alpha1.MovableAnnotation: "true"}
+	}))
+	f.reconcile(t)
+	group := &schedulingv1alpha1.PodGroup{}
+	key := client.ObjectKey{Namespace: testNamespace, Name: "train"}
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.True(t, schedulingv1alpha1.DeclaresMovable(group.Annotations))
+
+	job := f.job(t)
+	delete(job.Annotations, schedulingv1alpha1.MovableAnnotation)
+	require.NoError(t, f.client.Update(context.Background(), job))
+	f.reconcile(t)
+	require.NoError(t, f.client.Get(context.Background(), key, group))
+	assert.NotContains(t, group.Annotations, schedulingv1alpha1.MovableAnnotation)
+}
+
 // As a job's pods succeed, its PodGroup's minMember falls to the pods still to run, never behind
 // the user's back: the group keeps the job's whole minimum in an annotation, and both objects get
 // an event.

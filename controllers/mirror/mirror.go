@@ -93,8 +93,9 @@ func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRec
 }
 
 // passedAnnotations are the annotations of a Tephra PodGroup that a foreign group may carry
-// too: its SLA waiting time (docs/elastic.md), which no foreign API has a field for.
-var passedAnnotations = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation}
+// too, which no foreign API has a field for: its SLA waiting time (docs/elastic.md), and whether
+// its pods may be moved for a waiting gang (docs/consolidation.md).
+var passedAnnotations = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation}
 
 // passAnnotations gives the mirror owner's passedAnnotations, removing those owner no longer has,
 // and says whether it changed anything.

@@ -141,6 +141,18 @@ func TestMirrorCarriesTheSLA(t *testing.T) {
 	assert.NotContains(t, m.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
 }
 
+// A foreign group whose pods may move for a waiting gang says so on its mirror, where
+// tephra-scheduler reads it (docs/consolidation.md).
+func TestMirrorCarriesMovable(t *testing.T) {
+	movable := gang("checkpoints", 2, nil, "")
+	movable.Annotations = map[string]string{schedulingv1alpha1.MovableAnnotation: "true"}
+	r, _ := setup(t, movable)
+	reconcileOnce(t, r, "checkpoints")
+	m, err := getMirror(t, r, "checkpoints")
+	require.NoError(t, err)
+	assert.True(t, schedulingv1alpha1.DeclaresMovable(m.Annotations))
+}
+
 func TestMalformedAndConflict(t *testing.T) {
 	foreign := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "taken"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 9}}
 	r, rec := setup(t, foreign,

@@ -12,6 +12,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // The reasons of the DisruptionTarget condition that Kubernetes sets (k8s.io/api/core/v1 names
@@ -83,6 +85,8 @@ func describe(c *corev1.PodCondition, node string) string {
 		return withDetail("it was evicted through the Eviction API (a node drain, the descheduler or an autoscaler)", c.Message)
 	case ReasonPreemptionByScheduler:
 		return withDetail("the scheduler preempted it for a pod of higher priority or of a queue below its share", c.Message)
+	case v1alpha1.ReasonMovedForGang:
+		return withDetail("the scheduler moved it to make whole nodes for a waiting gang (it declared itself movable, or ran above its group's minimum)", c.Message)
 	case ReasonTerminationByKubelet:
 		return withDetail(fmt.Sprintf("the kubelet on node %s ended it (node pressure or shutdown)", node), c.Message)
 	}

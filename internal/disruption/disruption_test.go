@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 func TestOf(t *testing.T) {
@@ -32,6 +34,11 @@ func TestOf(t *testing.T) {
 		pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning,
 			Conditions: []corev1.PodCondition{target(ReasonPreemptionByScheduler, "tephra-scheduler: preempting to accommodate a higher priority pod")}}},
 		want: &Cause{ReasonPreemptionByScheduler, "the scheduler preempted it for a pod of higher priority or of a queue below its share: tephra-scheduler: preempting to accommodate a higher priority pod"},
+	}, {
+		name: "moved for a gang",
+		pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{target(v1alpha1.ReasonMovedForGang, "tephra-scheduler: moving the pod to make whole nodes for pod group ns/wide")}}},
+		want: &Cause{v1alpha1.ReasonMovedForGang, "the scheduler moved it to make whole nodes for a waiting gang (it declared itself movable, or ran above its group's minimum): tephra-scheduler: moving the pod to make whole nodes for pod group ns/wide"},
 	}, {
 		name: "drained",
 		pod: corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning,

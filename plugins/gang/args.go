@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/tephra-dev/tephra/plugins/consolidation"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -15,6 +16,9 @@ import (
 //	- name: TephraGang
 //	  args:
 //	    defaultScheduleTimeoutSeconds: 60
+//	    consolidation:
+//	      enabled: true
+//	      maxMovesPerGang: 8
 type Args struct {
 	// DefaultScheduleTimeoutSeconds bounds how long the placed members of a group that sets no
 	// scheduleTimeoutSeconds wait at Permit for the rest of its minimum. Default 60.
@@ -36,6 +40,11 @@ type Args struct {
 	// backfill its nodes meanwhile (docs/elastic.md). Default false: the nodes a reservation holds
 	// stay idle for workloads without an estimate.
 	QueueHeadReservations *bool `json:"queueHeadReservations,omitempty"`
+	// Consolidation moves pods that may move (they declared it, or run above their group's
+	// minimum) to make whole nodes for a gang whose minimum fits the cluster's free capacity but
+	// no set of nodes (consolidate.go, docs/consolidation.md). On by default, at most 8 moves per
+	// gang.
+	Consolidation consolidation.Args `json:"consolidation,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -52,6 +61,7 @@ func (a *Args) SetDefaults() {
 	if a.QueueHeadReservations == nil {
 		a.QueueHeadReservations = new(bool)
 	}
+	a.Consolidation.SetDefaults()
 }
 
 // Validate says what is wrong with defaulted args.
@@ -68,6 +78,9 @@ func (a *Args) Validate() error {
 	}
 	if v := *a.DefaultSLAWaitingTimeSeconds; v < 0 {
 		errs = append(errs, fmt.Errorf("defaultSLAWaitingTimeSeconds: %d must not be negative", v))
+	}
+	if err := a.Consolidation.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

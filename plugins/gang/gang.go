@@ -19,7 +19,9 @@
 // groupManager (manager.go), which owns every group's state through the tracker (tracker.go) and
 // decides; attempts.go ends and rolls back attempts, hints.go holds the queueing hints,
 // reservation.go the SLA reservations, members.go the counting of a group's members, batching.go
-// the signatures that let kube-scheduler place a gang's members after the first one's scoring.
+// the signatures that let kube-scheduler place a gang's members after the first one's scoring,
+// consolidate.go the moves of movable pods that make whole nodes for a gang whose minimum fits the
+// free capacity but no set of nodes (plugins/consolidation plans and makes them).
 package gang
 
 import (

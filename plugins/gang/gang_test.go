@@ -79,6 +79,9 @@ func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot
 
 func (h *fakeHandle) ClientSet() kubernetes.Interface { return h.clientset }
 
+// GetPodInPreBind finds no pod binding: the tests' pods are bound or pending.
+func (h *fakeHandle) GetPodInPreBind(types.UID) fwk.PodInPreBind { return nil }
+
 func (h *fakeHandle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -208,8 +211,12 @@ func TestArgsDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, int64(60), *args.DefaultScheduleTimeoutSeconds)
 	assert.Equal(t, int64(1), *args.GroupBackoffSeconds)
 	assert.Equal(t, int64(10), *args.MaxGroupBackoffSeconds)
+	assert.True(t, *args.Consolidation.Enabled, "consolidation only moves pods that may move: on by default")
+	assert.Equal(t, int32(8), *args.Consolidation.MaxMovesPerGang)
 
 	for raw, want := range map[string]string{
+		`{"consolidation": {"maxMovesPerGang": 0}}`:               "consolidation.maxMovesPerGang: 0 is not between 1 and 1000",
+		`{"consolidation": {"enable": false}}`:                    `unknown field "enable"`,
 		`{"defaultScheduleTimeoutSeconds": 0}`:                    "defaultScheduleTimeoutSeconds: 0 is not between 1 and 86400",
 		`{"groupBackoffSeconds": -1}`:                             "groupBackoffSeconds: -1 must not be negative",
 		`{"groupBackoffSeconds": 5, "maxGroupBackoffSeconds": 2}`: "maxGroupBackoffSeconds: 2 must be at least groupBackoffSeconds (5)",

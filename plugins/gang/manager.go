@@ -428,6 +428,12 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
 		smallest := smallestRequests(unplacedRequests)
 		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
+			if constraint == nil && !slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
+				// It fits in total: PostFilter may move pods to make whole nodes for it
+				// (consolidate.go). Not for a topology gang, nor one that claims devices,
+				// whose domains and devices the planner does not see.
+				markFragmented(state, unplacedRequests, missing, need)
+			}
 			return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
 				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
 		}
@@ -544,6 +550,11 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 		// elastic pods may.
 		g.groups.with(key, func(s *groupState) { s.stalled = true })
 		g.releaseElastic(klog.FromContext(ctx))
+		// The minimum fits the free capacity but no set of nodes: pods that may move are moved
+		// to make whole nodes for it, which the group then holds reserved.
+		if moved := g.consolidate(ctx, state, key, pg, pod); moved != "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable, moved)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if claim := g.waitsForSharedClaim(pod, m); claim != "" {

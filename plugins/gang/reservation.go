@@ -167,15 +167,21 @@ type reservation struct {
 	nodes []string
 	need  corev1.ResourceList
 	// queueHead is the queue the group headed when the nodes were reserved for it, "" for a
-	// reservation past the group's SLA: a queue-head reservation ends when another group heads
-	// the queue (queuehead.go).
+	// reservation past the group's SLA or for consolidation: a queue-head reservation ends when
+	// another group heads the queue (queuehead.go).
 	queueHead string
+	// consolidation: the nodes were made whole for the group by moving pods off them
+	// (consolidate.go); the reservation keeps the moved pods' replacements off them.
+	consolidation bool
 }
 
 // waits says why the group holds the reservation, as "which …" goes on in messages.
 func (r reservation) waits() string {
-	if r.queueHead != "" {
+	switch {
+	case r.queueHead != "":
 		return fmt.Sprintf("heads queue %q and cannot fit", r.queueHead)
+	case r.consolidation:
+		return "fits the free capacity but no set of nodes, and has pods moved off its reserved nodes to make them whole"
 	}
 	return "waits past its SLA"
 }

@@ -108,6 +108,17 @@ type groupState struct {
 	// short: the last member that reached PreEnqueue found the group's minimum of members
 	// missing, so its members wait there for more members, not for capacity.
 	short bool
+	// consolidatedAt is when pods were last moved to make whole nodes for the group
+	// (consolidate.go): it gets no other plan for consolidateEvery. consolidationTried is when the
+	// planner was last asked: it is not asked again within replanAfter.
+	consolidatedAt, consolidationTried time.Time
+	// movesPending: the group holds the nodes a consolidation makes whole, and waits for the
+	// moved pods to go. Its capacity verdict is not kept meanwhile (keptUnfit): the moved pods go
+	// one after another, each a pod deletion, and the deletion that frees the last room may come
+	// while the member is queued, not waiting for an event, whose hint then does not clear the
+	// verdict; the member, refused with the kept one, would then wait for the reservation's end
+	// (an e2e run once saw the gang start only then, 90 s late).
+	movesPending bool
 }
 
 // tracker holds the state of every group the plugin has seen. Its lock is held only for map
@@ -172,7 +183,7 @@ func (t *tracker) unreserveLocked(key groupKey) bool {
 			delete(t.reservedNodes, n)
 		}
 	}
-	g.reserved = nil
+	g.reserved, g.movesPending = nil, false
 	t.reservedCount.Add(-1)
 	return true
 }
@@ -266,7 +277,7 @@ func (s *groupState) hasFailed(attempt uint64) bool {
 
 // keptUnfit is the group's failed capacity check while it is still trusted ("" if none).
 func (s *groupState) keptUnfit(now time.Time) string {
-	if now.Sub(s.unfitAt) < unfitFor {
+	if now.Sub(s.unfitAt) < unfitFor && !s.movesPending {
 		return s.unfit
 	}
 	return ""

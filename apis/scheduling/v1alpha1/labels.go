@@ -23,6 +23,11 @@ const (
 	// group may wait for its minimum before tephra-scheduler reserves nodes for it, as a Go
 	// duration ("30s", "10m").
 	SLAWaitingTimeAnnotation = "scheduling.tephra.dev/sla-waiting-time"
+	// MovableAnnotation, "true" on a pod, on its PodGroup or on a Job (which passes it on to its
+	// group), declares that the pod may be moved: evicted, created again by its controller and
+	// placed elsewhere, to make whole nodes for a gang that fits the cluster's free capacity but no
+	// set of nodes (docs/consolidation.md). A job that checkpoints says so with it.
+	MovableAnnotation = "scheduling.tephra.dev/movable"
 
 	// SchedulerName is the name of Tephra's scheduling profile.
 	SchedulerName = "tephra-scheduler"

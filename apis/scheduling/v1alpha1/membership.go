@@ -89,6 +89,22 @@ const (
 // controller reads such an eviction as the PodGroupUnready policy event.
 const ReasonPodGroupUnready = "PodGroupUnready"
 
+// ReasonMovedForGang is the reason of the DisruptionTarget condition, and of the Warning event, of
+// a pod that tephra-scheduler moves to make whole nodes for a waiting gang: the pod declared
+// itself movable (MovableAnnotation) or ran above its group's minimum. The Job controller reads
+// the eviction as PodEvicted, and creates the pod again (docs/consolidation.md).
+const ReasonMovedForGang = "MovedForGang"
+
+// ReasonConsolidating is the reason of the event on a waiting gang's PodGroup for which pods are
+// moved (ReasonMovedForGang), naming them and the nodes reserved for the gang.
+const ReasonConsolidating = "Consolidating"
+
+// DeclaresMovable says whether an object (a pod, a PodGroup, a Job) declares its pods movable
+// (MovableAnnotation).
+func DeclaresMovable(annotations map[string]string) bool {
+	return annotations[MovableAnnotation] == "true"
+}
+
 // CountsInQueues says whether a pod's requests count against Tephra's queues: pods of a scheduler
 // that serves queues (schedulerNames: the profiles of tephra-scheduler that enable TephraQueue,
 // "default-scheduler" too when Tephra replaces the default scheduler), and pods of any scheduler
