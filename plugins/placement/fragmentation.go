@@ -118,10 +118,28 @@ func (m *shapeMix) forget(uid types.UID) {
 	m.mu.Unlock()
 }
 
+// sharesOf is the mix of each resource the pod asks for (nil for one no pod asked for yet).
+func (m *shapeMix) sharesOf(d *demand) map[corev1.ResourceName]map[int64]float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[corev1.ResourceName]map[int64]float64, len(d.extended)+len(d.devices))
+	for name := range d.extended {
+		out[name] = m.sharesLocked(name)
+	}
+	for name := range d.devices {
+		out[name] = m.sharesLocked(name)
+	}
+	return out
+}
+
 // shares is the mix of one resource as shares summing to 1 (nil before any pod asked for it).
 func (m *shapeMix) shares(name corev1.ResourceName) map[int64]float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.sharesLocked(name)
+}
+
+func (m *shapeMix) sharesLocked(name corev1.ResourceName) map[int64]float64 {
 	w := m.weights[name]
 	total := 0.0
 	for _, v := range w {
@@ -162,10 +180,11 @@ const pointsPerFragmentedAccelerator = 10
 const packingPoints = 10
 
 // fragmentationScore scores a node for a pod by how much the placement changes the node's
-// expected fragmentation, summed over the accelerators the pod asks for (names; entries with
-// allocatable 0 are left out), with the share used after placing it as a tie-break. Without a mix
-// yet (the first accelerator pods), it packs as MostAllocated does.
-func (p *Placement) fragmentationScore(names []corev1.ResourceName, requested, allocated, allocatable []int64) int64 {
+// expected fragmentation under the mixes (by resource, as PreScore read them), summed over the
+// accelerators the pod asks for (names; entries with allocatable 0 are left out), with the share
+// used after placing it as a tie-break. Without a mix yet (the first accelerator pods), it packs
+// as MostAllocated does.
+func fragmentationScore(mixes map[corev1.ResourceName]map[int64]float64, names []corev1.ResourceName, requested, allocated, allocatable []int64) int64 {
 	grown, share := 0.0, int64(0)
 	count, known := int64(0), false
 	for i, name := range names {
@@ -174,7 +193,7 @@ func (p *Placement) fragmentationScore(names []corev1.ResourceName, requested, a
 		}
 		count++
 		share += mostRequestedScore(requested[i], allocatable[i])
-		mix := p.mix.shares(name)
+		mix := mixes[name]
 		if mix == nil {
 			continue
 		}

@@ -99,6 +99,9 @@ func (p *Placement) Name() string { return Name }
 type demand struct {
 	extended map[corev1.ResourceName]int64
 	devices  quota.Amounts
+	// mix is, under Fragmentation, the mix of shapes of each resource the pod asks for, read once
+	// in PreScore for every node's Score.
+	mix map[corev1.ResourceName]map[int64]float64
 }
 
 func (d *demand) Clone() fwk.StateData { return d }
@@ -174,6 +177,9 @@ func (p *Placement) PreScore(_ context.Context, state fwk.CycleState, pod *corev
 		// learnt here, once the claims are there (extended resources from the pod informer).
 		p.mix.observe(pod.UID+"/devices", &demand{devices: d.devices})
 	}
+	if p.mix != nil && !d.none() {
+		d.mix = p.mix.sharesOf(d)
+	}
 	state.Write(stateKey, d)
 	return nil
 }
@@ -213,7 +219,7 @@ func (p *Placement) Score(_ context.Context, state fwk.CycleState, pod *corev1.P
 		}
 	}
 	if p.mix != nil {
-		return p.fragmentationScore(names, requested, allocated, allocatable), nil
+		return fragmentationScore(d.mix, names, requested, allocated, allocatable), nil
 	}
 	return p.scorer(requested, allocated, allocatable), nil
 }
