@@ -182,16 +182,16 @@ TRACE ?=
 REPLAY_FLAGS ?=
 REPLAY_OUT ?= replay-out
 # The synthetic day that docs/replay.md publishes. Its runs end at 29 h of trace time (its last
-# job could end by 28 h), so that the three fit in 40 minutes; jobs not ended then are reported.
+# job could end by 28 h), so that each takes about 12 minutes; jobs not ended then are reported.
 REPLAY_DAY_FLAGS := --span 24h --load 0.8 --seed 1 --nodes 64 --node-gpus 8
 REPLAY_DAY_HORIZON := --horizon 29h
 
 .PHONY: replay
-replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B0 and B1, each on a fresh local control plane, about 35 min for a day; writes $(REPLAY_OUT)/report.md.
+replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B1, B1p and B0 (the day also through Cf), each on a fresh local control plane, about 12 min each for a day; writes $(REPLAY_OUT)/report.md.
 ifeq ($(TRACE),)
 	mkdir -p $(REPLAY_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_OUT)/synthetic-day.csv $(REPLAY_DAY_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) --configs C,Cf,B1,B1p,B0 $(REPLAY_FLAGS)
 else
 	$(GO) run ./cmd/tephra-replay --trace $(TRACE) --out $(REPLAY_OUT) $(REPLAY_FLAGS)
 endif
@@ -200,16 +200,16 @@ endif
 replay-publish: ## make replay of the synthetic day, with its report published in docs/replay/.
 	$(MAKE) replay TRACE= REPLAY_FLAGS='--publish $(REPLAY_FLAGS)'
 
-# Fair share over time and backfill (issue #30): a mixed trace of 6 hours on 16 nodes of 8 GPUs,
-# where gangs of up to 64 GPUs are half the cluster, through C, Ch, Cb and B0.
+# A mixed trace of 6 hours on 16 nodes of 8 GPUs, where gangs of up to 64 GPUs are half the
+# cluster.
 REPLAY_MIXED_FLAGS := --span 6h --load 0.9 --seed 5 --nodes 16 --node-gpus 8 --mean-duration 30m
 REPLAY_MIXED_OUT ?= replay-mixed
 
 .PHONY: replay-mixed
-replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Ch (usage history), Cb (backfill past an SLA), Cq (backfill at the head of each queue) and B0, about 30 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
+replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Cf (fragmentation-aware placement), Cl (least-attained-service order), B1, B1p and B0, about 40 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
 	mkdir -p $(REPLAY_MIXED_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_MIXED_OUT)/mixed.csv $(REPLAY_MIXED_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Ch,Cb,Cq,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Cf,Cl,B1,B1p,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.

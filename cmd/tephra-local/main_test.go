@@ -130,7 +130,7 @@ func TestUpAndDown(t *testing.T) {
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "TephraPlacement.scoringStrategy=LeastAllocated", "up says which settings it takes")
 	schedulerConfig := findFile(t, dir, "kind: KubeSchedulerConfiguration")
-	for _, want := range []string{"scoringStrategy: LeastAllocated", "reclaimMinRuntime: 10m", "reclaimPatience: true", "queueHeadReservations: true", "usageHalfLife: 1h"} {
+	for _, want := range []string{"scoringStrategy: LeastAllocated", "reclaimMinRuntime: 10m", "reclaimPatience: false", "reclaimLimitPerJob: 3", "queueHeadReservations: true", "usageHalfLife: 1h"} {
 		assert.Contains(t, schedulerConfig, want, "the scheduler's configuration")
 	}
 	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the same half-life")

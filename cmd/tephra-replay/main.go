@@ -5,7 +5,7 @@
 // it.
 //
 //	tephra-replay --trace jobs.csv [--cluster cluster.yaml | --nodes 64 --node-gpus 8 ...]
-//	              [--queues queues.yaml] [--speedup 144] [--configs C,B0,B1] [--out replay-out]
+//	              [--queues queues.yaml] [--speedup 144] [--configs C,B1,B1p,B0] [--out replay-out]
 //	tephra-replay --generate trace.csv [--span 24h] [--load 0.8] [--seed 1]
 //	tephra-replay --import-philly philly.csv --to trace.csv
 //	tephra-replay --import-alibaba openb_pod_list.csv --to trace.csv
@@ -70,7 +70,7 @@ func main() {
 	flag.IntVar(&f.shape.Racks, "racks", 0, "racks the nodes are spread over (topology.kubernetes.io/rack); 0 for none")
 	flag.StringVar(&f.queuesFile, "queues", "", "a queues file: weights and GPU guarantees of the trace's queues (default: weight 1 each)")
 	flag.Float64Var(&f.speedup, "speedup", replay.DefaultSpeedup, "trace seconds played per second: 144 plays a day in 10 minutes")
-	flag.StringVar(&f.configs, "configs", "C,B0,B1", "the configurations to compare, in the report's order: C (Tephra), Cb (Tephra with runtime estimates and backfill), B0 (the stock scheduler), B1 (upstream's gangs)")
+	flag.StringVar(&f.configs, "configs", "C,B1,B1p,B0", "the configurations to compare, in the report's order: C (Tephra as installed), its variants (Ch, Cb, Cm, Cr, Cf, Cs, Cl, Cq: docs/replay.md), B1 (upstream's gangs), B1p (B1 packing GPUs), B0 (the stock scheduler)")
 	flag.StringVar(&f.out, "out", "replay-out", "where the report, plots, per-job CSV, runs.json and the control planes' logs go")
 	flag.BoolVar(&f.publish, "publish", false, "also write the report into docs/replay.md and its plots into docs/replay/")
 	flag.StringVar(&f.publishAs, "publish-as", "", "--publish: the name of the report's section of docs/replay.md (its markers <!-- replay-report:NAME:begin --> and end), its plots and CSV then in docs/replay/NAME/; \"\" for the day's report")

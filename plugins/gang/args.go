@@ -45,6 +45,10 @@ type Args struct {
 	// no set of nodes (consolidate.go, docs/consolidation.md). On by default, at most 8 moves per
 	// gang.
 	Consolidation consolidation.Args `json:"consolidation,omitempty"`
+	// AttainedServiceFirstLevelSeconds is the accelerator-time, in accelerator-seconds, at which a
+	// workload of a queue ordered by LeastAttainedService moves its first level down; the next
+	// levels are at ten and a hundred times it (attained.go). Default 3600: an accelerator-hour.
+	AttainedServiceFirstLevelSeconds *int64 `json:"attainedServiceFirstLevelSeconds,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -58,6 +62,7 @@ func (a *Args) SetDefaults() {
 	set(&a.GroupBackoffSeconds, 1)
 	set(&a.MaxGroupBackoffSeconds, 10)
 	set(&a.DefaultSLAWaitingTimeSeconds, 0)
+	set(&a.AttainedServiceFirstLevelSeconds, 3600)
 	if a.QueueHeadReservations == nil {
 		a.QueueHeadReservations = new(bool)
 	}
@@ -78,6 +83,9 @@ func (a *Args) Validate() error {
 	}
 	if v := *a.DefaultSLAWaitingTimeSeconds; v < 0 {
 		errs = append(errs, fmt.Errorf("defaultSLAWaitingTimeSeconds: %d must not be negative", v))
+	}
+	if v := *a.AttainedServiceFirstLevelSeconds; v < 1 {
+		errs = append(errs, fmt.Errorf("attainedServiceFirstLevelSeconds: %d must be at least 1", v))
 	}
 	if err := a.Consolidation.Validate(); err != nil {
 		errs = append(errs, err)

@@ -40,23 +40,25 @@ import (
 // operations when a pod starts and when it ends. A restarted scheduler counts from zero, but for
 // the runs under way, which it counts from their pods' start.
 
-// serviceLevels are the attained service, in accelerator-hours, at which a workload moves a level
+// serviceLevelSteps are the attained service, in multiples of the first level (TephraGang's
+// attainedServiceFirstLevel, an accelerator-hour by default), at which a workload moves a level
 // down: below the first it is at level 0 (a workload that never ran is), at or above the last at
-// level len(serviceLevels). Tenfold steps because jobs' GPU time in shared clusters spans orders
-// of magnitude, heavy-tailed (the published traces of shared GPU clusters: minutes of debugging
-// to thousands of GPU-hours of training): each order of magnitude is a level, and a job is moved
-// back at most three times over its life. An accelerator-hour is the first step: most short jobs (a debug run,
-// a trial of a sweep) end below it and stay ahead of everything that has run longer.
-var serviceLevels = [...]float64{1, 10, 100}
+// level len(serviceLevelSteps). Tenfold steps because jobs' GPU time in shared clusters spans
+// orders of magnitude, heavy-tailed (the published traces of shared GPU clusters: minutes of
+// debugging to thousands of GPU-hours of training): each order of magnitude is a level, and a job
+// is moved back at most three times over its life. An accelerator-hour is the first step by
+// default: most short jobs (a debug run, a trial of a sweep) end below it and stay ahead of
+// everything that has run longer.
+var serviceLevelSteps = [...]float64{1, 10, 100}
 
 // serviceLevelCount is the number of levels.
-const serviceLevelCount = len(serviceLevels) + 1
+const serviceLevelCount = len(serviceLevelSteps) + 1
 
-// levelOf is the level of a service in accelerator-seconds.
-func levelOf(unitSeconds float64) int {
+// levelOf is the level of a service in accelerator-seconds, whose first level is at first.
+func levelOf(unitSeconds float64, first time.Duration) int {
 	level := 0
-	for _, hours := range serviceLevels {
-		if unitSeconds >= hours*3600 {
+	for _, step := range serviceLevelSteps {
+		if unitSeconds >= step*first.Seconds() {
 			level++
 		}
 	}
@@ -316,7 +318,7 @@ func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bo
 	if lastEnded.After(came) {
 		came = lastEnded
 	}
-	place := came.Add(min(levelDelay(levelOf(service), bound), bound))
+	place := came.Add(min(levelDelay(levelOf(service, time.Duration(*g.args.AttainedServiceFirstLevelSeconds)*time.Second), bound), bound))
 	if len(a.frozen) >= maxFrozen {
 		clear(a.frozen)
 	}

@@ -19,12 +19,15 @@ import (
 
 const gpu corev1.ResourceName = "nvidia.com/gpu"
 
-// Levels step at 1, 10 and 100 accelerator-hours, and share the bound evenly: the top level waits
-// a whole bound, a workload that never ran none.
-func TestServiceLevelsStepAtEachTenfoldOfAcceleratorHours(t *testing.T) {
+// Levels step at 1, 10 and 100 accelerator-hours by default (at each tenfold of the first level),
+// and share the bound evenly: the top level waits a whole bound, a workload that never ran none.
+func TestServiceLevelsStepAtEachTenfoldOfTheFirstLevel(t *testing.T) {
 	hour := 3600.0
 	for service, level := range map[float64]int{0: 0, hour - 1: 0, hour: 1, 10*hour - 1: 1, 10 * hour: 2, 100 * hour: 3, 1e9: 3} {
-		assert.Equal(t, level, levelOf(service), "%v accelerator-seconds", service)
+		assert.Equal(t, level, levelOf(service, time.Hour), "%v accelerator-seconds", service)
+	}
+	for service, level := range map[float64]int{59: 0, 60: 1, 600: 2, 6000: 3} {
+		assert.Equal(t, level, levelOf(service, time.Minute), "%v accelerator-seconds, first level a minute", service)
 	}
 	for level, delay := range []time.Duration{0, 20 * time.Minute, 40 * time.Minute, time.Hour} {
 		assert.Equal(t, delay, levelDelay(level, time.Hour), "level %d", level)

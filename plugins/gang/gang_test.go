@@ -213,6 +213,7 @@ func TestArgsDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, int64(10), *args.MaxGroupBackoffSeconds)
 	assert.True(t, *args.Consolidation.Enabled, "consolidation only moves pods that may move: on by default")
 	assert.Equal(t, int32(8), *args.Consolidation.MaxMovesPerGang)
+	assert.Equal(t, int64(3600), *args.AttainedServiceFirstLevelSeconds, "an accelerator-hour")
 
 	for raw, want := range map[string]string{
 		`{"consolidation": {"maxMovesPerGang": 0}}`:               "consolidation.maxMovesPerGang: 0 is not between 1 and 1000",
@@ -221,6 +222,7 @@ func TestArgsDefaultsAndValidation(t *testing.T) {
 		`{"groupBackoffSeconds": -1}`:                             "groupBackoffSeconds: -1 must not be negative",
 		`{"groupBackoffSeconds": 5, "maxGroupBackoffSeconds": 2}`: "maxGroupBackoffSeconds: 2 must be at least groupBackoffSeconds (5)",
 		`{"defaultScheduleTimeoutSecond": 30}`:                    `unknown field "defaultScheduleTimeoutSecond"`,
+		`{"attainedServiceFirstLevelSeconds": 0}`:                 "attainedServiceFirstLevelSeconds: 0 must be at least 1",
 	} {
 		_, err := ParseArgs(&runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON})
 		require.Error(t, err, raw)

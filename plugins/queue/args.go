@@ -14,6 +14,10 @@ import (
 // PriorityDecayHalfLife.
 const DefaultUsageHalfLife = 168 * time.Hour
 
+// DefaultReclaimLimitPerJob is how many times reclaim restarts one job by default: twice, as a
+// team tolerates, and what bounded the Philly day's restarts without losing its fair share.
+const DefaultReclaimLimitPerJob = 2
+
 // Args configure the queue plugin, in the profile's pluginConfig:
 //
 //	pluginConfig:
@@ -21,8 +25,8 @@ const DefaultUsageHalfLife = 168 * time.Hour
 //	  args:
 //	    usageHalfLife: 168h
 //	    reclaimMinRuntime: 0s
-//	    reclaimPatience: false
-//	    reclaimLimitPerJob: 0
+//	    reclaimPatience: true
+//	    reclaimLimitPerJob: 2
 type Args struct {
 	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
 	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
@@ -38,12 +42,13 @@ type Args struct {
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
 	// ReclaimPatience weighs what a reclaim throws away against the wait it saves: a pod reclaims
 	// a job only once it has waited, in proportion to their sizes, as long as the job had run when
-	// the pod began to wait (reclaimcost.go). Default false: a queue below its share reclaims at
-	// once. Queues below their guarantee always do.
+	// the pod began to wait (reclaimcost.go). Default true, chosen by replay (docs/replay.md):
+	// without it, reclaim threw away a seventh of a day's work on the Philly trace. Queues below
+	// their guarantee always reclaim at once.
 	ReclaimPatience *bool `json:"reclaimPatience,omitempty"`
 	// ReclaimLimitPerJob is how many times reclaim may restart one job; a job reclaimed that often
-	// is not reclaimed again while the scheduler runs. Default 0: no limit. Queues below their
-	// guarantee are not held by it.
+	// is not reclaimed again while the scheduler runs. Default 2 (DefaultReclaimLimitPerJob); 0: no
+	// limit. Queues below their guarantee are not held by it.
 	ReclaimLimitPerJob *int32 `json:"reclaimLimitPerJob,omitempty"`
 }
 
@@ -56,10 +61,10 @@ func (a *Args) SetDefaults() {
 		a.ReclaimMinRuntime = &metav1.Duration{}
 	}
 	if a.ReclaimPatience == nil {
-		a.ReclaimPatience = new(bool)
+		a.ReclaimPatience = new(true)
 	}
 	if a.ReclaimLimitPerJob == nil {
-		a.ReclaimLimitPerJob = new(int32)
+		a.ReclaimLimitPerJob = new(int32(DefaultReclaimLimitPerJob))
 	}
 }
 

@@ -130,18 +130,18 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	assert.Empty(t, jobOf(&unit{kind: kindReclaim}), "a unit without pods or group is no job")
 	r.q.reclaimLimitPerJob = 0
 	r.protected.reset()
-	assert.Len(t, r.units(candidates), 2, "no limit by default")
+	assert.Len(t, r.units(candidates), 2, "0: no limit")
 }
 
 func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
-	assert.False(t, *args.ReclaimPatience, "off by default")
-	assert.Zero(t, *args.ReclaimLimitPerJob, "no limit by default")
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": true, "reclaimLimitPerJob": 2}`), ContentType: runtime.ContentTypeJSON})
+	assert.True(t, *args.ReclaimPatience, "on by default")
+	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob, "twice by default")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": false, "reclaimLimitPerJob": 0}`), ContentType: runtime.ContentTypeJSON})
 	require.NoError(t, err)
-	assert.True(t, *args.ReclaimPatience)
-	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob)
+	assert.False(t, *args.ReclaimPatience, "an admin turns it off")
+	assert.Zero(t, *args.ReclaimLimitPerJob, "0: no limit")
 	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimLimitPerJob": -1}`), ContentType: runtime.ContentTypeJSON})
 	assert.ErrorContains(t, err, "reclaimLimitPerJob: -1 must not be negative")
 	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": "yes"}`), ContentType: runtime.ContentTypeJSON})

@@ -45,6 +45,10 @@ type Configuration struct {
 	// duration) and orders each Queue ShortestEstimateFirst with that bound (played at the
 	// speedup, docs/queues.md "Order within a queue"); 0 keeps submission order.
 	ShortestFirstBound time.Duration
+	// LeastAttainedBound, in trace time, orders each Queue LeastAttainedService with that bound,
+	// and TephraGang's first level of attained service at an accelerator-hour of trace time (both
+	// played at the speedup, docs/queues.md "Order within a queue"); 0 keeps submission order.
+	LeastAttainedBound time.Duration
 	// QueueHeadReservations (with Backfill) runs TephraGang with queueHeadReservations, in place of
 	// the big gangs' SLA: the gang at the head of each queue reserves nodes while it cannot fit.
 	QueueHeadReservations bool
@@ -95,13 +99,12 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
-		Name:   "Cp",
-		Title:  "C with reclaim that pays for itself: reclaim patience, and no job reclaimed more than twice (TephraQueue's reclaimPatience and reclaimLimitPerJob)",
+		Name:   "Cr",
+		Title:  "C with reclaim at once, as Tephra shipped before patience: no reclaim patience and no limit of restarts per job (TephraQueue's reclaimPatience false, reclaimLimitPerJob 0)",
 		Gangs:  TephraJobs,
 		Queues: true,
 		options: func(o *localcluster.Options, _, _ string) error {
-			// Patience compares times with times: it needs no scaling to the speedup.
-			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatience": true, "reclaimLimitPerJob": reclaimLimitPerJob}}
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatience": false, "reclaimLimitPerJob": 0}}
 			return nil
 		},
 	},
@@ -121,6 +124,16 @@ var Configurations = []*Configuration{
 		Gangs:              TephraJobs,
 		Queues:             true,
 		ShortestFirstBound: shortestFirstBound,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:               "Cl",
+		Title:              fmt.Sprintf("C with least-attained-service order: each queue runs first the work that has run fewest GPU-hours, in levels at 1, 10 and 100 GPU-hours of trace time, passing none over by work submitted %v of trace time later", leastAttainedBound),
+		Gangs:              TephraJobs,
+		Queues:             true,
+		LeastAttainedBound: leastAttainedBound,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
@@ -193,8 +206,8 @@ const (
 	reclaimMinRuntime = 30 * time.Minute
 	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
 	shortestFirstBound = 4 * time.Hour
-	// reclaimLimitPerJob is Cp's: the goal's bound on restarts.
-	reclaimLimitPerJob = 2
+	// leastAttainedBound is Cl's, as Cs's.
+	leastAttainedBound = 4 * time.Hour
 )
 
 func configurationNames() string {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,9 +115,36 @@ type queueOrder struct {
 
 // orderOf is the configuration's queue order, its bound played at the speedup (at least a second).
 func (c *Configuration) orderOf(speedup float64) queueOrder {
-	if c.ShortestFirstBound <= 0 {
-		return queueOrder{}
+	played := func(d time.Duration) *int32 {
+		bound := max(int32(math.Round(d.Seconds()/speedup)), 1)
+		return &bound
 	}
-	bound := max(int32(math.Round(c.ShortestFirstBound.Seconds()/speedup)), 1)
-	return queueOrder{order: schedulingv1alpha1.QueueOrderShortestEstimateFirst, boundSeconds: &bound}
+	switch {
+	case c.ShortestFirstBound > 0:
+		return queueOrder{order: schedulingv1alpha1.QueueOrderShortestEstimateFirst, boundSeconds: played(c.ShortestFirstBound)}
+	case c.LeastAttainedBound > 0:
+		return queueOrder{order: schedulingv1alpha1.QueueOrderLeastAttainedService, boundSeconds: played(c.LeastAttainedBound)}
+	}
+	return queueOrder{}
+}
+
+// playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that
+// are times, played at the speedup: the reclaim minimum runtime, and the first level of attained
+// service (an accelerator-hour of trace time).
+func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float64) {
+	set := func(plugin, arg string, value any) {
+		if o.SchedulerPluginArgs == nil {
+			o.SchedulerPluginArgs = map[string]map[string]any{}
+		}
+		if o.SchedulerPluginArgs[plugin] == nil {
+			o.SchedulerPluginArgs[plugin] = map[string]any{}
+		}
+		o.SchedulerPluginArgs[plugin][arg] = value
+	}
+	if c.ReclaimMinRuntime > 0 {
+		set("TephraQueue", "reclaimMinRuntime", (time.Duration(float64(c.ReclaimMinRuntime) / speedup)).Round(100*time.Millisecond).String())
+	}
+	if c.LeastAttainedBound > 0 {
+		set("TephraGang", "attainedServiceFirstLevelSeconds", max(int64(math.Round(time.Hour.Seconds()/speedup)), 1))
+	}
 }

@@ -130,15 +130,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	if err := config.options(&local, opts.Root, dir); err != nil {
 		return Result{}, err
 	}
-	if config.ReclaimMinRuntime > 0 {
-		if local.SchedulerPluginArgs == nil {
-			local.SchedulerPluginArgs = map[string]map[string]any{}
-		}
-		if local.SchedulerPluginArgs["TephraQueue"] == nil {
-			local.SchedulerPluginArgs["TephraQueue"] = map[string]any{}
-		}
-		local.SchedulerPluginArgs["TephraQueue"]["reclaimMinRuntime"] = (time.Duration(float64(config.ReclaimMinRuntime) / opts.Speedup)).Round(100 * time.Millisecond).String()
-	}
+	config.playedPluginArgs(&local, opts.Speedup)
 	fmt.Fprintf(opts.Log, "%s: starting a control plane in %s\n", config.Name, dir)
 	cluster, err := localcluster.Start(ctx, local)
 	if err != nil {

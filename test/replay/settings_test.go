@@ -77,7 +77,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cp, Cf, Cs, Cq, B0, B1, B1p`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cf, Cs, Cl, Cq, B0, B1, B1p`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
@@ -179,4 +179,20 @@ func TestB1pPacksGPUsWithUpstreamsMostAllocated(t *testing.T) {
 		}
 	}
 	assert.True(t, found, "NodeResourcesFit's args")
+}
+
+// Cl orders every queue by least attained service, its bound and its first level (an
+// accelerator-hour) played at the speedup.
+func TestLeastAttainedOrdersQueuesWithTheBoundAndLevelsAtTheSpeedup(t *testing.T) {
+	configs, err := ConfigurationsByName("Cl,C")
+	require.NoError(t, err)
+	order := configs[0].orderOf(144)
+	assert.Equal(t, schedulingv1alpha1.QueueOrderLeastAttainedService, order.order)
+	assert.Equal(t, int32(100), *order.boundSeconds, "4 h at 144x")
+	var o localcluster.Options
+	configs[0].playedPluginArgs(&o, 144)
+	assert.Equal(t, map[string]map[string]any{"TephraGang": {"attainedServiceFirstLevelSeconds": int64(25)}}, o.SchedulerPluginArgs, "an hour at 144x")
+	o = localcluster.Options{}
+	configs[1].playedPluginArgs(&o, 144)
+	assert.Nil(t, o.SchedulerPluginArgs)
 }
