@@ -114,6 +114,12 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := podInformer.AddEventHandler(g.serviceHandler()); err != nil {
 		return nil, err
 	}
+	if _, err := podInformer.AddEventHandler(g.groups.freedCapacityHandler()); err != nil {
+		return nil, err
+	}
+	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.groups.freedNodeCapacityHandler()); err != nil {
+		return nil, err
+	}
 	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.podGroupAdded,
 		UpdateFunc: g.podGroupChanged,

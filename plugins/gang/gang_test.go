@@ -499,6 +499,47 @@ func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 	assert.True(t, status.IsSuccess(), "%v", status)
 }
 
+// A group's kept verdict is not kept past an event that freed capacity: a member already in the
+// active queue when a bound pod is deleted (no queueing hint runs for it) counts again, and so
+// after a node is added or a bound pod ends.
+func TestAKeptVerdictIsNotKeptPastFreedCapacity(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "wide", 2, nil, f.now)
+	var members []*corev1.Pod
+	for i := range 2 {
+		pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("w%d", i)).UID(fmt.Sprintf("w%d", i)).
+			Label(v1alpha1.PodGroupLabel, "wide").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "6"}).Obj()
+		require.NoError(t, f.pods.Add(pod))
+		members = append(members, pod)
+	}
+	node := func(name string) fwk.NodeInfo {
+		n := framework.NewNodeInfo()
+		n.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
+		return n
+	}
+	// The first member finds one node and makes the verdict; then the event; then the second
+	// member, already queued, comes with two nodes.
+	refusedOnTheKeptVerdict := func(event func()) bool {
+		_, first := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a")})
+		require.Equal(t, fwk.Unschedulable, first.Code(), "one node holds one member")
+		event()
+		_, status := f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{node("a"), node("b")})
+		return status.Code() == fwk.Unschedulable
+	}
+	require.True(t, refusedOnTheKeptVerdict(func() {}), "nothing freed: the verdict is kept")
+
+	bound := st.MakePod().Namespace("ns").Name("other").UID("other").Node("b").Obj()
+	pods, nodes := f.gang.groups.freedCapacityHandler(), f.gang.groups.freedNodeCapacityHandler()
+	assert.False(t, refusedOnTheKeptVerdict(func() { pods.OnDelete(bound) }), "a bound pod deleted: the member counts again")
+	assert.True(t, refusedOnTheKeptVerdict(func() { pods.OnDelete(st.MakePod().Namespace("ns").Name("pending").UID("pending").Obj()) }),
+		"a pod deleted before it was bound freed nothing")
+	ended := bound.DeepCopy()
+	ended.Status.Phase = corev1.PodSucceeded
+	assert.False(t, refusedOnTheKeptVerdict(func() { pods.OnUpdate(bound, ended) }), "a bound pod ended")
+	assert.False(t, refusedOnTheKeptVerdict(func() { nodes.OnAdd(st.MakeNode().Name("b").Obj(), false) }), "a node added")
+}
+
 func TestMembersThatFitCountsPodSlotsAndStopsAtEnough(t *testing.T) {
 	n := framework.NewNodeInfo()
 	n.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "100", corev1.ResourcePods: "3"}).Obj())
@@ -1262,7 +1303,7 @@ func TestDevicesChangedRetriesUnfitGroups(t *testing.T) {
 	f.gang.queueRunning.Store(true)
 	f.group(t, "g", 2, nil, f.now)
 	f.member(t, "m0", "g", "")
-	f.gang.unfit(groupKey{"ns", "g"}, "NotEnoughResources: 3 of 4 devices")
+	f.gang.unfit(groupKey{"ns", "g"}, "NotEnoughResources: 3 of 4 devices", 0)
 
 	f.gang.devicesChanged(nil)
 	assert.Equal(t, []string{"ns/m0"}, f.handle.takeActivated(), "the group's pending members are tried again")

@@ -295,6 +295,8 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %v", v1alpha1.ReasonPodGroupNotFound, err))
 	}
 	now := g.now()
+	// Read before the verdict below is made or kept: capacity freed from now on makes it stale.
+	freed := g.groups.freed.Load()
 	if msg := g.backoffVerdict(klog.FromContext(ctx), key, pg, now); msg != "" {
 		// A member on its way to its cycle when its group's attempt failed: the others wait at
 		// PreEnqueue. UnschedulableAndUnresolvable: evicting pods would not help a group that
@@ -314,7 +316,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	var inAttempt bool
 	g.groups.with(key, func(s *groupState) {
 		waiting = len(s.waiting)
-		unfit = s.keptUnfit(now)
+		unfit = s.keptUnfit(now, freed)
 		reserved = s.reserved
 		assigned = s.domain
 		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
@@ -391,7 +393,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 				msg += fmt.Sprintf("; it heads its queue, and nodes %s are reserved for it", strings.Join(held, ", "))
 			}
 		}
-		return g.unfit(key, msg)
+		return g.unfit(key, msg, freed)
 	}
 	if reserved != nil {
 		nodes = onNodes(nodes, reserved)
@@ -443,10 +445,10 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 }
 
 // unfit records that the group's minimum cannot fit now, for its other members to be refused
-// with the same message, and returns the rejection.
-func (g *groupManager) unfit(key groupKey, msg string) *fwk.Status {
+// with the same message until capacity is freed after freed, and returns the rejection.
+func (g *groupManager) unfit(key groupKey, msg string, freed uint64) *fwk.Status {
 	now := g.now()
-	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt, s.piloted = msg, now, true })
+	g.groups.with(key, func(s *groupState) { s.unfit, s.unfitAt, s.unfitFreed, s.piloted = msg, now, freed, true })
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
@@ -520,7 +522,7 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 	}
 	settled := false
 	g.groups.with(key, func(s *groupState) {
-		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now) != ""
+		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now, g.groups.freed.Load()) != ""
 	})
 	if settled {
 		// The member was refused with its group's kept verdict, and the member that made it found

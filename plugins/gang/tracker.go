@@ -84,6 +84,8 @@ type groupState struct {
 	// may let the group fit clears it (the plugin's queueing hints), or unfitFor passes.
 	unfit   string
 	unfitAt time.Time
+	// unfitFreed is the tracker's count of freed capacity when the verdict's cycle began.
+	unfitFreed uint64
 	// minimumQueued: the group's minimum of members exists and its members were queued for it
 	// (isSchedulableAfterMemberAdded); cleared when a member finds the minimum short again.
 	minimumQueued bool
@@ -133,6 +135,9 @@ type tracker struct {
 	// waiting is the number of members waiting at Permit across all groups, kept as groups change
 	// so that the gauge costs nothing per call.
 	waiting int
+	// freed counts the events that freed capacity (freed.go): a group's capacity verdict made
+	// before the last of them is not kept.
+	freed atomic.Uint64
 }
 
 type reservedNode struct {
@@ -275,9 +280,10 @@ func (s *groupState) hasFailed(attempt uint64) bool {
 	return slices.Contains(s.failed, attempt)
 }
 
-// keptUnfit is the group's failed capacity check while it is still trusted ("" if none).
-func (s *groupState) keptUnfit(now time.Time) string {
-	if now.Sub(s.unfitAt) < unfitFor && !s.movesPending {
+// keptUnfit is the group's failed capacity check while it is still trusted ("" if none): for
+// unfitFor, while no capacity was freed since (freed is the tracker's count now).
+func (s *groupState) keptUnfit(now time.Time, freed uint64) string {
+	if now.Sub(s.unfitAt) < unfitFor && s.unfitFreed == freed && !s.movesPending {
 		return s.unfit
 	}
 	return ""
