@@ -61,6 +61,7 @@ func WriteMarkdown(w io.Writer, outs []Outcomes, meta Meta) error {
 	} else {
 		writeMainTable(&b, outs, meta)
 		writeDefinitions(&b, outs[0].Options)
+		writeGoals(&b, outs)
 		b.WriteString("## Queues\n\n")
 		for i := range outs {
 			writeQueueTable(&b, &outs[i])
