@@ -103,6 +103,7 @@ func orderByBudgets(units []*unit, budgets []budget) []*unit {
 	respecting, breaking := make([]*unit, 0, len(units)), []*unit(nil)
 	for _, u := range units {
 		if d.violates(u.pods) {
+			u.breaksBudget = true
 			breaking = append(breaking, u)
 			continue
 		}

@@ -173,6 +173,7 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	freed := map[string]quota.Amounts{}
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	patience := r.patience
+	spared := false
 	for _, u := range orderByBudgets(r.units(candidates), r.budgetsNow) {
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
 			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
@@ -180,7 +181,11 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 		}
 		if ok, from := patience.take(u); !ok {
 			r.protected.spare(u, from, spareCost)
+			spared = true
 			continue
+		}
+		if u.breaksBudget && spared {
+			continue // as SelectVictimsOnNode: no budget broken for a victim patience keeps
 		}
 		if u.elastic {
 			elasticTaken[u.group]++

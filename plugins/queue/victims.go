@@ -40,6 +40,9 @@ type unit struct {
 	elastic   bool
 	started   int64
 	freed     quota.Amounts
+	// breaksBudget: its eviction breaks a PodDisruptionBudget, taken after those that do not
+	// (orderByBudgets).
+	breaksBudget bool
 }
 
 // SelectVictimsOnNode chooses the fewest victims on the node that make room for the preemptor,
@@ -137,6 +140,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	var chosen []*unit
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	patience := r.patience // this node's own: dry runs are parallel
+	spared := false
 	for _, u := range units {
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
 			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
@@ -144,6 +148,12 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		}
 		if ok, from := patience.take(u); !ok {
 			r.protected.spare(u, from, spareCost)
+			spared = true
+			continue
+		}
+		if u.breaksBudget && spared {
+			// A budget is broken only when nothing else makes room, not because patience
+			// keeps a victim that respects it for a while yet: the pod waits for that one.
 			continue
 		}
 		if s := remove(u, -1); s != nil {

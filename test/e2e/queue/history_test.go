@@ -16,7 +16,7 @@ import (
 
 // withUsageHistory runs tephra-controllers and tephra-scheduler with usage history of the given
 // half-life until the test ends, restarting both with it (the package runs without history:
-// TestMain); the components are started again without it afterwards.
+// TestMain), and reclaim at once; the components are started again as before afterwards.
 func withUsageHistory(t *testing.T, env *framework.Env, halfLife string) {
 	t.Helper()
 	restart := func() {
@@ -25,9 +25,14 @@ func withUsageHistory(t *testing.T, env *framework.Env, halfLife string) {
 		}
 	}
 	env.Cluster.SetUsageHalfLife(halfLife)
+	// Reclaim at once: with the shipped patience, a queue's pods wait as long as the other queue's
+	// had run (minutes here) before each reclaim. These tests are of the shares, not of patience
+	// (reclaimcost_test.go).
+	env.Cluster.SetSchedulerPluginArgs("TephraQueue", map[string]any{"reclaimPatience": false})
 	restart()
 	t.Cleanup(func() {
 		env.Cluster.SetUsageHalfLife(packageUsageHalfLife)
+		env.Cluster.SetSchedulerPluginArgs("TephraQueue", nil)
 		restart()
 	})
 }
