@@ -181,11 +181,11 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 		}
 		if ok, from := patience.take(u); !ok {
 			r.protected.spare(u, from, spareCost)
-			spared = true
+			spared = spared || !u.breaksBudget
 			continue
 		}
 		if u.breaksBudget && spared {
-			continue // as SelectVictimsOnNode: no budget broken for a victim patience keeps
+			continue // as PostFilter: no budget broken for a victim patience keeps a while yet
 		}
 		if u.elastic {
 			elasticTaken[u.group]++

@@ -79,6 +79,9 @@ type reclaimer struct {
 	protected protection
 	// patience is the preemptor's, set by PostFilter for the dry runs, which each copy it.
 	patience patience
+	// avoidBreaking keeps the dry runs from victims that break a PodDisruptionBudget (PostFilter's
+	// first pass).
+	avoidBreaking bool
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -290,7 +293,20 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	r.dryRun = map[string][]*unit{}
 	r.victimsMu.Unlock()
 	r.patience = r.patienceFor([]*corev1.Pod{pod}, r.need, time.Now())
+	// Budgets are broken only when nothing else makes room, now or once the victims spared for a
+	// while (too young, patience) may go: upstream's preemption prefers the node of fewest
+	// violations, but a node whose respecting victims are spared offers none, and its
+	// neighbour's guarded pod would go at once. So a first pass takes no victim that breaks a
+	// budget; only if it finds none, and none that respects them was spared, a second does.
+	r.avoidBreaking = len(r.budgetsNow) > 0
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
+	if r.avoidBreaking && !status.IsSuccess() && !r.protected.sparedRespecting() {
+		r.avoidBreaking = false
+		r.victimsMu.Lock()
+		r.dryRun = map[string][]*unit{}
+		r.victimsMu.Unlock()
+		result, status = q.evaluator.Preempt(ctx, cs, pod, m)
+	}
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
 		r.victimsMu.Lock()
 		victims := r.dryRun[result.NominatedNodeName]

@@ -36,12 +36,23 @@ type protection struct {
 	count [spareReasons]int
 	first time.Time
 	seen  map[string]bool
+	// respecting: a unit whose eviction breaks no PodDisruptionBudget was spared until a known
+	// time, after which it may be taken.
+	respecting bool
 }
 
 func (p *protection) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.count, p.first, p.seen = [spareReasons]int{}, time.Time{}, nil
+	p.count, p.first, p.seen, p.respecting = [spareReasons]int{}, time.Time{}, nil, false
+}
+
+// sparedRespecting says whether a unit that breaks no budget was spared for a while only: the
+// preemptor may take it later instead of breaking a budget now.
+func (p *protection) sparedRespecting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.respecting
 }
 
 // spare notes a unit spared until from (zero: no time is known) for a reason. A gang is one unit
@@ -53,6 +64,9 @@ func (p *protection) spare(u *unit, from time.Time, why spareReason) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !u.breaksBudget && !from.IsZero() {
+		p.respecting = true
+	}
 	if p.seen == nil {
 		p.seen = map[string]bool{}
 	}

@@ -140,20 +140,16 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	var chosen []*unit
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	patience := r.patience // this node's own: dry runs are parallel
-	spared := false
 	for _, u := range units {
+		if u.breaksBudget && r.avoidBreaking {
+			continue
+		}
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
 			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
 			continue
 		}
 		if ok, from := patience.take(u); !ok {
 			r.protected.spare(u, from, spareCost)
-			spared = true
-			continue
-		}
-		if u.breaksBudget && spared {
-			// A budget is broken only when nothing else makes room, not because patience
-			// keeps a victim that respects it for a while yet: the pod waits for that one.
 			continue
 		}
 		if s := remove(u, -1); s != nil {
