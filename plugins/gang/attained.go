@@ -41,7 +41,7 @@ import (
 // the runs under way, which it counts from their pods' start.
 
 // serviceLevelSteps are the attained service, in multiples of the first level (TephraGang's
-// attainedServiceFirstLevel, an accelerator-hour by default), at which a workload moves a level
+// attainedServiceFirstLevelSeconds, an accelerator-hour by default), at which a workload moves a level
 // down: below the first it is at level 0 (a workload that never ran is), at or above the last at
 // level len(serviceLevelSteps). Tenfold steps because jobs' GPU time in shared clusters spans
 // orders of magnitude, heavy-tailed (the published traces of shared GPU clusters: minutes of
