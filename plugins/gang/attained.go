@@ -41,9 +41,9 @@ import (
 // the runs under way, which it counts from their pods' start.
 
 // serviceLevelSteps are the attained service, in multiples of the first level (TephraGang's
-// attainedServiceFirstLevelSeconds, an accelerator-hour by default), at which a workload moves a level
-// down: below the first it is at level 0 (a workload that never ran is), at or above the last at
-// level len(serviceLevelSteps). Tenfold steps because jobs' GPU time in shared clusters spans
+// attainedServiceFirstLevelSeconds, an accelerator-hour by default), at which a workload moves a
+// level down: below the first it is at level 0 (a workload that never ran is), at or above the
+// last at level len(serviceLevelSteps). Tenfold steps because jobs' GPU time in shared clusters spans
 // orders of magnitude, heavy-tailed (the published traces of shared GPU clusters: minutes of
 // debugging to thousands of GPU-hours of training): each order of magnitude is a level, and a job
 // is moved back at most three times over its life. An accelerator-hour is the first step by
