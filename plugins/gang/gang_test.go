@@ -465,19 +465,8 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.group(t, "wide", 3, nil, f.now)
-	var members []*corev1.Pod
-	for i := range 3 {
-		pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("w%d", i)).UID(fmt.Sprintf("w%d", i)).
-			Label(v1alpha1.PodGroupLabel, "wide").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "4500m"}).Obj()
-		require.NoError(t, f.pods.Add(pod))
-		members = append(members, pod)
-	}
-	node := func(name string) fwk.NodeInfo {
-		n := framework.NewNodeInfo()
-		n.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
-		return n
-	}
+	members := wideGroup(t, f, 3, "4500m")
+	node := func(name string) fwk.NodeInfo { return cpuNode(name, 8) }
 	const why = "NotEnoughResources: the minimum of pod group ns/wide needs 3 more pods, and the nodes' free capacity holds at most 2 of them (each asks at least cpu 4500m)"
 	_, status := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{node("a"), node("b")})
 	assert.Equal(t, fwk.Unschedulable, status.Code(), "the first member's PostFilter may reclaim for the whole minimum")
@@ -505,19 +494,8 @@ func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {
 func TestAKeptVerdictIsNotKeptPastFreedCapacity(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.group(t, "wide", 2, nil, f.now)
-	var members []*corev1.Pod
-	for i := range 2 {
-		pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("w%d", i)).UID(fmt.Sprintf("w%d", i)).
-			Label(v1alpha1.PodGroupLabel, "wide").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "6"}).Obj()
-		require.NoError(t, f.pods.Add(pod))
-		members = append(members, pod)
-	}
-	node := func(name string) fwk.NodeInfo {
-		n := framework.NewNodeInfo()
-		n.SetNode(st.MakeNode().Name(name).Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourcePods: "110"}).Obj())
-		return n
-	}
+	members := wideGroup(t, f, 2, "6")
+	node := func(name string) fwk.NodeInfo { return cpuNode(name, 8) }
 	// The first member finds one node and makes the verdict; then the event; then the second
 	// member, already queued, comes with two nodes.
 	refusedOnTheKeptVerdict := func(event func()) bool {
@@ -538,6 +516,20 @@ func TestAKeptVerdictIsNotKeptPastFreedCapacity(t *testing.T) {
 	ended.Status.Phase = corev1.PodSucceeded
 	assert.False(t, refusedOnTheKeptVerdict(func() { pods.OnUpdate(bound, ended) }), "a bound pod ended")
 	assert.False(t, refusedOnTheKeptVerdict(func() { nodes.OnAdd(st.MakeNode().Name("b").Obj(), false) }), "a node added")
+}
+
+// wideGroup makes pod group ns/wide of n members, each asking cpu.
+func wideGroup(t *testing.T, f *fixture, n int32, cpu string) []*corev1.Pod {
+	t.Helper()
+	f.group(t, "wide", n, nil, f.now)
+	var members []*corev1.Pod
+	for i := range n {
+		pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("w%d", i)).UID(fmt.Sprintf("w%d", i)).
+			Label(v1alpha1.PodGroupLabel, "wide").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: cpu}).Obj()
+		require.NoError(t, f.pods.Add(pod))
+		members = append(members, pod)
+	}
+	return members
 }
 
 func TestMembersThatFitCountsPodSlotsAndStopsAtEnough(t *testing.T) {
