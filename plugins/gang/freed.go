@@ -2,6 +2,7 @@ package gang
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -47,22 +48,9 @@ func (t *tracker) freedNodeCapacityHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && !equalResources(o.Status.Allocatable, n.Status.Allocatable) {
+			if ok1 && ok2 && !quotav1.Equals(o.Status.Allocatable, n.Status.Allocatable) {
 				t.freed.Add(1)
 			}
 		},
 	}
-}
-
-// equalResources says whether two resource lists hold the same quantities.
-func equalResources(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		if other, ok := b[name]; !ok || other.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,8 +81,9 @@ type reclaimer struct {
 	// patience is the preemptor's, set by PostFilter for the dry runs, which each copy it.
 	patience patience
 	// avoidBreaking keeps the dry runs from victims that break a PodDisruptionBudget (PostFilter's
-	// first pass).
-	avoidBreaking bool
+	// first pass), and skippedBreaking says that one was left out for it.
+	avoidBreaking   bool
+	skippedBreaking atomic.Bool
 }
 
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
@@ -299,8 +301,9 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	// neighbour's guarded pod would go at once. So a first pass takes no victim that breaks a
 	// budget; only if it finds none, and none that respects them was spared, a second does.
 	r.avoidBreaking = len(r.budgetsNow) > 0
+	r.skippedBreaking.Store(false)
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
-	if r.avoidBreaking && !status.IsSuccess() && !r.protected.sparedRespecting() {
+	if r.skippedBreaking.Load() && !status.IsSuccess() && !r.protected.sparedRespecting() {
 		r.avoidBreaking = false
 		r.victimsMu.Lock()
 		r.dryRun = map[string][]*unit{}

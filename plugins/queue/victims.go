@@ -142,6 +142,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	patience := r.patience // this node's own: dry runs are parallel
 	for _, u := range units {
 		if u.breaksBudget && r.avoidBreaking {
+			r.skippedBreaking.Store(true)
 			continue
 		}
 		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
