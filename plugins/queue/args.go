@@ -27,6 +27,7 @@ const DefaultReclaimLimitPerJob = 2
 //	    reclaimMinRuntime: 0s
 //	    reclaimPatience: true
 //	    reclaimLimitPerJob: 2
+//	    reclaimDrain: false
 type Args struct {
 	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
 	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
@@ -50,6 +51,11 @@ type Args struct {
 	// is not reclaimed again while the scheduler runs. Default 2 (DefaultReclaimLimitPerJob); 0: no
 	// limit. Queues below their guarantee are not held by it.
 	ReclaimLimitPerJob *int32 `json:"reclaimLimitPerJob,omitempty"`
+	// ReclaimDrain holds a node for a pod that patience keeps from reclaiming: the pod is
+	// nominated to the node whose victims would throw away least, without evicting, so that what
+	// ends there is kept for it and fewer victims, or none, are left when patience runs out
+	// (drain.go). Default false: the room held is idle until the pod fits.
+	ReclaimDrain *bool `json:"reclaimDrain,omitempty"`
 }
 
 // SetDefaults fills what is unset.
@@ -62,6 +68,9 @@ func (a *Args) SetDefaults() {
 	}
 	if a.ReclaimPatience == nil {
 		a.ReclaimPatience = new(true)
+	}
+	if a.ReclaimDrain == nil {
+		a.ReclaimDrain = new(false)
 	}
 	if a.ReclaimLimitPerJob == nil {
 		a.ReclaimLimitPerJob = new(int32(DefaultReclaimLimitPerJob))

@@ -298,7 +298,7 @@ func (r *reclaimer) groupPreemptionPending(members []*corev1.Pod) map[types.Name
 	var out map[types.NamespacedName]*fwk.NominatingInfo
 	for _, m := range members {
 		e, ok := r.q.ledger.entry(m.UID)
-		if !ok || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+		if !ok || e.holding || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
 			continue
 		}
 		if out == nil {

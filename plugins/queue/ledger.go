@@ -38,6 +38,9 @@ type podEntry struct {
 	// while has passed), the nomination counts even if the pod object does not show it yet.
 	nominatedAt   time.Time
 	nominatedNode string
+	// holding: the nomination holds a node that drains for the pod (drain.go); no victims of
+	// its are going.
+	holding bool
 }
 
 // nominationGrace is how long a nomination made by PostFilter counts without the informer
@@ -287,7 +290,7 @@ func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
 			e.nominated = true
 		}
-		e.nominatedAt, e.nominatedNode = old.nominatedAt, old.nominatedNode
+		e.nominatedAt, e.nominatedNode, e.holding = old.nominatedAt, old.nominatedNode, old.holding
 		l.account(old, -1)
 	}
 	l.setUnresolved(pod, e.group, e.queue == "")
@@ -384,6 +387,15 @@ func (l *ledger) assume(pod *corev1.Pod, queue, group string) {
 
 // nominate counts a pod that PostFilter has just nominated as waiting for its victims.
 func (l *ledger) nominate(uid types.UID, node string, now time.Time) {
+	l.nominateFor(uid, node, now, false)
+}
+
+// hold counts a pod nominated to a node that drains for it, evicting nobody (drain.go).
+func (l *ledger) hold(uid types.UID, node string, now time.Time) {
+	l.nominateFor(uid, node, now, true)
+}
+
+func (l *ledger) nominateFor(uid types.UID, node string, now time.Time, holding bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.pods[uid]
@@ -392,7 +404,7 @@ func (l *ledger) nominate(uid types.UID, node string, now time.Time) {
 	}
 	l.account(e, -1)
 	e = new(*e)
-	e.nominated, e.nominatedAt, e.nominatedNode = true, now, node
+	e.nominated, e.nominatedAt, e.nominatedNode, e.holding = true, now, node, holding
 	l.pods[uid] = e
 	l.account(e, 1)
 }

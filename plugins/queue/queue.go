@@ -91,6 +91,9 @@ type Queue struct {
 	reclaimPatience    bool
 	reclaimLimitPerJob int
 	reclaims           reclaimCounts
+	// reclaimDrain holds the node reclaim would empty for a pod that patience keeps waiting
+	// (drain.go).
+	reclaimDrain bool
 }
 
 var (
@@ -136,6 +139,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		reclaimMinRuntime:  args.ReclaimMinRuntime.Duration,
 		reclaimPatience:    *args.ReclaimPatience,
 		reclaimLimitPerJob: int(*args.ReclaimLimitPerJob),
+		reclaimDrain:       *args.ReclaimDrain,
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err

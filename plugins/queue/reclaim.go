@@ -68,11 +68,14 @@ type reclaimer struct {
 	// devices checks the preemptor's claims in the dry runs (nil when it has none to allocate).
 	devices *deviceFit
 	// victimsMu guards dryRun, the victims SelectVictimsOnNode chose on each node in this
-	// PostFilter, and inFlight, the victims of recent preemptions, which are evicted after the
-	// cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
+	// PostFilter, drainable, and inFlight, the victims of recent preemptions, which are evicted
+	// after the cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
 	// sees it: its queues and budgets count them as gone, and none is chosen again.
 	victimsMu sync.Mutex
 	dryRun    map[string][]*unit
+	// drainable are the nodes on which patience alone spares the victims that would make room
+	// (drain.go), with TephraQueue's reclaimDrain.
+	drainable map[string]drainOption
 	inFlight  map[types.UID]time.Time
 	going     map[types.UID]bool
 	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go), or
@@ -292,7 +295,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
 	}
 	r.victimsMu.Lock()
-	r.dryRun = map[string][]*unit{}
+	r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
 	r.victimsMu.Unlock()
 	r.patience = r.patienceFor([]*corev1.Pod{pod}, r.need, time.Now())
 	// Budgets are broken only when nothing else makes room, now or once the victims spared for a
@@ -306,7 +309,7 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if r.skippedBreaking.Load() && !status.IsSuccess() && !r.protected.sparedRespecting() {
 		r.avoidBreaking = false
 		r.victimsMu.Lock()
-		r.dryRun = map[string][]*unit{}
+		r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
 		r.victimsMu.Unlock()
 		result, status = q.evaluator.Preempt(ctx, cs, pod, m)
 	}
@@ -325,6 +328,18 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
 		// TephraGang lets the pod's group go on: its other members need evictions of their own.
 		setup.EvictingFor(ctx, q.handle, pod)
+	}
+	if !status.IsSuccess() && (w.pg == nil || minimumEqual(minimum, r.need)) {
+		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
+		// keep room idle that the rest may never join.
+		if node := r.drainTarget(); node != "" {
+			q.ledger.hold(pod.UID, node, time.Now())
+			r.victimsMu.Lock()
+			option := r.drainable[node]
+			r.victimsMu.Unlock()
+			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
+				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
+		}
 	}
 	msg := status.Message()
 	if !status.IsSuccess() {
@@ -524,7 +539,7 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 // the pod is given a moment rather than evict a second time or give up its nomination.
 func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
 	e, ok := r.q.ledger.entry(pod.UID)
-	if !ok || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+	if !ok || e.holding || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
 		return ""
 	}
 	if r.nodeStatus != nil && r.nodeStatus.Get(e.nominatedNode).Code() == fwk.UnschedulableAndUnresolvable {

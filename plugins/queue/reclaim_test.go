@@ -23,4 +23,11 @@ func TestPreemptorKeepsItsNominationWhileVictimsGo(t *testing.T) {
 
 	l.nominate(pod.UID, "node", time.Now().Add(-victimsGrace))
 	assert.Empty(t, r.lastPreemptionPending(pod), "after the grace the pod may give its nomination up")
+
+	// A node held while it drains has no victims going: the pod may reclaim as soon as its
+	// patience ends.
+	l.hold(pod.UID, "node", time.Now())
+	assert.Empty(t, r.lastPreemptionPending(pod))
+	e, _ := l.entry(pod.UID)
+	assert.True(t, e.nominated, "the hold counts as the queue's, as a nomination does")
 }

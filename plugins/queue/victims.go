@@ -137,7 +137,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		// they are gone.
 		return nil, 0, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s has room for the pod once %d pods on their way out are gone", node, len(leaving)))
 	}
-	var chosen []*unit
+	var chosen, deferred []*unit
 	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	patience := r.patience // this node's own: dry runs are parallel
 	for _, u := range units {
@@ -151,6 +151,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		}
 		if ok, from := patience.take(u); !ok {
 			r.protected.spare(u, from, spareCost)
+			deferred = append(deferred, u)
 			continue
 		}
 		if s := remove(u, -1); s != nil {
@@ -166,6 +167,17 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 		}
 	}
 	if len(chosen) == 0 || !fits() {
+		if r.q.reclaimDrain && len(deferred) > 0 {
+			take := func(u *unit) (bool, error) {
+				if !r.allowed(u, freed) {
+					return false, nil
+				}
+				return true, remove(u, -1).AsError()
+			}
+			if err := r.noteDrainable(node, chosen, deferred, &patience, take, fits); err != nil {
+				return nil, 0, fwk.AsStatus(err)
+			}
+		}
 		return nil, 0, fwk.NewStatus(fwk.Unschedulable, "evicting what may be evicted on the node does not make room")
 	}
 	// Spare the most important victims that are not needed after all.
