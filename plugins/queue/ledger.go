@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -574,6 +576,16 @@ type view struct {
 func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	// The workloads that fit the room are tried on the nodes in a fixed order (highest priority,
+	// then name), so that a held pod is told of the same workload attempt after attempt: the
+	// scheduler writes a pod's status only when its message changes, and a message naming
+	// whichever workload the map gave first wrote it on every attempt.
+	type candidate struct {
+		e     *podEntry
+		count int
+		name  string
+	}
+	var candidates []candidate
 	tried := map[string]bool{} // a group's members are one workload
 	for _, e := range l.pods {
 		if e.queue != queue || e.placed() || e.terminating || e.gated || tried[e.group] {
@@ -595,13 +607,25 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e 
 				}
 			}
 		}
-		if !fitsIn(unit, room, l.total) || (placeable != nil && !placeable(e, count)) {
+		if !fitsIn(unit, room, l.total) {
 			continue
 		}
+		name := "pod " + e.namespace + "/" + e.name
 		if e.group != "" {
-			return "pod group " + e.group
+			name = "pod group " + e.group
 		}
-		return "pod " + e.namespace + "/" + e.name
+		candidates = append(candidates, candidate{e: e, count: count, name: name})
+	}
+	slices.SortFunc(candidates, func(a, b candidate) int {
+		if a.e.priority != b.e.priority {
+			return cmp.Compare(b.e.priority, a.e.priority)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, c := range candidates {
+		if placeable == nil || placeable(c.e, c.count) {
+			return c.name
+		}
 	}
 	return ""
 }

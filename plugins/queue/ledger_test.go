@@ -262,6 +262,34 @@ func TestIdleCapacityIsNotHeldForQueuesThatCannotUseIt(t *testing.T) {
 	assert.Contains(t, s.admit(tree.Get("team-a"), need, nil, false), "QueueOverDeservedShare", "team-b has a pod of 8 GPUs that fits its share: team-a keeps to its own")
 }
 
+// A held pod is told of the same workload attempt after attempt (the highest priority, then
+// the first by name, of those that could use the room): a message that named whichever the
+// ledger's map gave first changed on most attempts, and each change is a status write.
+func TestAHoldNamesTheSameWorkloadEveryTime(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	l.setNode("n", corev1.ResourceList{gpu: resource.MustParse("16")})
+	resolve := func(string, string) string { return "" }
+	inA := map[string]string{v1alpha1.QueueLabel: "team-a"}
+	inB := map[string]string{v1alpha1.QueueLabel: "team-b"}
+	l.observe(ledgerPod("a-running", inA, "n", 8), resolve)
+	for _, name := range []string{"b-3", "b-1", "b-2", "b-4"} {
+		l.observe(ledgerPod(name, inB, "", 1), resolve)
+	}
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}})
+	said := func() string {
+		v := l.view()
+		s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
+		return s.admit(tree.Get("team-a"), quota.Amounts{gpu: 1}, nil, false)
+	}
+	for range 20 {
+		require.Contains(t, said(), `it yields to pod ns/b-1 of queue "team-b"`)
+	}
+	urgent := ledgerPod("b-9", inB, "", 1)
+	urgent.Spec.Priority = new(int32(100))
+	l.observe(urgent, resolve)
+	assert.Contains(t, said(), `it yields to pod ns/b-9 of queue "team-b"`, "a higher priority first")
+}
+
 // The room a gang's preemption frees is its queue's, not idle capacity another queue may borrow
 // beyond its share. Volcano's "preemption only works in the same queue" with another queue
 // waiting (test/e2e/preemption), as the ledger sees it while j3's victims go: q1's j3 (a gang of
