@@ -109,6 +109,16 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:   "Cd",
+		Title:  "C draining for reclaim: while patience keeps a pod from reclaiming, the node its victims are on is held for it (TephraQueue's reclaimDrain)",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimDrain": true}}
+			return nil
+		},
+	},
+	{
 		Name:   "Cf",
 		Title:  "C with fragmentation-aware placement: TephraPlacement's scoringStrategy Fragmentation (the recent mix of pod shapes, FGD's measure)",
 		Gangs:  TephraJobs,
