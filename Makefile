@@ -187,11 +187,11 @@ REPLAY_DAY_FLAGS := --span 24h --load 0.8 --seed 1 --nodes 64 --node-gpus 8
 REPLAY_DAY_HORIZON := --horizon 29h
 
 .PHONY: replay
-replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B1, B1p and B0 (the day also through Cf), each on a fresh local control plane, about 12 min each for a day; writes $(REPLAY_OUT)/report.md.
+replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B1, B1p and B0 (the day also through Cl), each on a fresh local control plane, about 12 min each for a day; writes $(REPLAY_OUT)/report.md.
 ifeq ($(TRACE),)
 	mkdir -p $(REPLAY_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_OUT)/synthetic-day.csv $(REPLAY_DAY_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) --configs C,Cf,B1,B1p,B0 $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) --configs C,Cl,B1,B1p,B0 $(REPLAY_FLAGS)
 else
 	$(GO) run ./cmd/tephra-replay --trace $(TRACE) --out $(REPLAY_OUT) $(REPLAY_FLAGS)
 endif
