@@ -1,9 +1,6 @@
 package queue
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // Draining a node while patience waits. Patience (reclaimcost.go) makes a pod wait before it
 // reclaims a job, as long as the job had run, so that a reclaim throws away no more work than the
@@ -54,30 +51,20 @@ func (r *reclaimer) noteDrainable(node string, chosen, deferred []*unit, p *pati
 	return nil
 }
 
-// drainTarget is the node to hold for the preemptor ("" if none): the one whose victims would
-// throw away the least work, then the fewest victims, then by name, the order in which reclaim
-// prefers nodes once patience runs out.
-func (r *reclaimer) drainTarget() string {
+// drainTarget is the node to hold for the preemptor ("" if none) and what holding it spares: the
+// one whose victims would throw away the least work, then the fewest victims, then by name, the
+// order in which reclaim prefers nodes once patience runs out.
+func (r *reclaimer) drainTarget() (string, drainOption) {
 	r.victimsMu.Lock()
 	defer r.victimsMu.Unlock()
-	nodes := make([]string, 0, len(r.drainable))
-	for node := range r.drainable {
-		nodes = append(nodes, node)
-	}
-	sort.Slice(nodes, func(i, j int) bool {
-		a, b := r.drainable[nodes[i]], r.drainable[nodes[j]]
-		if a.lost != b.lost {
-			return a.lost < b.lost
+	best, bestOption := "", drainOption{}
+	for node, o := range r.drainable {
+		if best == "" || o.lost < bestOption.lost || (o.lost == bestOption.lost &&
+			(o.units < bestOption.units || (o.units == bestOption.units && node < best))) {
+			best, bestOption = node, o
 		}
-		if a.units != b.units {
-			return a.units < b.units
-		}
-		return nodes[i] < nodes[j]
-	})
-	if len(nodes) == 0 {
-		return ""
 	}
-	return nodes[0]
+	return best, bestOption
 }
 
 // drainMessage says why the pod holds a node it does not fit yet.

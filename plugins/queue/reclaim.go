@@ -332,11 +332,8 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if !status.IsSuccess() && (w.pg == nil || minimumEqual(minimum, r.need)) {
 		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
 		// keep room idle that the rest may never join.
-		if node := r.drainTarget(); node != "" {
+		if node, option := r.drainTarget(); node != "" {
 			q.ledger.hold(pod.UID, node, time.Now())
-			r.victimsMu.Lock()
-			option := r.drainable[node]
-			r.victimsMu.Unlock()
 			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
 		}
