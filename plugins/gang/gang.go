@@ -39,6 +39,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -55,6 +56,9 @@ const podGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.tephra.de
 // Gang is the coscheduling plugin: the framework's adapter to the groupManager, which decides.
 type Gang struct {
 	*groupManager
+	// refusals keeps a member's refusal message while only its figures change, so that the
+	// scheduler does not write its condition on every attempt (plugins/internal/refusal).
+	refusals *refusal.Memo
 }
 
 var (
@@ -152,8 +156,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
-	g := &Gang{&groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), attained: newAttainedService(), now: time.Now,
+	g := &Gang{groupManager: &groupManager{handle: handle, args: args, podGroups: podGroups, members: members, groups: newTracker(), shares: newJobShares(), attained: newAttainedService(), now: time.Now,
 		podGroupCycles: utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)}}
+	g.refusals = refusal.NewMemoWithClock(func() time.Time { return g.now() }, refusal.Refresh)
 	setup.OnEvictionsFor(handle, g.evictingFor)
 	return g
 }
@@ -178,10 +183,14 @@ func (g *Gang) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment
 
 // PreFilter holds back a group that is backing off or whose minimum cannot fit.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	var result *fwk.PreFilterResult
+	var status *fwk.Status
 	if g.inPodGroupCycles(pod) {
-		return g.preFilterInPodGroupCycle(ctx, state, pod, nodes)
+		result, status = g.preFilterInPodGroupCycle(ctx, state, pod, nodes)
+	} else {
+		result, status = g.preFilter(ctx, state, pod, nodes)
 	}
-	return g.preFilter(ctx, state, pod, nodes)
+	return result, g.refusals.Steady(pod, "PreFilter", status)
 }
 
 // PreFilterExtensions are not needed: the plugin filters no nodes in PreFilter.
@@ -198,7 +207,8 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 	if g.inPodGroupCycles(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	return g.postFilter(ctx, state, pod, m)
+	result, status := g.postFilter(ctx, state, pod, m)
+	return result, g.refusals.Steady(pod, "PostFilter", status)
 }
 
 // PodGroupPostFilter lets elastic pods go while a group its pod-group cycle could not place
@@ -251,6 +261,7 @@ func (g *Gang) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *
 // PostBind rolls back a member bound after its attempt failed, and measures whole gangs.
 func (g *Gang) PostBind(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, nodeName string) {
 	g.reportBackfill(klog.FromContext(ctx), pod, nodeName)
+	g.refusals.Forget(pod.UID)
 	if g.inPodGroupCycles(pod) {
 		g.shares.forget(pod.UID)
 		return

@@ -460,6 +460,45 @@ func TestPreFilterRejectsAGangLargerThanTheFreeCapacity(t *testing.T) {
 	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs nvidia.com/gpu 2 (0 free)", status.Message())
 }
 
+// A member refused again for the same reason keeps the figures of its first refusal for a
+// minute, so that kube-scheduler, which writes the pod's condition whenever its message
+// changes, does not write it on every attempt; a minute on, the figures are new.
+func TestARefusalKeepsItsFiguresForAMinute(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", 8, nil, f.now)
+	var members []*corev1.Pod
+	for i := range 8 {
+		members = append(members, f.member(t, fmt.Sprintf("m%d", i), "big", ""))
+	}
+	first := members[0]
+	nodeWith := func(cpu string) fwk.NodeInfo {
+		n := framework.NewNodeInfo()
+		n.SetNode(st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: cpu, corev1.ResourcePods: "110"}).Obj())
+		return n
+	}
+	_, status := f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{nodeWith("6")})
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (6 free)", status.Message())
+
+	grown := nodeWith("7")
+	hint, err := f.registeredHint(t, fwk.Node)(klog.Background(), first, nil, grown.Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint, "a node grown clears the verdict")
+	f.now = f.now.Add(59 * time.Second)
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{grown})
+	assert.Equal(t, fwk.Unschedulable, status.Code())
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (6 free)", status.Message(),
+		"the same reason with another figure keeps the message")
+	_, status = f.gang.PreFilter(ctx, nil, members[1], []fwk.NodeInfo{grown})
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message(),
+		"another member's first refusal has today's figures")
+
+	f.now = f.now.Add(time.Second)
+	_, status = f.gang.PreFilter(ctx, nil, first, []fwk.NodeInfo{grown})
+	assert.Equal(t, "NotEnoughResources: the minimum of pod group ns/big needs cpu 8 (7 free)", status.Message(),
+		"a minute after the first refusal, the figures are new")
+}
+
 // Free capacity in total is not enough: a member cannot span nodes. Two nodes with 8 free CPUs
 // hold 16 CPUs but only two members of 4500m.
 func TestPreFilterRejectsAGangWhoseMembersDoNotFitNodeByNode(t *testing.T) {

@@ -39,6 +39,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -94,6 +95,9 @@ type Queue struct {
 	// reclaimDrain holds the node reclaim would empty for a pod that patience keeps waiting
 	// (drain.go).
 	reclaimDrain bool
+	// refusals keeps a pod's refusal message while only its figures change, so that the
+	// scheduler does not write its condition on every attempt (plugins/internal/refusal).
+	refusals *refusal.Memo
 }
 
 var (
@@ -124,8 +128,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	q := &Queue{
-		handle: handle,
-		queues: factory.Scheduling().V1alpha1().Queues().Lister(),
+		refusals: refusal.NewMemo(),
+		handle:   handle,
+		queues:   factory.Scheduling().V1alpha1().Queues().Lister(),
 		// The scheduler's own factory: started with the scheduler's informers.
 		namespaces: handle.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podGroups:  a.podGroups,
@@ -375,7 +380,12 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 // PreFilter admits the pod into its queue's capacity, or rejects it with the queue's reason.
 // For a gang member, the whole minimum still to be placed must fit, so a gang never takes
 // quota unless its minimum can.
-func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	result, status := q.preFilter(ctx, cs, pod, nodes)
+	return result, q.refusals.Steady(pod, "PreFilter", status)
+}
+
+func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !q.ledger.counts(pod) {
 		return nil, nil // a system pod: no queue holds it
 	}
@@ -478,6 +488,7 @@ func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, 
 		return nil
 	}
 	q.ledger.assume(pod, w.queue, w.group)
+	q.refusals.Forget(pod.UID)
 	return nil
 }
 

@@ -201,6 +201,11 @@ func (q *Queue) queueNameOf(pod *corev1.Pod) string {
 // PostFilter reclaims or preempts for a pod that fits no node. A system pod, which counts in no
 // queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	result, status := q.postFilter(ctx, cs, pod, m)
+	return result, q.refusals.Steady(pod, "PostFilter", status)
+}
+
+func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if v1alpha1.IsSystemPod(pod) {
 		return q.systemPreemption.PostFilter(ctx, cs, pod, m)
 	}
