@@ -78,7 +78,7 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority or above a gang's minimum", leaf.Name))
+		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
 	}
 	pdbs, err := r.pdbs.List(labels.Everything())
 	if err != nil {

@@ -205,6 +205,15 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	return result, q.refusals.Steady(pod, "PostFilter", status)
 }
 
+// nothingEvictable says why reclaim evicts nothing for a pod whose queue holds no pod it may
+// preempt. It is one message whether the queue is at its deserved share (and so may reclaim from
+// none) or no other queue uses more than its own: a queue near its share passes from one to the
+// other between attempts, and two messages would make the scheduler write the pod's condition
+// at each pass (plugins/internal/refusal).
+func nothingEvictable(queue string) string {
+	return fmt.Sprintf("reclaim: no pod may be evicted for it: queue %q holds no pod of lower priority or above a gang's minimum, and it may reclaim from no other queue (it is at its deserved share, or none uses more than its own)", queue)
+}
+
 func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if v1alpha1.IsSystemPod(pod) {
 		return q.systemPreemption.PostFilter(ctx, cs, pod, m)
@@ -256,14 +265,14 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// preemption: the scheduler would otherwise keep that room for it, and the room was meant
 		// for the queue's share, which others of the queue have taken since.
 		clear := &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
-		return clear, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: queue %q is at its deserved share and holds no pod of lower priority or above a gang's minimum", leaf.Name))
+		return clear, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
 	}
 	evictable, victims := r.evictable()
 	if victims == 0 {
 		// Nothing in reach may be evicted: the dry run would try every candidate node for nothing
 		// (for each member of a gang that cannot fit, one after another). A nomination the pod
 		// holds is kept: the victims of its last preemption, terminating, are not counted here.
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: no pod may be evicted for it: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", leaf.Name))
+		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
 	}
 	if w.pg != nil && !minimumEqual(minimum, r.need) {
 		if short := r.roomForMinimum(minimum, evictable); short != "" {
