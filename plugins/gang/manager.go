@@ -25,6 +25,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 )
 
 // groupManager owns the state of every group (the tracker, the group's attempts, waiting
@@ -347,7 +348,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		// still take the capacity.
 		if other := g.pendingMinimum(key); other != "" {
 			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, other))
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(other)))
 		}
 		if constraint != nil && assigned != nil {
 			// It joins the group's domain if that has room for it, else goes anywhere.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
+	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 )
 
 // With kube-scheduler's GenericWorkload feature gate on, the pods of an upstream PodGroup (those
@@ -95,7 +96,7 @@ func (g *groupManager) preFilterInPodGroupCycle(ctx context.Context, state fwk.C
 		}
 	}
 	if d.waitFor != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, d.waitFor))
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(d.waitFor)))
 	}
 	if d.reserved != nil {
 		result := onReserved(d.reserved)

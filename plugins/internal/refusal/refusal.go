@@ -63,7 +63,7 @@ func NewMemoWithClock(now func() time.Time, refresh time.Duration) *Memo {
 // passes the extension point starts afresh.
 func (m *Memo) Steady(pod *corev1.Pod, point string, s *fwk.Status) *fwk.Status {
 	if m == nil || m.refresh <= 0 || pod == nil {
-		return s
+		return plain(s)
 	}
 	if s.IsSuccess() || s.IsSkip() {
 		// The refusal is over: the next one, even with the same reason, is news.
@@ -71,10 +71,11 @@ func (m *Memo) Steady(pod *corev1.Pod, point string, s *fwk.Status) *fwk.Status 
 		return s
 	}
 	if len(s.Reasons()) == 0 || (s.Code() != fwk.Unschedulable && s.Code() != fwk.UnschedulableAndUnresolvable) {
-		return s
+		return plain(s)
 	}
+	shape := Shape(strings.Join(s.Reasons(), "\n"))
+	s = plain(s)
 	reasons := s.Reasons()
-	shape := Shape(strings.Join(reasons, "\n"))
 	now := m.now()
 	k := key{pod.UID, point}
 
@@ -125,6 +126,49 @@ func (m *Memo) sweep(now time.Time) {
 	}
 }
 
+// Marks around a volatile part of a message (Volatile); control characters, which no message
+// has otherwise.
+const (
+	volatileStart = '\x1e'
+	volatileEnd   = '\x1f'
+)
+
+// Volatile marks a part of a refusal message that may change between attempts while the refusal
+// says the same thing, as a figure does: the name of the other group being placed while an
+// elastic pod waits, say. Steady counts it as a figure and removes the marks, so a message with
+// a volatile part must reach the pod through Steady.
+func Volatile(s string) string {
+	return string(volatileStart) + s + string(volatileEnd)
+}
+
+// plain is s without the marks of its volatile parts.
+func plain(s *fwk.Status) *fwk.Status {
+	if s == nil {
+		return nil
+	}
+	reasons := s.Reasons()
+	marked := false
+	for _, r := range reasons {
+		if strings.ContainsRune(r, volatileStart) {
+			marked = true
+			break
+		}
+	}
+	if !marked {
+		return s
+	}
+	unmarked := make([]string, len(reasons))
+	for i, r := range reasons {
+		unmarked[i] = strings.Map(func(c rune) rune {
+			if c == volatileStart || c == volatileEnd {
+				return -1
+			}
+			return c
+		}, r)
+	}
+	return fwk.NewStatus(s.Code(), unmarked...).WithPlugin(s.Plugin())
+}
+
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -137,15 +181,27 @@ func equal(a, b []string) bool {
 	return true
 }
 
-// Shape is a message with each figure replaced by '#'. A figure is a run of digits and dots
+// Shape is a message with each figure, and each part marked Volatile, replaced by '#'. A figure
+// is a run of digits and dots
 // that starts a word: "(10 free)", "193 of 185", "16Gi", "1.5". Digits inside a name
 // ("worker-3", "node7", "nvidia.com/gpu") are part of what the message says, not a figure.
 func Shape(msg string) string {
 	var b strings.Builder
 	b.Grow(len(msg))
-	inFigure := false
+	inFigure, inVolatile := false, false
 	for i := 0; i < len(msg); i++ {
 		c := msg[i]
+		switch {
+		case c == volatileStart:
+			inVolatile = true
+			b.WriteByte('#')
+			continue
+		case c == volatileEnd:
+			inVolatile, inFigure = false, false
+			continue
+		case inVolatile:
+			continue
+		}
 		digit := c >= '0' && c <= '9'
 		switch {
 		case inFigure && (digit || c == '.' && i+1 < len(msg) && msg[i+1] >= '0' && msg[i+1] <= '9'):

@@ -85,3 +85,21 @@ func TestPassingTheExtensionPointStartsAfresh(t *testing.T) {
 	assert.Equal(t, "backing off for 10s", m.Steady(pod, "PreFilter", fwk.NewStatus(fwk.Unschedulable, "backing off for 10s")).Message(),
 		"a refusal after the pod passed is news, figures and all")
 }
+
+// The name of the other group an elastic pod waits for changes as groups are placed; marked
+// Volatile, it counts as a figure, and no mark reaches the pod.
+func TestAVolatileNameIsAFigureAndItsMarksAreRemoved(t *testing.T) {
+	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	m := NewMemoWithClock(func() time.Time { return now }, time.Minute)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p"}}
+	waits := func(group string) *fwk.Status {
+		return fwk.NewStatus(fwk.Unschedulable, "pod p waits while the minimum of pod group "+Volatile(group)+" is being placed")
+	}
+	assert.Equal(t, "pod p waits while the minimum of pod group ns/job-1 is being placed", m.Steady(pod, "PreFilter", waits("ns/job-1")).Message())
+	assert.Equal(t, "pod p waits while the minimum of pod group ns/job-1 is being placed", m.Steady(pod, "PreFilter", waits("ns/job-2")).Message())
+	assert.Equal(t, "pod p waits while the minimum of pod group # is being placed", Shape(waits("ns/job-3").Message()))
+
+	var none *Memo
+	assert.Equal(t, "pod p waits while the minimum of pod group ns/job-2 is being placed", none.Steady(pod, "PreFilter", waits("ns/job-2")).Message(),
+		"without a memo, the marks are removed all the same")
+}
