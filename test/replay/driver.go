@@ -79,9 +79,9 @@ type jobRun struct {
 type podRun struct {
 	name  string
 	index int
-	// bound, running and ended are when it was seen bound, Running and no longer holding its
-	// node (terminal or gone).
-	bound, running, ended time.Time
+	// seen is when the replay first saw the pod; bound, running and ended when it was seen
+	// bound, Running and no longer holding its node (terminal or gone).
+	seen, bound, running, ended time.Time
 	succeeded, preempted  bool
 	deleting              bool
 	// node is where it was bound; evicted when it was seen evicted by the scheduler, and why (its
@@ -208,7 +208,7 @@ func (d *driver) observe(pod *corev1.Pod, gone bool) {
 			return
 		}
 		index, _ := strconv.Atoi(pod.Labels[indexLabel])
-		p = &podRun{name: pod.Name, index: index}
+		p = &podRun{name: pod.Name, index: index, seen: now}
 		j.pods[pod.UID] = p
 		j.order = append(j.order, p)
 	}
@@ -408,7 +408,7 @@ func (d *driver) run(end time.Time) report.Run {
 			job.Started = append(job.Started, at(s))
 		}
 		for _, p := range j.order {
-			pod := report.Pod{Name: p.name, Node: p.node, Bound: at(p.bound), Running: at(p.running), Ended: at(p.ended), Preempted: p.preempted}
+			pod := report.Pod{Name: p.name, Node: p.node, Seen: at(p.seen), Bound: at(p.bound), Running: at(p.running), Ended: at(p.ended), Preempted: p.preempted}
 			if p.preempted {
 				pod.Eviction = &report.Eviction{At: at(p.evicted), Why: p.evictedBy}
 			}

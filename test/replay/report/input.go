@@ -44,6 +44,9 @@ type Job struct {
 // Pod is one pod of a job.
 type Pod struct {
 	Name string
+	// Seen is when the replay first saw the pod exist: the time its Job's controller took to
+	// create it is Seen less the job's Submit (0 in runs.json written before it was recorded).
+	Seen float64 `json:",omitempty"`
 	// Bound is when it was bound to a node, Running when it ran, Ended when it stopped holding
 	// its node (succeeded, evicted or deleted); NaN for what never came. A pod still bound when
 	// the run ended has Ended NaN and holds its GPUs until Run.End.
