@@ -209,67 +209,6 @@ func (g *groupManager) admit(ctx context.Context, key groupKey, pod *corev1.Pod)
 	}
 }
 
-// less orders the active queue: higher priority first; then jobs by their dominant resource
-// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then groups by
-// their sort time (creation, or last failure) and plain pods by their queue time, plus their
-// estimate in queues that order by it (order.go), or from when they came plus their attained
-// service's level in queues that order by that (attained.go); members of one group stay together.
-func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
-	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
-		return pa > pb
-	}
-	if sa, sb := g.shareOf(a), g.shareOf(b); sa != sb {
-		return sa < sb
-	}
-	ta, ka := g.sortKey(a)
-	tb, kb := g.sortKey(b)
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	if ka != kb {
-		return ka < kb
-	}
-	return a.GetTimestamp().Before(b.GetTimestamp())
-}
-
-type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
-
-func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
-	getter, ok := e.(podInfoGetter)
-	if !ok {
-		return e.GetTimestamp(), ""
-	}
-	pod := getter.GetPodInfo().GetPod()
-	order, pg, ordered := g.orderOf(pod)
-	key, grouped := groupOf(pod)
-	group := ""
-	if grouped {
-		group = key.String()
-	}
-	if ordered && order.by == v1alpha1.QueueOrderLeastAttainedService {
-		return g.attainedPlace(e, pod, order.bound), group
-	}
-	delay := time.Duration(0)
-	if ordered {
-		delay = estimateDelay(pod, pg, order.bound)
-	}
-	if grouped {
-		if ordered {
-			// Its creation, not its last failure: the bound counts from when it came.
-			if t, ok := g.groups.createdTime(key); ok {
-				return t.Add(delay), group
-			}
-		}
-		if t, ok := g.groups.sortTime(key); ok {
-			return t.Add(delay), group
-		}
-	}
-	if ordered && !pod.CreationTimestamp.IsZero() {
-		return pod.CreationTimestamp.Add(delay), ""
-	}
-	return e.GetTimestamp().Add(delay), ""
-}
-
 // preFilter rejects a member of a group that is backing off after a failed attempt, and the
 // first member of an attempt whose group's minimum cannot fit the cluster's free capacity. The
 // nodes it narrows a member to are kept in the cycle state for Filter (see signPod).

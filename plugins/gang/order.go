@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/runtimeestimate"
@@ -19,7 +20,9 @@ import (
 // orderBoundSeconds: the key does not change while the pod is queued, as the active queue's heap
 // needs, and no workload is passed over by one that came more than the bound after it. A failed
 // gang is not moved behind the others, as it is in queues ordered by submission: its backoff
-// keeps it from blocking them meanwhile, and moving it would reset its bound. A workload
+// keeps it from blocking them meanwhile, and moving it would reset its bound. A refused pod goes
+// behind what came before its refusal, but no later than its coming plus the bound (sortKey). A
+// workload
 // without an estimate counts as the bound: it goes after the short ones that came with it, and
 // before anything that comes a bound later.
 
@@ -122,4 +125,97 @@ func estimateDelay(pod *corev1.Pod, pg *v1alpha1.PodGroup, bound time.Duration) 
 		return bound
 	}
 	return estimate
+}
+
+// less orders the active queue: higher priority first; then jobs by their dominant resource
+// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then by place
+// (sortKey); members of one group stay together.
+func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
+	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+		return pa > pb
+	}
+	if sa, sb := g.shareOf(a), g.shareOf(b); sa != sb {
+		return sa < sb
+	}
+	ta, ka := g.sortKey(a)
+	tb, kb := g.sortKey(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
+
+// sortKey is a queued pod's place, and its group's key. A workload's place is when it came: a
+// group's sort time (its creation, or its last failure) or a plain pod's queue time; plus its
+// estimate in queues that order by it, or its attained service's level in queues that order by
+// that (attained.go).
+//
+// A pod refused since it came sorts, moreover, no earlier than its last refusal, which is its
+// queue time (kube-scheduler's queue sets it when a refused pod comes back), as under upstream's
+// PrioritySort. Otherwise every held pod that an event sends back, a pod of a queue at its share
+// or of a gang that has no room yet, goes ahead of every pod that came after it: on a busy
+// cluster those retries fill the scheduling loop, and new pods wait behind them without being
+// tried at all (make replay saw small jobs wait up to 100 minutes so, docs/replay.md). In queues
+// that order by estimate or attained service, a refusal moves a workload no later than its
+// coming plus the queue's bound, so that nothing is passed over by work that came more than the
+// bound after it.
+func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
+	getter, ok := e.(podInfoGetter)
+	if !ok {
+		return e.GetTimestamp(), ""
+	}
+	pod := getter.GetPodInfo().GetPod()
+	order, pg, ordered := g.orderOf(pod)
+	key, grouped := groupOf(pod)
+	group := ""
+	if grouped {
+		group = key.String()
+	}
+	place, latest := g.place(e, pod, order, pg, ordered, key, grouped)
+	if e.GetUnschedulableCount() > 0 {
+		refused := e.GetTimestamp()
+		if !latest.IsZero() && refused.After(latest) {
+			refused = latest
+		}
+		if refused.After(place) {
+			place = refused
+		}
+	}
+	return place, group
+}
+
+// place is a workload's place by its queue's order, and the latest a refusal may move it to
+// (zero: no limit).
+func (g *groupManager) place(e fwk.QueuedEntityInfo, pod *corev1.Pod, order queueOrder, pg *v1alpha1.PodGroup, ordered bool, key groupKey, grouped bool) (time.Time, time.Time) {
+	if ordered && order.by == v1alpha1.QueueOrderLeastAttainedService {
+		place, came := g.attainedPlace(e, pod, order.bound)
+		return place, came.Add(order.bound)
+	}
+	delay := time.Duration(0)
+	if ordered {
+		delay = estimateDelay(pod, pg, order.bound)
+	}
+	if grouped {
+		if ordered {
+			// Its creation, not its last failure: the bound counts from when it came.
+			if t, ok := g.groups.createdTime(key); ok {
+				return t.Add(delay), t.Add(order.bound)
+			}
+		}
+		if t, ok := g.groups.sortTime(key); ok {
+			return t.Add(delay), time.Time{}
+		}
+	}
+	if ordered && !pod.CreationTimestamp.IsZero() {
+		return pod.CreationTimestamp.Add(delay), pod.CreationTimestamp.Add(order.bound)
+	}
+	if ordered {
+		return e.GetTimestamp().Add(delay), time.Time{}
+	}
+	return e.GetTimestamp(), time.Time{}
 }

@@ -7,8 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -56,4 +58,43 @@ func TestAQueueOrderedByEstimateRunsShortJobsFirstWithinItsBound(t *testing.T) {
 	f.gang.orders.set(&v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "sef"}})
 	assert.True(t, f.gang.Less(long, short), "back to submission order once the queue says so")
 	assert.Zero(t, f.gang.orders.count.Load())
+}
+
+// A pod refused since it came goes behind pods that came before its last refusal, as under
+// upstream's PrioritySort, so that retried pods of held queues do not keep new ones from being
+// tried. In a queue ordered by estimate, a refusal moves a job no later than its coming plus the
+// bound: a job that came more than the bound after it still does not pass it.
+func TestARefusedPodGoesBehindPodsThatCameBeforeItsRefusal(t *testing.T) {
+	f := newFixture(t)
+	t0 := f.now
+	f.gang.orders.set(&v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "sef"}, Spec: v1alpha1.QueueSpec{
+		Order: v1alpha1.QueueOrderShortestEstimateFirst, OrderBoundSeconds: ptr.To[int32](600)}})
+	job := func(name, queue string, created time.Time) *corev1.Pod {
+		pg := f.group(t, name, 1, nil, created)
+		pg.Spec.Queue = queue
+		pg.Spec.RuntimeEstimateSeconds = ptr.To[int32](60)
+		require.NoError(t, f.groups.Update(pg))
+		pod := f.member(t, name+"-0", name, "")
+		f.gang.PreEnqueue(context.Background(), pod)
+		return pod
+	}
+	refused := func(pod *corev1.Pod, at time.Time) fwk.QueuedEntityInfo {
+		info, err := framework.NewPodInfo(pod)
+		require.NoError(t, err)
+		return &framework.QueuedPodInfo{PodInfo: info, QueueingParams: framework.QueueingParams{Timestamp: at, UnschedulableCount: 1}}
+	}
+
+	old, young := job("old", "fifo", t0), job("young", "fifo", t0.Add(time.Minute))
+	assert.True(t, f.gang.Less(queued(t, old, t0), queued(t, young, t0.Add(time.Minute))), "by submission while neither was refused")
+	assert.True(t, f.gang.Less(queued(t, young, t0.Add(time.Minute)), refused(old, t0.Add(2*time.Minute))),
+		"the old job refused after the young one came goes behind it")
+	assert.True(t, f.gang.Less(refused(old, t0.Add(30*time.Second)), queued(t, young, t0.Add(time.Minute))),
+		"refused before the young one came, it keeps its place ahead")
+
+	first, second := job("first", "sef", t0), job("second", "sef", t0.Add(5*time.Minute))
+	late := job("late", "sef", t0.Add(12*time.Minute))
+	assert.True(t, f.gang.Less(queued(t, second, t0.Add(5*time.Minute)), refused(first, t0.Add(8*time.Minute))),
+		"in a queue ordered by estimate, a refusal moves a job behind one that came before it")
+	assert.True(t, f.gang.Less(refused(first, t0.Add(30*time.Minute)), queued(t, late, t0.Add(12*time.Minute))),
+		"but no later than its coming plus the bound: a job that came more than the bound after it does not pass")
 }
