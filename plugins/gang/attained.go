@@ -102,7 +102,7 @@ type serviceRun struct {
 }
 
 type frozenPlace struct {
-	at, place, came time.Time
+	at, place time.Time
 }
 
 // forgetServiceAfter is how long a workload's service is kept after its last run ended, so that
@@ -292,16 +292,14 @@ func (a *attainedService) of(workload string, now time.Time) (float64, time.Time
 // created again, an elastic member), and a run may end meanwhile. So the place is worked out when
 // the pod enters the queue (its queue timestamp) and kept until it enters again, as the DRF share
 // is (drf.go).
-//
-// It returns the place and when the workload came, from which the bound counts.
-func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bound time.Duration) (time.Time, time.Time) {
+func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bound time.Duration) time.Time {
 	a := g.attained
 	at := e.GetTimestamp()
 	a.mu.Lock()
 	f, ok := a.frozen[pod.UID]
 	a.mu.Unlock()
 	if ok && f.at.Equal(at) {
-		return f.place, f.came
+		return f.place
 	}
 	came := pod.CreationTimestamp.Time
 	if came.IsZero() {
@@ -324,6 +322,6 @@ func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bo
 	if len(a.frozen) >= maxFrozen {
 		clear(a.frozen)
 	}
-	a.frozen[pod.UID] = frozenPlace{at: at, place: place, came: came}
-	return place, came
+	a.frozen[pod.UID] = frozenPlace{at: at, place: place}
+	return place
 }

@@ -20,9 +20,8 @@ import (
 // orderBoundSeconds: the key does not change while the pod is queued, as the active queue's heap
 // needs, and no workload is passed over by one that came more than the bound after it. A failed
 // gang is not moved behind the others, as it is in queues ordered by submission: its backoff
-// keeps it from blocking them meanwhile, and moving it would reset its bound. A refused pod goes
-// behind what came before its refusal, but no later than its coming plus the bound (sortKey). A
-// workload
+// keeps it from blocking them meanwhile, and moving it would reset its bound. For the same reason
+// a refused pod keeps its place here (sortKey). A workload
 // without an estimate counts as the bound: it goes after the short ones that came with it, and
 // before anything that comes a bound later.
 
@@ -155,15 +154,15 @@ type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
 // estimate in queues that order by it, or its attained service's level in queues that order by
 // that (attained.go).
 //
-// A pod refused since it came sorts, moreover, no earlier than its last refusal, which is its
-// queue time (kube-scheduler's queue sets it when a refused pod comes back), as under upstream's
-// PrioritySort. Otherwise every held pod that an event sends back, a pod of a queue at its share
-// or of a gang that has no room yet, goes ahead of every pod that came after it: on a busy
-// cluster those retries fill the scheduling loop, and new pods wait behind them without being
-// tried at all (make replay saw small jobs wait up to 100 minutes so, docs/replay.md). In queues
-// that order by estimate or attained service, a refusal moves a workload no later than its
-// coming plus the queue's bound, so that nothing is passed over by work that came more than the
-// bound after it.
+// In a queue ordered by submission, a pod refused since it came sorts, moreover, no earlier than
+// its last refusal, which is its queue time (kube-scheduler's queue sets it when a refused pod
+// comes back), as under upstream's PrioritySort. Otherwise every held pod that an event sends
+// back, a pod of a queue at its share or of a gang that has no room yet, goes ahead of every pod
+// that came after it: on a busy cluster those retries fill the scheduling loop, and new pods wait
+// behind them without being tried at all (make replay saw small jobs wait up to 100 minutes so,
+// docs/replay.md). Queues ordered by estimate or attained service keep a workload's place fixed:
+// there the place is the promise (a short or new workload goes before a long or old one that came
+// up to the bound before it), and moving refused workloads to their refusals would undo it.
 func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 	getter, ok := e.(podInfoGetter)
 	if !ok {
@@ -176,25 +175,17 @@ func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 	if grouped {
 		group = key.String()
 	}
-	place, latest := g.place(e, pod, order, pg, ordered, key, grouped)
-	if e.GetUnschedulableCount() > 0 {
-		refused := e.GetTimestamp()
-		if !latest.IsZero() && refused.After(latest) {
-			refused = latest
-		}
-		if refused.After(place) {
-			place = refused
-		}
+	place := g.place(e, pod, order, pg, ordered, key, grouped)
+	if !ordered && e.GetUnschedulableCount() > 0 && e.GetTimestamp().After(place) {
+		place = e.GetTimestamp()
 	}
 	return place, group
 }
 
-// place is a workload's place by its queue's order, and the latest a refusal may move it to
-// (zero: no limit).
-func (g *groupManager) place(e fwk.QueuedEntityInfo, pod *corev1.Pod, order queueOrder, pg *v1alpha1.PodGroup, ordered bool, key groupKey, grouped bool) (time.Time, time.Time) {
+// place is a workload's place by its queue's order.
+func (g *groupManager) place(e fwk.QueuedEntityInfo, pod *corev1.Pod, order queueOrder, pg *v1alpha1.PodGroup, ordered bool, key groupKey, grouped bool) time.Time {
 	if ordered && order.by == v1alpha1.QueueOrderLeastAttainedService {
-		place, came := g.attainedPlace(e, pod, order.bound)
-		return place, came.Add(order.bound)
+		return g.attainedPlace(e, pod, order.bound)
 	}
 	delay := time.Duration(0)
 	if ordered {
@@ -204,18 +195,15 @@ func (g *groupManager) place(e fwk.QueuedEntityInfo, pod *corev1.Pod, order queu
 		if ordered {
 			// Its creation, not its last failure: the bound counts from when it came.
 			if t, ok := g.groups.createdTime(key); ok {
-				return t.Add(delay), t.Add(order.bound)
+				return t.Add(delay)
 			}
 		}
 		if t, ok := g.groups.sortTime(key); ok {
-			return t.Add(delay), time.Time{}
+			return t.Add(delay)
 		}
 	}
 	if ordered && !pod.CreationTimestamp.IsZero() {
-		return pod.CreationTimestamp.Add(delay), pod.CreationTimestamp.Add(order.bound)
+		return pod.CreationTimestamp.Add(delay)
 	}
-	if ordered {
-		return e.GetTimestamp().Add(delay), time.Time{}
-	}
-	return e.GetTimestamp(), time.Time{}
+	return e.GetTimestamp().Add(delay)
 }
