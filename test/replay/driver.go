@@ -82,8 +82,8 @@ type podRun struct {
 	// seen is when the replay first saw the pod; bound, running and ended when it was seen
 	// bound, Running and no longer holding its node (terminal or gone).
 	seen, bound, running, ended time.Time
-	succeeded, preempted  bool
-	deleting              bool
+	succeeded, preempted        bool
+	deleting                    bool
 	// node is where it was bound; evicted when it was seen evicted by the scheduler, and why (its
 	// DisruptionTarget condition's message: for whom, and for which queue).
 	node      string
