@@ -190,7 +190,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.
 	} else {
 		result, status = g.preFilter(ctx, state, pod, nodes)
 	}
-	return result, g.refusals.Steady(pod, "PreFilter", status)
+	return result, g.refusals.Steady(pod, refusal.PreFilter, status)
 }
 
 // PreFilterExtensions are not needed: the plugin filters no nodes in PreFilter.
@@ -208,7 +208,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	result, status := g.postFilter(ctx, state, pod, m)
-	return result, g.refusals.Steady(pod, "PostFilter", status)
+	return result, g.refusals.Steady(pod, refusal.PostFilter, status)
 }
 
 // PodGroupPostFilter lets elastic pods go while a group its pod-group cycle could not place

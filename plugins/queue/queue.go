@@ -382,7 +382,7 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 // quota unless its minimum can.
 func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	result, status := q.preFilter(ctx, cs, pod, nodes)
-	return result, q.refusals.Steady(pod, "PreFilter", status)
+	return result, q.refusals.Steady(pod, refusal.PreFilter, status)
 }
 
 func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {

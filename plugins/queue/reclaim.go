@@ -28,6 +28,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -202,7 +203,7 @@ func (q *Queue) queueNameOf(pod *corev1.Pod) string {
 // queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	result, status := q.postFilter(ctx, cs, pod, m)
-	return result, q.refusals.Steady(pod, "PostFilter", status)
+	return result, q.refusals.Steady(pod, refusal.PostFilter, status)
 }
 
 // nothingEvictable says why reclaim evicts nothing for a pod whose queue holds no pod it may

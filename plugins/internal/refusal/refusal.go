@@ -12,6 +12,7 @@
 package refusal
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,9 +38,19 @@ type Memo struct {
 	lastSweep time.Time
 }
 
+// Point is the extension point a refusal came from: a pod refused at both keeps a message for
+// each, as kube-scheduler joins them into one condition.
+type Point uint8
+
+const (
+	PreFilter Point = iota
+	PostFilter
+	points
+)
+
 type key struct {
 	pod   types.UID
-	point string
+	point Point
 }
 
 type entry struct {
@@ -61,7 +72,7 @@ func NewMemoWithClock(now func() time.Time, refresh time.Duration) *Memo {
 // pod's last refusal there when it is the same but for its figures and younger than the refresh,
 // else s itself, which it remembers. Statuses other than refusals pass unchanged; a pod that
 // passes the extension point starts afresh.
-func (m *Memo) Steady(pod *corev1.Pod, point string, s *fwk.Status) *fwk.Status {
+func (m *Memo) Steady(pod *corev1.Pod, point Point, s *fwk.Status) *fwk.Status {
 	if m == nil || m.refresh <= 0 || pod == nil {
 		return plain(s)
 	}
@@ -83,7 +94,7 @@ func (m *Memo) Steady(pod *corev1.Pod, point string, s *fwk.Status) *fwk.Status 
 	defer m.mu.Unlock()
 	m.sweep(now)
 	if e, ok := m.last[k]; ok && e.shape == shape && now.Sub(e.at) < m.refresh {
-		if equal(e.reasons, reasons) {
+		if slices.Equal(e.reasons, reasons) {
 			return s
 		}
 		return fwk.NewStatus(s.Code(), e.reasons...).WithPlugin(s.Plugin())
@@ -105,10 +116,8 @@ func (m *Memo) Forget(uid types.UID) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.last {
-		if k.pod == uid {
-			delete(m.last, k)
-		}
+	for point := range points {
+		delete(m.last, key{uid, point})
 	}
 }
 
@@ -167,18 +176,6 @@ func plain(s *fwk.Status) *fwk.Status {
 		}, r)
 	}
 	return fwk.NewStatus(s.Code(), unmarked...).WithPlugin(s.Plugin())
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Shape is a message with each figure, and each part marked Volatile, replaced by '#'. A figure
