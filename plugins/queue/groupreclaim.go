@@ -289,7 +289,7 @@ func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts) bool {
 			taken[q] = a
 		}
 	}
-	return len(taken) == 0 || r.moveConverges(taken, r.neededResources())
+	return len(taken) == 0 || r.moveConverges(taken, r.neededResources(), r.need)
 }
 
 // groupPreemptionPending returns the members' nominations while the victims of the group's last

@@ -84,6 +84,8 @@ type reclaimer struct {
 	protected protection
 	// patience is the preemptor's, set by PostFilter for the dry runs, which each copy it.
 	patience patience
+	// gangPlans keeps the gangs whose whole minimum reclaim could not make room for (gangroom.go).
+	gangPlans gangPlanMemo
 	// avoidBreaking keeps the dry runs from victims that break a PodDisruptionBudget (PostFilter's
 	// first pass), and skippedBreaking says that one was left out for it.
 	avoidBreaking   bool
@@ -308,6 +310,11 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		setup.EvictingFor(ctx, q.handle, pod)
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
+	}
+	if w.pg != nil && !minimumEqual(minimum, r.need) {
+		if why := r.planGang(ctx, pod, w, m); why != "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
+		}
 	}
 	r.victimsMu.Lock()
 	r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}

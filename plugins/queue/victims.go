@@ -344,6 +344,11 @@ func (r *reclaimer) reclaimable(queue string) bool {
 // queue stays at or above its share" would let no queue at 2 pods with a share of 1.5 give one to
 // a queue at 0 with a share of 1, and the distance rule does, while the move back never passes it.
 func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
+	return r.allowedGaining(u, freed, r.need)
+}
+
+// allowedGaining is allowed for a preemptor that gains gained (a gang's members together, say).
+func (r *reclaimer) allowedGaining(u *unit, freed map[string]quota.Amounts, gained quota.Amounts) bool {
 	if u.kind == kindPreempt {
 		return true
 	}
@@ -376,23 +381,28 @@ func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
 		taken[u.queue] = quota.Amounts{}
 	}
 	taken[u.queue].Add(u.freed)
-	return r.moveConverges(taken, resources)
+	return r.moveConverges(taken, resources, gained)
 }
 
 // neededResources are the resources the preemptor asks for.
 func (r *reclaimer) neededResources() []corev1.ResourceName {
+	return positive(r.need)
+}
+
+// positive are the resources of which amounts holds more than nothing.
+func positive(amounts quota.Amounts) []corev1.ResourceName {
 	var resources []corev1.ResourceName
-	for _, name := range r.need.Names() {
-		if r.need[name] > 0 {
+	for _, name := range amounts.Names() {
+		if amounts[name] > 0 {
 			resources = append(resources, name)
 		}
 	}
 	return resources
 }
 
-// moveConverges says whether taking taken (by queue) for the preemptor's pod strictly lowers the
-// queues' total distance from their deserved shares (quota.MoveConverges).
-func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName) bool {
+// moveConverges says whether taking taken (by queue) for the preemptor, which gains gained,
+// strictly lowers the queues' total distance from their deserved shares (quota.MoveConverges).
+func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
 	allocated := map[string]quota.Amounts{}
 	for q := range taken {
 		allocated[q] = r.state.view.allocated[q].Clone()
@@ -402,5 +412,5 @@ func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []co
 	allocated[r.leaf.Name].Sub(r.state.view.terminating[r.leaf.Name])
 	// Room already on its way to the queue (pods nominated for their victims) counts as its own.
 	allocated[r.leaf.Name].Add(r.state.view.nominated[r.leaf.Name])
-	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.total, resources, taken, r.leaf.Name, r.need)
+	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.total, resources, taken, r.leaf.Name, gained)
 }

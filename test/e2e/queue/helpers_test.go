@@ -158,6 +158,7 @@ func pendingMessage(env *framework.Env, ns, queue string) (msg string, ok bool) 
 	if err != nil {
 		return err.Error(), false
 	}
+	why := "no pod of queue " + queue + " is pending"
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
 			continue
@@ -167,7 +168,9 @@ func pendingMessage(env *framework.Env, ns, queue string) (msg string, ok bool) 
 				return c.Message, true
 			}
 		}
-		return "no PodScheduled condition on " + p.Name, false
+		// A gang's member may not have been tried yet while another was refused (the group
+		// then backs off): look on.
+		why = "no PodScheduled condition on " + p.Name
 	}
-	return "no pod of queue " + queue + " is pending", false
+	return why, false
 }

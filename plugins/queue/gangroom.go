@@ -1,0 +1,356 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
+)
+
+// Room for a gang's whole minimum before any of it is reclaimed. Without kube-scheduler's
+// GenericWorkload gate, each member of a gang preempts for itself, one after another, and the
+// gang starts only once its minimum is placed. A check of amounts alone (roomForMinimum: free
+// and evictable room, over the cluster) lets the first members evict while the rest of the
+// minimum can get no node: patience spares the jobs on the other nodes, or what may be evicted
+// is spread so thinly that no node empties enough. The gang is then released, the room its
+// members made goes to others, and the work its victims did is lost for nothing. Replaying a
+// synthetic day (docs/replay.md), 63 % of the work reclaim threw away was for gangs that started
+// more than ten minutes after their first eviction, some hours after.
+//
+// So before a member of a gang whose minimum needs more than the member evicts anything, the
+// plan places every pod the minimum still misses, largest first: on a node's free room, or else
+// on room the rules of the dry run let reclaim take there now (the victim's queue above its share
+// with everything the plan took before, patience for that member, the minimum runtime and the
+// limit per job). When a pod finds no node, nothing is evicted, and the member says how far the
+// plan got. The plan leaves out the other filters (affinity, taints, devices) and budgets: it
+// can only refuse a reclaim the members' dry runs could not all complete, not promise one.
+
+// gangPlanMemo keeps, per gang, a plan that failed, for a short while: the gang's members come
+// to PostFilter one after another, and the cluster they would plan on has hardly changed.
+type gangPlanMemo struct {
+	mu     sync.Mutex
+	failed map[string]failedPlan
+}
+
+type failedPlan struct {
+	why   string
+	until time.Time
+	// wake is when the first job spared for patience or age may be taken (zero: none).
+	wake time.Time
+}
+
+// gangPlanValid is how long a failed plan answers for its gang's members.
+const gangPlanValid = 2 * time.Second
+
+func (m *gangPlanMemo) get(group string, now time.Time) (failedPlan, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.failed[group]
+	if ok && !now.Before(f.until) {
+		delete(m.failed, group)
+		return failedPlan{}, false
+	}
+	return f, ok
+}
+
+func (m *gangPlanMemo) put(group string, f failedPlan, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		m.failed = map[string]failedPlan{}
+	}
+	if len(m.failed) >= 1024 {
+		for k, v := range m.failed {
+			if !now.Before(v.until) {
+				delete(m.failed, k)
+			}
+		}
+	}
+	m.failed[group] = f
+}
+
+// missingMembers are the pods the gang's minimum still misses, the preemptor first: the
+// preemptor, then its smallest other members not placed and without room on its way, up to the
+// minimum. Members not created yet count as the preemptor's like.
+func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
+	objs, _ := r.members.ByIndex(setup.PodGroupIndex, w.group)
+	arranged := 0
+	var waiting []*corev1.Pod
+	for _, obj := range objs {
+		m := obj.(*corev1.Pod)
+		if m.UID == pod.UID || m.DeletionTimestamp != nil {
+			continue
+		}
+		e, ok := r.q.ledger.entry(m.UID)
+		if ok && e.terminating {
+			continue
+		}
+		if ok && (e.placed() || (e.nominated && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < nominationGrace)) {
+			arranged++
+			continue
+		}
+		waiting = append(waiting, m)
+	}
+	missing := int(w.pg.Spec.MinMember) - arranged
+	if missing <= 0 {
+		return nil
+	}
+	total, names := r.state.view.total, r.neededResources()
+	sort.SliceStable(waiting, func(i, j int) bool {
+		return sizeOf(r.q.ledger.podRequests(waiting[i]), total, names) < sizeOf(r.q.ledger.podRequests(waiting[j]), total, names)
+	})
+	out := []*corev1.Pod{pod}
+	for i := 0; len(out) < missing; i++ {
+		if i < len(waiting) {
+			out = append(out, waiting[i])
+		} else {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// planGang says why nothing is evicted for the member of a gang ("" when the rest of its minimum
+// can have room too), from the gang's last failed plan while it is valid.
+func (r *reclaimer) planGang(ctx context.Context, pod *corev1.Pod, w workload, m fwk.NodeToStatusReader) string {
+	logger := klog.FromContext(ctx)
+	now := time.Now()
+	if f, ok := r.gangPlans.get(w.group, now); ok {
+		if !f.wake.IsZero() {
+			r.q.wakeAt(logger, []*corev1.Pod{pod}, f.wake)
+		}
+		return f.why
+	}
+	why, wake, err := r.gangRoom(pod, w, m, now)
+	if err != nil {
+		// The plan is a check ahead of the dry runs, which decide: without a snapshot, leave it
+		// to them.
+		logger.V(2).Info("Planning room for a gang's minimum", "pod", klog.KObj(pod), "err", err)
+		return ""
+	}
+	if why == "" {
+		return ""
+	}
+	why += r.q.sparedJobsNote(logger, []*corev1.Pod{pod}, now)
+	until := now.Add(gangPlanValid)
+	if !wake.IsZero() && wake.Before(until) {
+		until = wake
+	}
+	r.gangPlans.put(w.group, failedPlan{why: why, until: until, wake: wake}, now)
+	return why
+}
+
+// planNode is a node as the plan sees it: its room in the resources the gang asks for, and the
+// units reclaim may take on it (read from its pods when first needed).
+type planNode struct {
+	name  string
+	room  quota.Amounts
+	pods  []fwk.PodInfo
+	units []*unit
+	read  bool
+}
+
+// gangRoom says why reclaim cannot make room now for every pod the gang's minimum misses ("" when
+// it can), and when the first job spared for patience or age may be taken.
+func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusReader, now time.Time) (string, time.Time, error) {
+	missing := r.missingMembers(pod, w)
+	if len(missing) <= 1 {
+		return "", time.Time{}, nil
+	}
+	infos, err := r.q.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	// The resources nodes count: devices a pod gets through claims are left to the dry runs.
+	var names []corev1.ResourceName
+	for _, name := range r.neededResources() {
+		for _, info := range infos {
+			if a, _ := capacity.Of(info, name); a > 0 {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return "", time.Time{}, nil
+	}
+	planned := map[types.UID]bool{}
+	for _, p := range missing {
+		planned[p.UID] = true
+	}
+	nodes := make([]*planNode, 0, len(infos))
+	for _, info := range infos {
+		node := info.Node()
+		if node == nil || m.Get(node.Name).Code() == fwk.UnschedulableAndUnresolvable {
+			continue
+		}
+		room := quota.Amounts{}
+		for _, name := range names {
+			a, u := capacity.Of(info, name)
+			room[name] = a - u
+		}
+		// Pods on their way out free their room whatever is chosen; pods nominated to the node
+		// (other than those planned here) wait for room there.
+		for _, pi := range info.GetPods() {
+			if p := pi.GetPod(); p.DeletionTimestamp != nil || r.going[p.UID] {
+				room.Add(r.q.ledger.podRequests(p))
+			}
+		}
+		for _, pi := range r.q.handle.NominatedPodsForNode(node.Name) {
+			if p := pi.GetPod(); !planned[p.UID] {
+				room.Sub(r.q.ledger.podRequests(p))
+			}
+		}
+		nodes = append(nodes, &planNode{name: node.Name, room: room, pods: info.GetPods()})
+	}
+	if placed := r.planRoom(missing, nodes, names, now); placed < len(missing) {
+		_, first := r.protected.result()
+		return fmt.Sprintf("free room and what may be reclaimed now make room for %d of the %d pods the minimum of pod group %s misses; nothing is evicted",
+			placed, len(missing), w.group), first, nil
+	}
+	return "", time.Time{}, nil
+}
+
+// planRoom places the pods, largest first (so that small ones do not take the rooms only large
+// ones fit), each on free room if a node has it, else on room reclaim may take; it returns how
+// many it placed before one found no node.
+func (r *reclaimer) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
+	total := r.state.view.total
+	order := append([]*corev1.Pod(nil), missing...)
+	sort.SliceStable(order, func(i, j int) bool {
+		return sizeOf(r.q.ledger.podRequests(order[i]), total, names) > sizeOf(r.q.ledger.podRequests(order[j]), total, names)
+	})
+	byName := make(map[string]*planNode, len(nodes))
+	for _, n := range nodes {
+		byName[n.name] = n
+	}
+	t := &planTaken{freed: map[string]quota.Amounts{}, units: map[*corev1.Pod]bool{}, elastic: map[string]int{}}
+	gained := quota.Amounts{}
+	saved := r.need
+	defer func() { r.need = saved }()
+	for i, p := range order {
+		need := r.q.ledger.podRequests(p)
+		// What the queue gains counts every member planned, on free room or not: the queues'
+		// distance rule weighs the move as a whole, as for a pod-group cycle.
+		gained.Add(need)
+		r.need = gained
+		if r.placeFree(nodes, need, names) {
+			continue
+		}
+		if !r.placeReclaiming(p, need, names, nodes, byName, t, gained, now) {
+			return i
+		}
+	}
+	return len(order)
+}
+
+// holds says whether room holds need in every resource named.
+func holds(room, need quota.Amounts, names []corev1.ResourceName) bool {
+	for _, name := range names {
+		if need[name] > room[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// placeFree puts need on the free node it leaves least room on, and says whether there is one.
+func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName) bool {
+	var best *planNode
+	bestLeft := 0.0
+	for _, n := range nodes {
+		if !holds(n.room, need, names) {
+			continue
+		}
+		left := sizeOf(n.room, r.state.view.total, names)
+		if best == nil || left < bestLeft {
+			best, bestLeft = n, left
+		}
+	}
+	if best == nil {
+		return false
+	}
+	best.room.Sub(need)
+	return true
+}
+
+// planTaken is what the plan has taken so far: what each queue gives up, the units (by their
+// first pod), and per group how many of its elastic pods.
+type planTaken struct {
+	freed   map[string]quota.Amounts
+	units   map[*corev1.Pod]bool
+	elastic map[string]int
+}
+
+// placeReclaiming puts need on the first node where what reclaim may take for the member p now
+// makes room, and takes it; it says whether there was one.
+func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
+	byName map[string]*planNode, t *planTaken, gained quota.Amounts, now time.Time) bool {
+	for _, n := range nodes {
+		if !n.read {
+			n.units, n.read = r.units(n.pods), true
+		}
+		room := n.room.Clone()
+		local := map[string]quota.Amounts{}
+		for q, a := range t.freed {
+			local[q] = a.Clone()
+		}
+		elastic := map[string]int{}
+		patience := r.patienceFor([]*corev1.Pod{p}, need, now)
+		var chosen []*unit
+		for _, u := range n.units {
+			// Elastic pods go one by one, each only while its group keeps its minimum; a task's
+			// own minimum is left to the dry run.
+			if t.units[u.pods[0]] || (u.elastic && t.elastic[u.group]+elastic[u.group] >= u.spare) || !r.allowedGaining(u, local, gained) {
+				continue
+			}
+			if ok, from := patience.take(u); !ok {
+				r.protected.spare(u, from, spareCost)
+				continue
+			}
+			chosen = append(chosen, u)
+			if u.elastic {
+				elastic[u.group]++
+			}
+			addSigned(local, u.queue, u.freed, 1)
+			for _, v := range u.pods {
+				if v.Spec.NodeName == n.name {
+					room.Add(r.q.ledger.podRequests(v))
+				}
+			}
+			if holds(room, need, names) {
+				break
+			}
+		}
+		if !holds(room, need, names) {
+			continue
+		}
+		// Taken: what its victims free elsewhere (a gang's other members) is room there too.
+		for _, u := range chosen {
+			t.units[u.pods[0]] = true
+			if u.elastic {
+				t.elastic[u.group]++
+			}
+			for _, v := range u.pods {
+				if other := byName[v.Spec.NodeName]; other != nil && other != n {
+					other.room.Add(r.q.ledger.podRequests(v))
+				}
+			}
+		}
+		t.freed = local
+		room.Sub(need)
+		n.room = room
+		return true
+	}
+	return false
+}
