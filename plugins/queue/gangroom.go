@@ -9,9 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
@@ -35,48 +37,55 @@ import (
 // plan got. The plan leaves out the other filters (affinity, taints, devices) and budgets: it
 // can only refuse a reclaim the members' dry runs could not all complete, not promise one.
 
-// gangPlanMemo keeps, per gang, a plan that failed, for a short while: the gang's members come
-// to PostFilter one after another, and the cluster they would plan on has hardly changed.
+// gangPlanMemo keeps, per gang, its last plan for a short while: the gang's members come to
+// PostFilter one after another, and the cluster they would plan on has hardly changed. A plan
+// costs a pass over the nodes for each missing pod that needs reclaim.
 type gangPlanMemo struct {
-	mu     sync.Mutex
-	failed map[string]failedPlan
+	mu    sync.Mutex
+	plans map[string]gangPlan
 }
 
-type failedPlan struct {
+type gangPlan struct {
+	// why is "" for a plan that found room for the whole minimum.
 	why   string
 	until time.Time
 	// wake is when the first job spared for patience or age may be taken (zero: none).
 	wake time.Time
 }
 
-// gangPlanValid is how long a failed plan answers for its gang's members.
-const gangPlanValid = 2 * time.Second
+// Failed plans answer for a gang's members for gangPlanFailedValid, or until the first spared
+// job may be taken; plans that found room, for gangPlanFoundValid, while the members that make
+// room evict one after another.
+const (
+	gangPlanFailedValid = 2 * time.Second
+	gangPlanFoundValid  = time.Second
+)
 
-func (m *gangPlanMemo) get(group string, now time.Time) (failedPlan, bool) {
+func (m *gangPlanMemo) get(group string, now time.Time) (gangPlan, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f, ok := m.failed[group]
+	f, ok := m.plans[group]
 	if ok && !now.Before(f.until) {
-		delete(m.failed, group)
-		return failedPlan{}, false
+		delete(m.plans, group)
+		return gangPlan{}, false
 	}
 	return f, ok
 }
 
-func (m *gangPlanMemo) put(group string, f failedPlan, now time.Time) {
+func (m *gangPlanMemo) put(group string, f gangPlan, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.failed == nil {
-		m.failed = map[string]failedPlan{}
+	if m.plans == nil {
+		m.plans = map[string]gangPlan{}
 	}
-	if len(m.failed) >= 1024 {
-		for k, v := range m.failed {
+	if len(m.plans) >= 1024 {
+		for k, v := range m.plans {
 			if !now.Before(v.until) {
-				delete(m.failed, k)
+				delete(m.plans, k)
 			}
 		}
 	}
-	m.failed[group] = f
+	m.plans[group] = f
 }
 
 // missingMembers are the pods the gang's minimum still misses, the preemptor first: the
@@ -121,7 +130,7 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 }
 
 // planGang says why nothing is evicted for the member of a gang ("" when the rest of its minimum
-// can have room too), from the gang's last failed plan while it is valid.
+// can have room too), from the gang's last plan while it is valid.
 func (r *reclaimer) planGang(ctx context.Context, pod *corev1.Pod, w workload, m fwk.NodeToStatusReader) string {
 	logger := klog.FromContext(ctx)
 	now := time.Now()
@@ -131,33 +140,45 @@ func (r *reclaimer) planGang(ctx context.Context, pod *corev1.Pod, w workload, m
 		}
 		return f.why
 	}
+	// The jobs the plan spares are its own business: a plan that finds room leaves the dry runs
+	// to spare theirs (and to decide whether a budget may be broken because a job was spared).
+	before := r.protected.save()
 	why, wake, err := r.gangRoom(pod, w, m, now)
 	if err != nil {
 		// The plan is a check ahead of the dry runs, which decide: without a snapshot, leave it
 		// to them.
+		r.protected.restore(before)
 		logger.V(2).Info("Planning room for a gang's minimum", "pod", klog.KObj(pod), "err", err)
 		return ""
 	}
 	if why == "" {
+		r.protected.restore(before)
+		r.gangPlans.put(w.group, gangPlan{until: now.Add(gangPlanFoundValid)}, now)
 		return ""
 	}
 	why += r.q.sparedJobsNote(logger, []*corev1.Pod{pod}, now)
-	until := now.Add(gangPlanValid)
-	if !wake.IsZero() && wake.Before(until) {
+	until := now.Add(gangPlanFailedValid)
+	if !wake.After(now) {
+		// Spared for what was taken with it, not for a time: nothing to wake for.
+		wake = time.Time{}
+	} else if wake.Before(until) {
 		until = wake
 	}
-	r.gangPlans.put(w.group, failedPlan{why: why, until: until, wake: wake}, now)
+	r.gangPlans.put(w.group, gangPlan{why: why, until: until, wake: wake}, now)
 	return why
 }
 
 // planNode is a node as the plan sees it: its room in the resources the gang asks for, and the
 // units reclaim may take on it (read from its pods when first needed).
 type planNode struct {
-	name  string
-	room  quota.Amounts
-	pods  []fwk.PodInfo
-	units []*unit
-	read  bool
+	name string
+	room quota.Amounts
+	// unresolvable: the preemptor's filters rule the node out (its selectors, affinity, taints),
+	// and so for the members of its task.
+	unresolvable bool
+	pods         []fwk.PodInfo
+	units        []*unit
+	read         bool
 }
 
 // gangRoom says why reclaim cannot make room now for every pod the gang's minimum misses ("" when
@@ -189,10 +210,15 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 		planned[p.UID] = true
 	}
 	nodes := make([]*planNode, 0, len(infos))
+	priority := corev1helpers.PodPriority(pod)
 	for _, info := range infos {
 		node := info.Node()
-		if node == nil || m.Get(node.Name).Code() == fwk.UnschedulableAndUnresolvable {
+		if node == nil {
 			continue
+		}
+		status := m.Get(node.Name)
+		if status == outsideDomain {
+			continue // a topology gang reclaims in one domain, for all its members
 		}
 		room := quota.Amounts{}
 		for _, name := range names {
@@ -206,12 +232,14 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 				room.Add(r.q.ledger.podRequests(p))
 			}
 		}
+		// As the filters count them for the preemptor: of its priority or higher.
 		for _, pi := range r.q.handle.NominatedPodsForNode(node.Name) {
-			if p := pi.GetPod(); !planned[p.UID] {
+			if p := pi.GetPod(); !planned[p.UID] && corev1helpers.PodPriority(p) >= priority {
 				room.Sub(r.q.ledger.podRequests(p))
 			}
 		}
-		nodes = append(nodes, &planNode{name: node.Name, room: room, pods: info.GetPods()})
+		nodes = append(nodes, &planNode{name: node.Name, room: room, pods: info.GetPods(),
+			unresolvable: status.Code() == fwk.UnschedulableAndUnresolvable})
 	}
 	if placed := r.planRoom(missing, nodes, names, now); placed < len(missing) {
 		_, first := r.protected.result()
@@ -223,31 +251,40 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 
 // planRoom places the pods, largest first (so that small ones do not take the rooms only large
 // ones fit), each on free room if a node has it, else on room reclaim may take; it returns how
-// many it placed before one found no node.
+// many it placed before one found no node. The first pod is the preemptor: the nodes its filters
+// rule out (unresolvable) are ruled out for the members of its task too, not for the others.
 func (r *reclaimer) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
 	total := r.state.view.total
-	order := append([]*corev1.Pod(nil), missing...)
-	sort.SliceStable(order, func(i, j int) bool {
-		return sizeOf(r.q.ledger.podRequests(order[i]), total, names) > sizeOf(r.q.ledger.podRequests(order[j]), total, names)
-	})
+	type member struct {
+		pod  *corev1.Pod
+		need quota.Amounts
+		size float64
+		like bool
+	}
+	task := v1alpha1.TaskOf(missing[0])
+	order := make([]member, len(missing))
+	for i, p := range missing {
+		need := r.q.ledger.podRequests(p)
+		order[i] = member{pod: p, need: need, size: sizeOf(need, total, names), like: v1alpha1.TaskOf(p) == task}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].size > order[j].size })
 	byName := make(map[string]*planNode, len(nodes))
 	for _, n := range nodes {
 		byName[n.name] = n
 	}
-	t := &planTaken{freed: map[string]quota.Amounts{}, units: map[*corev1.Pod]bool{}, elastic: map[string]int{}}
+	t := &planTaken{freed: map[string]quota.Amounts{}, units: map[string]bool{}, elastic: map[string]int{}}
 	gained := quota.Amounts{}
 	saved := r.need
 	defer func() { r.need = saved }()
-	for i, p := range order {
-		need := r.q.ledger.podRequests(p)
+	for i, m := range order {
 		// What the queue gains counts every member planned, on free room or not: the queues'
 		// distance rule weighs the move as a whole, as for a pod-group cycle.
-		gained.Add(need)
+		gained.Add(m.need)
 		r.need = gained
-		if r.placeFree(nodes, need, names) {
+		if r.placeFree(nodes, m.need, names, m.like) {
 			continue
 		}
-		if !r.placeReclaiming(p, need, names, nodes, byName, t, gained, now) {
+		if !r.placeReclaiming(m.pod, m.need, names, nodes, byName, t, gained, m.like, now) {
 			return i
 		}
 	}
@@ -265,11 +302,11 @@ func holds(room, need quota.Amounts, names []corev1.ResourceName) bool {
 }
 
 // placeFree puts need on the free node it leaves least room on, and says whether there is one.
-func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName) bool {
+func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName, like bool) bool {
 	var best *planNode
 	bestLeft := 0.0
 	for _, n := range nodes {
-		if !holds(n.room, need, names) {
+		if (n.unresolvable && like) || !holds(n.room, need, names) {
 			continue
 		}
 		left := sizeOf(n.room, r.state.view.total, names)
@@ -284,21 +321,38 @@ func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []cor
 	return true
 }
 
-// planTaken is what the plan has taken so far: what each queue gives up, the units (by their
-// first pod), and per group how many of its elastic pods.
+// planTaken is what the plan has taken so far: what each queue gives up, the units (unitKey),
+// and per group how many of its elastic pods.
 type planTaken struct {
 	freed   map[string]quota.Amounts
-	units   map[*corev1.Pod]bool
+	units   map[string]bool
 	elastic map[string]int
 }
 
-// placeReclaiming puts need on the first node where what reclaim may take for the member p now
-// makes room, and takes it; it says whether there was one.
+// unitKey names a unit however it was built: a whole gang is met on each node one of its members
+// runs on, with its members in any order.
+func unitKey(u *unit) string {
+	if u.group != "" && !u.elastic {
+		return "group/" + u.group
+	}
+	return "pod/" + string(u.pods[0].UID)
+}
+
+// placeReclaiming puts need, the member p's, on the first node where what reclaim may take for p
+// now makes room, and takes it; it says whether there was one. As in the dry run, units are taken
+// least important first until the pod fits, then the most important of them that are not needed
+// are given back.
 func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
-	byName map[string]*planNode, t *planTaken, gained quota.Amounts, now time.Time) bool {
+	byName map[string]*planNode, t *planTaken, gained quota.Amounts, like bool, now time.Time) bool {
 	for _, n := range nodes {
+		if n.unresolvable && like {
+			continue
+		}
 		if !n.read {
 			n.units, n.read = r.units(n.pods), true
+		}
+		if len(n.units) == 0 {
+			continue
 		}
 		room := n.room.Clone()
 		local := map[string]quota.Amounts{}
@@ -308,10 +362,19 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 		elastic := map[string]int{}
 		patience := r.patienceFor([]*corev1.Pod{p}, need, now)
 		var chosen []*unit
+		here := func(u *unit) quota.Amounts {
+			a := quota.Amounts{}
+			for _, v := range u.pods {
+				if v.Spec.NodeName == n.name {
+					a.Add(r.q.ledger.podRequests(v))
+				}
+			}
+			return a
+		}
 		for _, u := range n.units {
 			// Elastic pods go one by one, each only while its group keeps its minimum; a task's
 			// own minimum is left to the dry run.
-			if t.units[u.pods[0]] || (u.elastic && t.elastic[u.group]+elastic[u.group] >= u.spare) || !r.allowedGaining(u, local, gained) {
+			if t.units[unitKey(u)] || (u.elastic && t.elastic[u.group]+elastic[u.group] >= u.spare) || !r.allowedGaining(u, local, gained) {
 				continue
 			}
 			if ok, from := patience.take(u); !ok {
@@ -323,11 +386,7 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 				elastic[u.group]++
 			}
 			addSigned(local, u.queue, u.freed, 1)
-			for _, v := range u.pods {
-				if v.Spec.NodeName == n.name {
-					room.Add(r.q.ledger.podRequests(v))
-				}
-			}
+			room.Add(here(u))
 			if holds(room, need, names) {
 				break
 			}
@@ -335,9 +394,19 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 		if !holds(room, need, names) {
 			continue
 		}
+		for i := len(chosen) - 1; i >= 0; i-- {
+			u := chosen[i]
+			without := room.Clone()
+			without.Sub(here(u))
+			if holds(without, need, names) {
+				room = without
+				addSigned(local, u.queue, u.freed, -1)
+				chosen = append(chosen[:i], chosen[i+1:]...)
+			}
+		}
 		// Taken: what its victims free elsewhere (a gang's other members) is room there too.
 		for _, u := range chosen {
-			t.units[u.pods[0]] = true
+			t.units[unitKey(u)] = true
 			if u.elastic {
 				t.elastic[u.group]++
 			}

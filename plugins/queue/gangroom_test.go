@@ -83,3 +83,55 @@ func TestAGangReclaimsOnlyWhenItsWholeMinimumCanHaveRoom(t *testing.T) {
 	placed, _ = plan(61*time.Minute, "", 8, young, old, older)
 	assert.Equal(t, 0, placed, "the other queue at its share gives nothing")
 }
+
+// A gang of a launcher and a worker (tasks of 8 GPUs each): node a is free but ruled out by the
+// preemptor's own filters, node b holds two jobs of another queue above its share. Whichever of
+// the two preempts, a is ruled out for its task only: the other member goes there, and the
+// preemptor's takes b. Ruling a out for both would place one.
+func TestAGangPlanRulesOutNodesForThePreemptorsTaskOnly(t *testing.T) {
+	now := time.Now()
+	tree := quota.NewTree([]*v1alpha1.Queue{
+		{ObjectMeta: metav1.ObjectMeta{Name: "hog"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "waiting"}, Spec: v1alpha1.QueueSpec{Weight: 2}},
+	})
+	resolve := func(string, string) string { return "" }
+	l := newLedger(v1alpha1.SchedulerName)
+	hog := func(name, node string, gpus int64, ran time.Duration) fwk.PodInfo {
+		pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "hog"}, node, gpus)
+		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ran)}
+		l.observe(pod, resolve)
+		info, err := framework.NewPodInfo(pod)
+		require.NoError(t, err)
+		return info
+	}
+	member := func(name, task string) *corev1.Pod {
+		p := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "waiting", v1alpha1.PodGroupLabel: "job", v1alpha1.TaskLabel: task}, "", 8)
+		p.CreationTimestamp = metav1.Time{Time: now}
+		l.observe(p, resolve)
+		return p
+	}
+	plan := func(launcherFirst bool) int {
+		r := &reclaimer{q: &Queue{ledger: l}}
+		launcher, worker := member("launcher", "launcher"), member("worker", "worker")
+		missing := []*corev1.Pod{launcher, worker}
+		if !launcherFirst {
+			missing = []*corev1.Pod{worker, launcher}
+		}
+		r.pod, r.leaf, r.belowShare, r.need = missing[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
+		r.work = workload{queue: "waiting", group: "ns/job"}
+		r.state = state{tree: tree,
+			view:     view{total: quota.Amounts{gpu: 24}, allocated: map[string]quota.Amounts{"hog": {gpu: 16}}},
+			deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
+		nodes := []*planNode{
+			{name: "a", room: quota.Amounts{gpu: 8}, unresolvable: true},
+			{name: "b", room: quota.Amounts{gpu: 0}, pods: []fwk.PodInfo{hog("old", "b", 4, time.Hour), hog("young", "b", 4, time.Minute)}},
+		}
+		return r.planRoom(missing, nodes, []corev1.ResourceName{gpu}, now)
+	}
+	// The launcher's filters rule a out for it: it takes both jobs on b (the hog's 8 GPUs above its
+	// share), and the worker goes to a.
+	assert.Equal(t, 2, plan(true))
+	// The worker preempting: a is ruled out for workers, the launcher may go there, and the
+	// worker takes b.
+	assert.Equal(t, 2, plan(false))
+}

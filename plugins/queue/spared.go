@@ -47,6 +47,30 @@ func (p *protection) reset() {
 	p.count, p.first, p.seen, p.respecting = [spareReasons]int{}, time.Time{}, nil, false
 }
 
+// protectionState is what a protection has collected, to be put back (save, restore).
+type protectionState struct {
+	count      [spareReasons]int
+	first      time.Time
+	seen       map[string]bool
+	respecting bool
+}
+
+func (p *protection) save() protectionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[string]bool, len(p.seen))
+	for k, v := range p.seen {
+		seen[k] = v
+	}
+	return protectionState{count: p.count, first: p.first, seen: seen, respecting: p.respecting}
+}
+
+func (p *protection) restore(s protectionState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.count, p.first, p.seen, p.respecting = s.count, s.first, s.seen, s.respecting
+}
+
 // sparedRespecting says whether a unit that breaks no budget was spared for a while only: the
 // preemptor may take it later instead of breaking a budget now.
 func (p *protection) sparedRespecting() bool {
