@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +45,7 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 		if !ok || e.terminating {
 			continue
 		}
-		if e.placed() || (e.nominated && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < nominationGrace) {
+		if e.arranged() {
 			arranged++
 		}
 	}

@@ -104,7 +104,7 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 		if ok && e.terminating {
 			continue
 		}
-		if ok && (e.placed() || (e.nominated && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < nominationGrace)) {
+		if ok && e.arranged() {
 			arranged++
 			continue
 		}

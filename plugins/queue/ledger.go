@@ -51,6 +51,12 @@ const nominationGrace = 30 * time.Second
 
 func (e *podEntry) placed() bool { return e.bound || e.assumed }
 
+// arranged says whether the pod is placed, or nominated to room a preemption of the last
+// nominationGrace freed for it: either way, its gang's minimum counts it.
+func (e *podEntry) arranged() bool {
+	return e.placed() || (e.nominated && !e.nominatedAt.IsZero() && time.Since(e.nominatedAt) < nominationGrace)
+}
+
 // ledger is the scheduler's one account of every queue: requests placed (bound, or assumed by
 // this scheduler between Reserve and bind) and pending, per leaf queue, and the cluster's total.
 // Informer events and Reserve/Unreserve update it under one lock; scheduling cycles read it.
