@@ -115,9 +115,11 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 		return nil
 	}
 	total, names := r.state.view.total, r.neededResources()
-	sort.SliceStable(waiting, func(i, j int) bool {
-		return sizeOf(r.q.ledger.podRequests(waiting[i]), total, names) < sizeOf(r.q.ledger.podRequests(waiting[j]), total, names)
-	})
+	sizes := make(map[types.UID]float64, len(waiting))
+	for _, m := range waiting {
+		sizes[m.UID] = sizeOf(r.q.ledger.podRequests(m), total, names)
+	}
+	sort.SliceStable(waiting, func(i, j int) bool { return sizes[waiting[i].UID] < sizes[waiting[j].UID] })
 	out := []*corev1.Pod{pod}
 	for i := 0; len(out) < missing; i++ {
 		if i < len(waiting) {
@@ -361,16 +363,9 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 		}
 		elastic := map[string]int{}
 		patience := r.patienceFor([]*corev1.Pod{p}, need, now)
+		// chosen are the units taken here, frees what each frees on this node.
 		var chosen []*unit
-		here := func(u *unit) quota.Amounts {
-			a := quota.Amounts{}
-			for _, v := range u.pods {
-				if v.Spec.NodeName == n.name {
-					a.Add(r.q.ledger.podRequests(v))
-				}
-			}
-			return a
-		}
+		var frees []quota.Amounts
 		for _, u := range n.units {
 			// Elastic pods go one by one, each only while its group keeps its minimum; a task's
 			// own minimum is left to the dry run.
@@ -381,12 +376,18 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 				r.protected.spare(u, from, spareCost)
 				continue
 			}
-			chosen = append(chosen, u)
+			here := quota.Amounts{}
+			for _, v := range u.pods {
+				if v.Spec.NodeName == n.name {
+					here.Add(r.q.ledger.podRequests(v))
+				}
+			}
+			chosen, frees = append(chosen, u), append(frees, here)
 			if u.elastic {
 				elastic[u.group]++
 			}
 			addSigned(local, u.queue, u.freed, 1)
-			room.Add(here(u))
+			room.Add(here)
 			if holds(room, need, names) {
 				break
 			}
@@ -395,13 +396,13 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 			continue
 		}
 		for i := len(chosen) - 1; i >= 0; i-- {
-			u := chosen[i]
 			without := room.Clone()
-			without.Sub(here(u))
+			without.Sub(frees[i])
 			if holds(without, need, names) {
 				room = without
-				addSigned(local, u.queue, u.freed, -1)
+				addSigned(local, chosen[i].queue, chosen[i].freed, -1)
 				chosen = append(chosen[:i], chosen[i+1:]...)
+				frees = append(frees[:i], frees[i+1:]...)
 			}
 		}
 		// Taken: what its victims free elsewhere (a gang's other members) is room there too.
