@@ -28,6 +28,7 @@ const DefaultReclaimLimitPerJob = 2
 //	    reclaimPatience: true
 //	    reclaimLimitPerJob: 2
 //	    reclaimDrain: false
+//	    reclaimPatienceCounts: RunBeforeWait
 type Args struct {
 	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
 	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
@@ -56,7 +57,24 @@ type Args struct {
 	// ends there is kept for it and fewer victims, or none, are left when patience runs out
 	// (drain.go). Default false: the room held is idle until the pod fits.
 	ReclaimDrain *bool `json:"reclaimDrain,omitempty"`
+	// ReclaimPatienceCounts is the work patience weighs against the wait: RunBeforeWait (the
+	// default), what a victim had run when the pod began to wait, so that a job started during
+	// the wait costs nothing; or WholeRun, all a victim has run since it last started, which is
+	// what the reclaim throws away. With WholeRun, a pod may never reclaim a job at least its size
+	// that ran before its wait began, and fair share then rests on who gets what frees (with
+	// reclaimDrain, the node held for it).
+	ReclaimPatienceCounts PatienceCounts `json:"reclaimPatienceCounts,omitempty"`
 }
+
+// PatienceCounts is which run of a victim reclaim patience counts.
+type PatienceCounts string
+
+const (
+	// PatienceCountsRunBeforeWait counts what the victim had run when the preemptor began to wait.
+	PatienceCountsRunBeforeWait PatienceCounts = "RunBeforeWait"
+	// PatienceCountsWholeRun counts all the victim has run since it last started.
+	PatienceCountsWholeRun PatienceCounts = "WholeRun"
+)
 
 // SetDefaults fills what is unset.
 func (a *Args) SetDefaults() {
@@ -75,6 +93,9 @@ func (a *Args) SetDefaults() {
 	if a.ReclaimLimitPerJob == nil {
 		a.ReclaimLimitPerJob = new(int32(DefaultReclaimLimitPerJob))
 	}
+	if a.ReclaimPatienceCounts == "" {
+		a.ReclaimPatienceCounts = PatienceCountsRunBeforeWait
+	}
 }
 
 // Validate says what is wrong with defaulted args.
@@ -87,6 +108,11 @@ func (a *Args) Validate() error {
 	}
 	if *a.ReclaimLimitPerJob < 0 {
 		return fmt.Errorf("reclaimLimitPerJob: %d must not be negative (0: no limit)", *a.ReclaimLimitPerJob)
+	}
+	switch a.ReclaimPatienceCounts {
+	case PatienceCountsRunBeforeWait, PatienceCountsWholeRun:
+	default:
+		return fmt.Errorf("reclaimPatienceCounts: %q is not %s or %s", a.ReclaimPatienceCounts, PatienceCountsRunBeforeWait, PatienceCountsWholeRun)
 	}
 	return nil
 }

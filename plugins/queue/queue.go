@@ -91,7 +91,9 @@ type Queue struct {
 	// reclaims of each job (reclaimcost.go).
 	reclaimPatience    bool
 	reclaimLimitPerJob int
-	reclaims           reclaimCounts
+	// patienceWholeRun: patience counts a victim's whole run, not its run before the wait.
+	patienceWholeRun bool
+	reclaims         reclaimCounts
 	// reclaimDrain holds the node reclaim would empty for a pod that patience keeps waiting
 	// (drain.go).
 	reclaimDrain bool
@@ -145,6 +147,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		reclaimPatience:    *args.ReclaimPatience,
 		reclaimLimitPerJob: int(*args.ReclaimLimitPerJob),
 		reclaimDrain:       *args.ReclaimDrain,
+		patienceWholeRun:   args.ReclaimPatienceCounts == PatienceCountsWholeRun,
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err

@@ -23,6 +23,10 @@ import (
 //     measure needs no estimate and no rate, and is the same at any time scale; a pod that waits
 //     long enough always gets its share in the end, so deserved shares still hold. Sizes are
 //     dominant shares of the resources the pod asks for.
+//     With reclaimPatienceCounts WholeRun, patience counts instead all a victim has run since it
+//     last started, the work the reclaim throws away: a pod then never reclaims a job at least
+//     its size that ran before it began to wait (that job's run grows as fast as the wait), and
+//     the victims of one reclaim never throw away more than the preemptor has waited.
 //   - A limit per job (TephraQueue's reclaimLimitPerJob): a job reclaimed that many times is not
 //     reclaimed again. The count is the scheduler's, since it started.
 //
@@ -59,17 +63,23 @@ type patience struct {
 	// size × (now − since).
 	since time.Time
 	size  float64
-	// spent is the work the units taken so far throw away (size × seconds run before since).
-	spent float64
-	now   time.Time
-	total quota.Amounts
-	names []corev1.ResourceName
+	// spent is the work the units taken so far throw away (size × seconds run before since, or
+	// since they started with wholeRun).
+	spent    float64
+	wholeRun bool
+	now      time.Time
+	total    quota.Amounts
+	names    []corev1.ResourceName
 }
 
 // lost is the work, in size × seconds, a reclaim of the unit throws away as patience counts it:
-// what the job had run when the preemptor began to wait.
+// what the job had run when the preemptor began to wait, or with wholeRun since it started.
 func (p *patience) lost(u *unit) float64 {
-	ran := p.since.Sub(runningSince(u.pods, p.now))
+	until := p.since
+	if p.wholeRun {
+		until = p.now
+	}
+	ran := until.Sub(runningSince(u.pods, p.now))
 	if ran <= 0 {
 		return 0
 	}
@@ -92,7 +102,17 @@ func (p *patience) take(u *unit) (ok bool, from time.Time) {
 	if p.size <= 0 {
 		return false, time.Time{}
 	}
-	return false, p.since.Add(time.Duration(lost / p.size * float64(time.Second)))
+	if !p.wholeRun {
+		return false, p.since.Add(time.Duration(lost / p.size * float64(time.Second)))
+	}
+	// The victim's run grows with the wait: size × (waited + d) ≥ its size × (ran + d) is reached
+	// only by a preemptor larger than it.
+	victim := sizeOf(u.freed, p.total, p.names)
+	if victim >= p.size {
+		return false, time.Time{}
+	}
+	d := (lost - p.size*p.now.Sub(p.since).Seconds()) / (p.size - victim)
+	return false, p.now.Add(time.Duration(d * float64(time.Second)))
 }
 
 // patienceFor starts the patience of a preemption for the pods, which ask need; it is off when
@@ -103,7 +123,7 @@ func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time
 	}
 	names := r.neededResources()
 	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.total, names),
-		now: now, total: r.state.view.total, names: names}
+		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun}
 }
 
 // belowGuarantee says whether the preemptor's queue, with need, stays within its guarantee in

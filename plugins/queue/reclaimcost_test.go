@@ -58,6 +58,38 @@ func TestReclaimPatienceWeighsTheWorkLostAgainstTheWait(t *testing.T) {
 	assert.True(t, ok, "patience off lets everything through")
 }
 
+// Counting the whole run (reclaimPatienceCounts WholeRun), a pod of 4 of 8 GPUs that has waited
+// 10 minutes may throw away 40 GPU-minutes in all: jobs that started during its wait cost what
+// they ran, a job of its size that ran before the wait is never taken (its run grows as fast as
+// the wait), and a smaller one once the wait has caught up with it.
+func TestPatienceCountingTheWholeRunWeighsAllAVictimThrowsAway(t *testing.T) {
+	now := time.Now()
+	since := now.Add(-10 * time.Minute)
+	p := patience{on: true, wholeRun: true, since: since, size: 4.0 / 8, now: now, total: quota.Amounts{gpu: 8}, names: []corev1.ResourceName{gpu}}
+	job := func(gpus int64, started time.Time) *unit {
+		pod := ledgerPod("v", nil, "node", gpus)
+		pod.Status.StartTime = &metav1.Time{Time: started}
+		return &unit{pods: []*corev1.Pod{pod}, kind: kindReclaim, freed: quota.Amounts{gpu: gpus}}
+	}
+
+	ok, _ := p.take(job(2, now.Add(-8*time.Minute)))
+	assert.True(t, ok, "16 of 40 GPU-minutes")
+	ok, _ = p.take(job(2, now.Add(-8*time.Minute)))
+	assert.True(t, ok, "32 of 40")
+	ok, from := p.take(job(1, now.Add(-9*time.Minute)))
+	assert.False(t, ok, "a job that started during the wait costs what it ran: 32 + 9 pass 40")
+	assert.False(t, from.After(now), "alone, it fits the wait already (9 of 40)")
+
+	q := patience{on: true, wholeRun: true, since: since, size: 4.0 / 8, now: now, total: quota.Amounts{gpu: 8}, names: []corev1.ResourceName{gpu}}
+	ok, from = q.take(job(4, since.Add(-time.Minute)))
+	assert.False(t, ok)
+	assert.True(t, from.IsZero(), "a job of the pod's size that ran before the wait is never taken")
+	ok, from = q.take(job(2, since.Add(-20*time.Minute)))
+	assert.False(t, ok, "2 GPUs × 30 minutes pass 4 × 10")
+	// 4 × (10 + d) ≥ 2 × (30 + d): d = 10 minutes.
+	assert.WithinDuration(t, now.Add(10*time.Minute), from, time.Millisecond, "the wait catches up with a smaller job")
+}
+
 // With reclaimPatience on, a queue below its guarantee is not patient; a queue above it is, and
 // its pod began to wait when it was created.
 func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
@@ -137,6 +169,7 @@ func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
 	assert.True(t, *args.ReclaimPatience, "on by default")
+	assert.Equal(t, PatienceCountsRunBeforeWait, args.ReclaimPatienceCounts, "the run before the wait by default")
 	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob, "twice by default")
 	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": false, "reclaimLimitPerJob": 0}`), ContentType: runtime.ContentTypeJSON})
 	require.NoError(t, err)
@@ -144,6 +177,11 @@ func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
 	assert.Zero(t, *args.ReclaimLimitPerJob, "0: no limit")
 	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimLimitPerJob": -1}`), ContentType: runtime.ContentTypeJSON})
 	assert.ErrorContains(t, err, "reclaimLimitPerJob: -1 must not be negative")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "WholeRun"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, PatienceCountsWholeRun, args.ReclaimPatienceCounts)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "Everything"}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, `reclaimPatienceCounts: "Everything" is not RunBeforeWait or WholeRun`)
 	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": "yes"}`), ContentType: runtime.ContentTypeJSON})
 	assert.Error(t, err, "a string is no bool")
 }

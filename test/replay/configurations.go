@@ -119,6 +119,26 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:   "Cw",
+		Title:  "C with patience counting a victim's whole run since its last start, what the reclaim throws away, not its run before the wait (TephraQueue's reclaimPatienceCounts WholeRun)",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun"}}
+			return nil
+		},
+	},
+	{
+		Name:   "Cwd",
+		Title:  "Cw draining for reclaim: patience counts a victim's whole run, and while it keeps a pod from reclaiming, the node its victims are on is held for it (TephraQueue's reclaimPatienceCounts WholeRun and reclaimDrain)",
+		Gangs:  TephraJobs,
+		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun", "reclaimDrain": true}}
+			return nil
+		},
+	},
+	{
 		Name:   "Cf",
 		Title:  "C with fragmentation-aware placement: TephraPlacement's scoringStrategy Fragmentation (the recent mix of pod shapes, FGD's measure)",
 		Gangs:  TephraJobs,

@@ -77,7 +77,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cf, Cs, Cl, Cq, B0, B1, B1p`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cw, Cwd, Cf, Cs, Cl, Cq, B0, B1, B1p`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
