@@ -67,9 +67,11 @@ type patience struct {
 	// since they started with wholeRun).
 	spent    float64
 	wholeRun bool
-	now      time.Time
-	total    quota.Amounts
-	names    []corev1.ResourceName
+	// rate is, with wholeRun, how fast spent grows: the sizes of the units taken.
+	rate  float64
+	now   time.Time
+	total quota.Amounts
+	names []corev1.ResourceName
 }
 
 // lost is the work, in size × seconds, a reclaim of the unit throws away as patience counts it:
@@ -87,7 +89,9 @@ func (p *patience) lost(u *unit) float64 {
 }
 
 // take says whether the unit may be reclaimed on top of those taken so far, and counts it; when
-// it may not, from is when the preemptor will have waited long enough to reclaim it alone.
+// it may not, from is when the preemptor will have waited long enough to reclaim it with them
+// (zero: never, with wholeRun), always after now: a pod woken at that time finds the same victims
+// affordable, not the same refusal.
 func (p *patience) take(u *unit) (ok bool, from time.Time) {
 	if !p.on || u.kind != kindReclaim || u.elastic {
 		// Preemption by priority is the queue's own business, and an elastic pod's job goes on
@@ -97,21 +101,24 @@ func (p *patience) take(u *unit) (ok bool, from time.Time) {
 	lost := p.lost(u)
 	if p.spent+lost <= p.size*p.now.Sub(p.since).Seconds() {
 		p.spent += lost
+		if p.wholeRun {
+			p.rate += sizeOf(u.freed, p.total, p.names)
+		}
 		return true, time.Time{}
 	}
 	if p.size <= 0 {
 		return false, time.Time{}
 	}
 	if !p.wholeRun {
-		return false, p.since.Add(time.Duration(lost / p.size * float64(time.Second)))
+		return false, p.since.Add(time.Duration((p.spent + lost) / p.size * float64(time.Second)))
 	}
-	// The victim's run grows with the wait: size × (waited + d) ≥ its size × (ran + d) is reached
-	// only by a preemptor larger than it.
-	victim := sizeOf(u.freed, p.total, p.names)
-	if victim >= p.size {
+	// The victims' runs grow with the wait: size × (waited + d) ≥ spent + lost + (rate + the
+	// unit's size) × d is reached only while the preemptor is larger than all of them.
+	rate := p.rate + sizeOf(u.freed, p.total, p.names)
+	if rate >= p.size {
 		return false, time.Time{}
 	}
-	d := (lost - p.size*p.now.Sub(p.since).Seconds()) / (p.size - victim)
+	d := (p.spent + lost - p.size*p.now.Sub(p.since).Seconds()) / (p.size - rate)
 	return false, p.now.Add(time.Duration(d * float64(time.Second)))
 }
 

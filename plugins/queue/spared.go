@@ -130,7 +130,8 @@ func (q *Queue) sparedJobsNote(logger klog.Logger, pods []*corev1.Pod, now time.
 		return ""
 	}
 	note := "; " + strings.Join(notes, "; ")
-	if !first.IsZero() {
+	if first.After(now) {
+		// A time already past would wake the pod at once, again and again.
 		q.wakeAt(logger, pods, first)
 		note += fmt.Sprintf("; the first may be reclaimed in %v", first.Sub(now).Round(time.Second))
 	}
