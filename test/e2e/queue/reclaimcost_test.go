@@ -72,3 +72,36 @@ func TestReclaimWaitsAsLongAsTheVictimRanAndRestartsAJobOnlyUpToTheLimit(t *test
 	framework.HoldBound(t, env, ns, map[string]int{"cost-hog": 3, "cost-waiting": 1}, 2*hogRan)
 	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"), "the Job is reclaimed no more")
 }
+
+// With reclaimPatienceCounts WholeRun (the scheduler restarted with it, and without it after the
+// test), patience counts all a victim has run, the wait included. Four 1-unit pods of one queue
+// hold all 4 units of two equal queues, and a 1-unit pod of the other queue comes hogRan later.
+// Counting the run before the wait, it would reclaim one of them once it had waited hogRan (the
+// test above). Counting the whole run, it never does: each of them has run longer than it has
+// waited, and always will. It says why, and runs on the unit the first of them to end leaves.
+func TestPatienceCountingTheWholeRunNeverReclaimsAJobOfThePodsSizeThatRanBeforeItsWait(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	framework.WithSchedulerPluginArgs(t, env, "TephraQueue", map[string]any{"reclaimPatience": true, "reclaimPatienceCounts": "WholeRun"})
+	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-wholerun"
+	pool := units(t, env, gpu, 2, 2)
+	framework.CreateQueue(t, env, "wholerun-hog", nil)
+	framework.CreateQueue(t, env, "wholerun-waiting", nil)
+
+	submit(t, env, ns, 4, "hog", workPod{queue: "wholerun-hog", res: gpu, amount: 1, pool: pool})
+	framework.WaitBound(t, env, ns, map[string]int{"wholerun-hog": 4}, time.Minute)
+	time.Sleep(hogRan)
+	submit(t, env, ns, 1, "waiting", workPod{queue: "wholerun-waiting", res: gpu, amount: 1, pool: pool})
+	framework.Eventually(t, hogRan, "the waiting pod to say it is patient", func() (bool, string) {
+		msg, ok := pendingMessage(env, ns, "wholerun-waiting")
+		return ok && strings.Contains(msg, "had run longer, for their size, than it has waited (reclaim patience)"), msg
+	})
+	// Three times as long as patience counting the run before the wait would hold it.
+	framework.HoldBound(t, env, ns, map[string]int{"wholerun-hog": 4, "wholerun-waiting": 0}, 3*hogRan)
+	assert.Zero(t, countEvents(t, env, ns, "Reclaimed"), "nothing is reclaimed")
+
+	// Fair share still decides who gets what frees: the hog's queue is above its share.
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(context.Background(), "hog-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}))
+	framework.WaitBound(t, env, ns, map[string]int{"wholerun-hog": 3, "wholerun-waiting": 1}, time.Minute)
+	assert.Zero(t, countEvents(t, env, ns, "Reclaimed"), "nothing is reclaimed")
+}
