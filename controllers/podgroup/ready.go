@@ -95,15 +95,33 @@ func decideReady(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, defaultT
 	return v
 }
 
-// boundAt is when a pod was bound: its PodScheduled condition's transition to True (which the
-// apiserver sets on binding), else its creation.
+// boundAt is when a pod was bound: its PodScheduled condition's transition to True, which the
+// apiserver sets on binding.
+//
+// That condition can be written over after the bind. kube-scheduler, failing a cycle that began
+// before someone else bound the pod, still patches PodScheduled False onto it, keeping the time
+// of the False it had before the bind. Creation, or that time, would start the clock before the
+// pod was bound and evict it early, so without a True condition the latest time the pod records
+// bounds the bind from above: its start (the kubelet's, or kwok's, which come after the bind),
+// a later PodScheduled transition, else its creation. The timeout may then run a little long,
+// never short.
 func boundAt(pod *corev1.Pod) time.Time {
+	latest := pod.CreationTimestamp.Time
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+		if c.Type != corev1.PodScheduled || c.LastTransitionTime.IsZero() {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
 			return c.LastTransitionTime.Time
 		}
+		if c.LastTransitionTime.After(latest) {
+			latest = c.LastTransitionTime.Time
+		}
 	}
-	return pod.CreationTimestamp.Time
+	if start := pod.Status.StartTime; start != nil && start.After(latest) {
+		latest = start.Time
+	}
+	return latest
 }
 
 // applyReady writes the verdict into status: the PodsReady condition, and for an eviction the

@@ -23,6 +23,19 @@ func boundAtTime(t time.Time) func(*corev1.Pod) {
 	}
 }
 
+// rescheduledFalseAfterBind is a member created at created, bound and started at started, whose
+// PodScheduled condition a scheduler then wrote back to the False it had before the bind.
+func rescheduledFalseAfterBind(created, started time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.CreationTimestamp = metav1.NewTime(created)
+		p.Spec.NodeName = "node-1"
+		p.Status.StartTime = ptr.To(metav1.NewTime(started))
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			LastTransitionTime: metav1.NewTime(created.Add(time.Second))})
+	}
+}
+
 func readyGroup(minMember int32, timeoutSeconds int32) *schedulingv1alpha1.PodGroup {
 	g := group(minMember, nil)
 	g.Spec.ReadyTimeoutSeconds = ptr.To(timeoutSeconds)
@@ -131,6 +144,25 @@ func TestDecideReady(t *testing.T) {
 			member("c", corev1.PodPending, boundAtTime(start.Add(time.Second))),
 		},
 		at: start.Add(12 * time.Second), evict: []string{"c"}, conditionR: ReasonUnready, evictions: 1,
+	}, {
+		// kube-scheduler failed a cycle begun before the pod was bound by someone else, and wrote
+		// its PodScheduled False back with the pre-bind time: the clock starts at the pod's start,
+		// not at its creation or that False.
+		name:  "a bound pod whose PodScheduled was written back to False counts from its start",
+		group: readyGroup(2, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, rescheduledFalseAfterBind(start.Add(-3*time.Second), start)),
+			member("b", corev1.PodPending),
+		},
+		at: start.Add(8 * time.Second), conditionR: ReasonWaitingForPodsReady, recheck: 2 * time.Second,
+	}, {
+		name:  "and is evicted once its timeout from its start has passed",
+		group: readyGroup(2, 10),
+		pods: []corev1.Pod{
+			member("a", corev1.PodRunning, rescheduledFalseAfterBind(start.Add(-3*time.Second), start)),
+			member("b", corev1.PodPending),
+		},
+		at: start.Add(10 * time.Second), evict: []string{"a"}, conditionR: ReasonUnready, evictions: 1,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,6 +68,36 @@ func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
 	}
 	bound := time.Now()
 
+	// kube-scheduler, failing a cycle of a pod begun before the pod was bound by someone else,
+	// writes PodScheduled False back over the bind, with the time of the False it had before.
+	// Do as it does, deterministically, once kwok has started the pod: the clock must still start
+	// at the bind, not at the pod's creation (this test once saw an eviction 7.6 s after it).
+	framework.Eventually(t, 30*time.Second, "the hand-bound pods Running", func() (bool, string) {
+		var state []string
+		for _, name := range handBound {
+			pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if pod.Status.Phase != corev1.PodRunning {
+				state = append(state, fmt.Sprintf("%s %s", name, pod.Status.Phase))
+			}
+		}
+		return len(state) == 0, strings.Join(state, ", ")
+	})
+	stale, err := env.Kube.CoreV1().Pods(ns).Get(ctx, handBound[0], metav1.GetOptions{})
+	require.NoError(t, err)
+	writtenBack := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "a cycle begun before the bind failed",
+		LastTransitionTime: pods[0].CreationTimestamp}
+	for i, c := range stale.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			stale.Status.Conditions[i] = writtenBack
+		}
+	}
+	_, err = env.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, stale, metav1.UpdateOptions{})
+	require.NoError(t, err, "writing PodScheduled False back over the bind, as a stale scheduler cycle does")
+
 	framework.Eventually(t, time.Minute, "the hand-bound pods evicted after the ready timeout", func() (bool, string) {
 		var state []string
 		for _, name := range handBound {
