@@ -300,11 +300,16 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 }
 
 // latestUnschedulable returns the most recent (by lastTransitionTime, then pod name for a
-// stable choice) PodScheduled=False condition with reason Unschedulable among the pods, or nil.
+// stable choice) PodScheduled=False condition with reason Unschedulable among the unbound pods, or
+// nil. A bound pod's is stale: kube-scheduler writes it back over the bind when a cycle begun
+// before someone else bound the pod fails.
 func latestUnschedulable(pods []corev1.Pod) *corev1.PodCondition {
 	var latest *corev1.PodCondition
 	var latestPod string
 	for i := range pods {
+		if pods[i].Spec.NodeName != "" {
+			continue
+		}
 		for j := range pods[i].Status.Conditions {
 			cond := &pods[i].Status.Conditions[j]
 			if cond.Type != corev1.PodScheduled || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {

@@ -219,6 +219,17 @@ func TestUnschedulableCondition(t *testing.T) {
 			message: "pod group is unschedulable, minCount (7) cannot be satisfied: 6 scheduled, 0 remaining",
 		},
 		{
+			name: "a bound member's Unschedulable, written back over its bind by a stale cycle, is old news", group: group(3, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodRunning, unschedulable("PodGroupNotFound: written back after the bind", later),
+					func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }),
+				member("b", corev1.PodPending, unschedulable("NotEnoughResources: 1 of 3 pods could be placed", t0)),
+				member("c", corev1.PodPending),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "NotEnoughResources", message: "NotEnoughResources: 1 of 3 pods could be placed",
+		},
+		{
 			name: "equal times: the first pod by name", group: group(2, nil),
 			pods: []corev1.Pod{
 				member("b", corev1.PodPending, unschedulable("InvalidPodGroup: from b", t0)),
