@@ -177,11 +177,27 @@ type Outcomes struct {
 	// be scattered). WaitSeconds is all the jobs' wait, over the same grid.
 	HeldBesideIdleWaitSeconds, WaitSeconds float64
 
+	// FirstPod is how long each job's first pod took to appear after the job was submitted,
+	// over the jobs whose pods' Seen was recorded: in C a Tephra Job's controller creates them,
+	// in B0 and B1 the replay itself. It is part of every wait, and the speedup multiplies it.
+	FirstPod Stats
+
 	// ContendedSamples is the number of grid times at which the queues' demand (GPUs asked by
 	// the jobs submitted and not ended) was at least the cluster's: only then is a share below
 	// the deserved one a scheduler's choice; below capacity everyone gets what they ask.
 	ContendedSamples int
 	Series           Series
+}
+
+// firstSeen is when the job's first pod was seen; 0 when no pod's Seen was recorded.
+func firstSeen(j Job) float64 {
+	first := 0.0
+	for _, p := range j.Pods {
+		if p.Seen > 0 && (first == 0 || p.Seen < first) {
+			first = p.Seen
+		}
+	}
+	return first
 }
 
 // AllocatedFraction is the mean fraction of the GPUs held; NaN for a run without capacity.
@@ -231,7 +247,7 @@ func (o Options) Analyze(run Run) Outcomes {
 	for i, q := range queues {
 		index[q.Name] = i
 	}
-	var jct, wait, bigJCT, bigWait []float64
+	var jct, wait, bigJCT, bigWait, firstPod []float64
 	perQueue := make([]struct{ jct, wait []float64 }, len(queues))
 	out.All, out.BigGangs = Summary{}, Summary{}
 	out.Queues = make([]Summary, len(queues))
@@ -287,6 +303,10 @@ func (o Options) Analyze(run Run) Outcomes {
 			perQueue[qi].wait = append(perQueue[qi].wait, j.Started[0]-j.Submit)
 		}
 
+		if seen := firstSeen(j); seen > 0 {
+			firstPod = append(firstPod, math.Max(seen-j.Submit, 0))
+		}
+
 		out.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
 		if restarts := len(j.Started) - 1; restarts > 0 {
 			out.RestartedJobs++
@@ -337,6 +357,7 @@ func (o Options) Analyze(run Run) Outcomes {
 
 	out.All.JCT, out.All.Wait = StatsOf(jct), StatsOf(wait)
 	out.BigGangs.JCT, out.BigGangs.Wait = StatsOf(bigJCT), StatsOf(bigWait)
+	out.FirstPod = StatsOf(firstPod)
 	out.JCTs = slices.Sorted(slices.Values(jct))
 	for i := range out.Queues {
 		out.Queues[i].JCT, out.Queues[i].Wait = StatsOf(perQueue[i].jct), StatsOf(perQueue[i].wait)

@@ -335,3 +335,19 @@ func TestWaitAtShareBesideIdleGPUs(t *testing.T) {
 	near(t, "held beside idle", o.HeldBesideIdleWaitSeconds, 50)
 	near(t, "all wait", o.WaitSeconds, 150)
 }
+
+// A job's first pod counts from when the first of its pods was seen, whichever that is; jobs
+// whose pods' Seen was not recorded (runs.json written before it was) count in none.
+func TestSubmitToFirstPod(t *testing.T) {
+	seen := func(p Pod, at float64) Pod { p.Seen = at; return p }
+	run := Run{Config: "C", GPUs: 4, End: 400, Jobs: []Job{
+		gangJob("a", "", 10, 1, []float64{40}, 140, seen(pod("a-0", 35, 40, 140), 30), seen(pod("a-1", 33, 40, 140), 25)),
+		gangJob("b", "", 100, 1, []float64{200}, 300, seen(pod("b-0", 190, 200, 300), 190)),
+		gangJob("c", "", 100, 1, []float64{120}, 220, pod("c-0", 110, 120, 220)),
+	}}
+	o := Analyze(run)
+	equal(t, "jobs with a first pod", o.FirstPod.N, 2)
+	near(t, "first pod mean", o.FirstPod.Mean, (15+90)/2.0)
+	near(t, "first pod p90", o.FirstPod.P90, 90)
+	equal(t, "no Seen recorded", Analyze(sequenceRun()).FirstPod.N, 0)
+}

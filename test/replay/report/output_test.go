@@ -103,6 +103,7 @@ func TestWriteMarkdown(t *testing.T) {
 		"| Jobs finished | 2 / 2 | 0 / 2 | 2 / 2 |\n",
 		"| Jobs that never ran | 0 | 2 | 0 |\n",
 		"| JCT p50 | 1m 40s | – | 1m 50s |\n",
+		"| Submit to first pod: mean / p90 | – | – | – |\n", // no Seen in these runs
 		"| Makespan | 3m 20s | – | 4m 10s |\n",
 		"| GPU busy | 100.0 % | 0.0 % | 96.0 % |\n",
 		"| Partial-gang jobs (> 30s) | 0 | 2 | 0 |\n",
