@@ -604,7 +604,15 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e 
 				continue
 			}
 			if l.minMember != nil {
-				if missing := l.minMember(e.group) - l.groupCount[e.group] - l.groupNominated[e.group]; missing > 1 {
+				minimum := l.minMember(e.group)
+				missing := minimum - l.groupCount[e.group] - l.groupNominated[e.group]
+				if minimum > 0 && missing <= 0 {
+					// Its minimum is placed: what waits is above it, and only takes what is free
+					// once other groups' minimums are placed (TephraGang's ElasticWaiting), so a
+					// queue held for it and it would wait for each other beside the idle room.
+					continue
+				}
+				if missing > 1 {
 					count = missing
 					unit = e.requests.Clone()
 					for name, v := range unit {

@@ -340,3 +340,34 @@ func TestARoomOnItsWayToAGangIsNotLentToAnotherQueue(t *testing.T) {
 		})
 	}
 }
+
+// A queue at its share is not held for another queue's pods above their group's placed minimum:
+// those take only what is free once other groups' minimums are placed (TephraGang's
+// ElasticWaiting), the held pod's among them, so each would wait for the other beside the idle
+// room. The synthetic day's replay saw queues yield, thousands of times, to an elastic job whose
+// minimum had run for hours.
+func TestAQueueIsNotHeldForPodsAboveAPlacedMinimum(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	l.setNode("n", corev1.ResourceList{gpu: resource.MustParse("16")})
+	l.minMember = func(string) int { return 1 }
+	groups := map[string]string{"ns/b": "team-b"}
+	resolve := func(ns, name string) string { return groups[ns+"/"+name] }
+	inA := map[string]string{v1alpha1.QueueLabel: "team-a"}
+	l.observe(ledgerPod("a-running", inA, "n", 8), resolve)
+	l.observe(ledgerPod("a-small", inA, "", 1), resolve)
+	l.groupAdded("ns/b", resolve)
+	l.observe(ledgerPod("b-0", map[string]string{v1alpha1.PodGroupLabel: "b"}, "n", 2), resolve)
+	l.observe(ledgerPod("b-1", map[string]string{v1alpha1.PodGroupLabel: "b"}, "", 2), resolve)
+	l.observe(ledgerPod("b-big", map[string]string{v1alpha1.QueueLabel: "team-b"}, "", 12), resolve)
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}})
+	v := l.view()
+	s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)), pendingFits: l.pendingFits}
+	require.Equal(t, int64(8), s.deserved["team-a"][gpu], "half of 16 each")
+
+	assert.Empty(t, s.admit(tree.Get("team-a"), quota.Amounts{gpu: 1}, nil, false),
+		"b-1 is above its group's placed minimum and b-big does not fit team-b's room: team-a's pod goes")
+
+	l.minMember = func(string) int { return 2 }
+	assert.Contains(t, s.admit(tree.Get("team-a"), quota.Amounts{gpu: 1}, nil, false), `it yields to pod group ns/b of queue "team-b"`,
+		"with a minimum of 2, b-1 completes it: team-a keeps to its share")
+}
