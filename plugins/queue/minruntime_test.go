@@ -10,13 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // A job younger than its queue's reclaim minimum runtime is no victim of reclaim: the Queue's
@@ -124,4 +127,41 @@ func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "young", best)
+}
+
+// Of an elastic job's pods, the one bound but not started yet goes first: it has run nothing,
+// and evicting the one running would leave the job with no pod at work (the synthetic day's
+// replay restarted an elastic job three times that way, past the limit of two).
+func TestAnElasticPodNotStartedGoesBeforeOneRunning(t *testing.T) {
+	now := time.Now()
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
+	l := newLedger(v1alpha1.SchedulerName)
+	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
+	groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{MinMember: 1}}))
+	resolve := func(string, string) string { return "a" }
+	var candidates []fwk.PodInfo
+	for _, name := range []string{"running", "bound"} {
+		pod := ledgerPod(name, map[string]string{v1alpha1.PodGroupLabel: "job"}, "node", 8)
+		if name == "running" {
+			pod.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
+		}
+		require.NoError(t, members.Add(pod))
+		l.observe(pod, resolve)
+		info, err := framework.NewPodInfo(pod)
+		require.NoError(t, err)
+		candidates = append(candidates, info)
+	}
+	preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
+	l.observe(preemptor, resolve)
+	q := &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}
+	r := &reclaimer{q: q, members: members}
+	r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
+	r.state = state{tree: tree}
+	var names []string
+	for _, u := range r.units(candidates) {
+		assert.True(t, u.elastic, "%s is above the job's minimum of 1", u.pods[0].Name)
+		names = append(names, u.pods[0].Name)
+	}
+	assert.Equal(t, []string{"bound", "running"}, names)
 }

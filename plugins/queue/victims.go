@@ -286,6 +286,10 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				continue
 			}
 		}
+		// A pod not started yet has run nothing: it counts as starting now, the youngest. Bound
+		// pods with no start sorted last once, so of an elastic job's two pods, the one running
+		// went and the one bound beside it was kept, and the job ran on nothing for a while.
+		u.started = now.UnixNano()
 		if pod.Status.StartTime != nil {
 			u.started = pod.Status.StartTime.UnixNano()
 		}
