@@ -286,12 +286,16 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				continue
 			}
 		}
-		// A pod not started yet has run nothing: it counts as starting now, the youngest. Bound
-		// pods with no start sorted last once, so of an elastic job's two pods, the one running
-		// went and the one bound beside it was kept, and the job ran on nothing for a while.
-		u.started = now.UnixNano()
 		if pod.Status.StartTime != nil {
 			u.started = pod.Status.StartTime.UnixNano()
+		} else if elastic {
+			// An elastic pod not started yet has run nothing: it counts as starting now, the
+			// youngest, so that of an elastic job's two pods the one bound beside the one running
+			// goes, not the running one, which left the job with no pod at work. A gang bound but
+			// not started keeps sorting last: it was just placed, and taking it first undid
+			// placements that had waited long (a check run of the synthetic day doubled the big
+			// gangs' wait when every pod not started sorted first).
+			u.started = now.UnixNano()
 		}
 		units = append(units, u)
 	}
