@@ -127,7 +127,8 @@ func estimateDelay(pod *corev1.Pod, pg *v1alpha1.PodGroup, bound time.Duration) 
 }
 
 // less orders the active queue: higher priority first; then jobs by their dominant resource
-// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then by place
+// share (DRF, frozen while a pod is queued, see jobShares), the smallest first; then, in queues
+// ordered by submission, pods never refused before those refused since they came; then by place
 // (sortKey); members of one group stay together.
 func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
 	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
@@ -136,50 +137,66 @@ func (g *groupManager) less(a, b fwk.QueuedEntityInfo) bool {
 	if sa, sb := g.shareOf(a), g.shareOf(b); sa != sb {
 		return sa < sb
 	}
-	ta, ka := g.sortKey(a)
-	tb, kb := g.sortKey(b)
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
+	ka, kb := g.sortKey(a), g.sortKey(b)
+	if ka.firstTry != kb.firstTry {
+		return ka.firstTry
 	}
-	if ka != kb {
-		return ka < kb
+	if !ka.place.Equal(kb.place) {
+		return ka.place.Before(kb.place)
+	}
+	if ka.group != kb.group {
+		return ka.group < kb.group
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
 }
 
 type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
 
-// sortKey is a queued pod's place, and its group's key. A workload's place is when it came: a
-// group's sort time (its creation, or its last failure) or a plain pod's queue time; plus its
-// estimate in queues that order by it, or its attained service's level in queues that order by
-// that (attained.go).
+// queuedKey is where a queued pod sorts among the pods of its priority and share.
+type queuedKey struct {
+	// firstTry: the pod was never refused, and its queue orders by submission.
+	firstTry bool
+	// place is its workload's place; group is its group's key ("" for a plain pod).
+	place time.Time
+	group string
+}
+
+// sortKey is a queued pod's key. A workload's place is when it came: a group's sort time (its
+// creation, or its last failure) or a plain pod's queue time; plus its estimate in queues that
+// order by it, or its attained service's level in queues that order by that (attained.go).
 //
-// In a queue ordered by submission, a pod refused since it came sorts, moreover, no earlier than
-// its last refusal, which is its queue time (kube-scheduler's queue sets it when a refused pod
-// comes back), as under upstream's PrioritySort. Otherwise every held pod that an event sends
-// back, a pod of a queue at its share or of a gang that has no room yet, goes ahead of every pod
-// that came after it: on a busy cluster those retries fill the scheduling loop, and new pods wait
-// behind them without being tried at all (make replay saw small jobs wait up to 100 minutes so,
-// docs/replay.md). Queues ordered by estimate or attained service keep a workload's place fixed:
+// In a queue ordered by submission, a pod refused since it came sorts behind every pod never
+// refused, and among the refused no earlier than its last refusal, which is its queue time
+// (kube-scheduler's queue sets it when a refused pod comes back), as under upstream's
+// PrioritySort. Otherwise the held pods that every event sends back, pods of a queue at its share
+// or of a gang without room yet, go ahead of new pods. Each refusal writes the pod's condition
+// from the scheduling loop when its message changes, tens of milliseconds on a busy apiserver, and
+// on a busy cluster those retries fill the loop: new pods waited behind them for minutes without
+// being tried at all (make replay, docs/replay.md). Tried first, a new pod is placed at once if it
+// fits, or refused once and then takes its turn among the others.
+//
+// Queues ordered by estimate or attained service keep a workload's place fixed, refused or not:
 // there the place is the promise (a short or new workload goes before a long or old one that came
-// up to the bound before it), and moving refused workloads to their refusals would undo it.
-func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
+// up to the bound before it), and moving refused workloads behind new ones would undo it.
+func (g *groupManager) sortKey(e fwk.QueuedEntityInfo) queuedKey {
 	getter, ok := e.(podInfoGetter)
 	if !ok {
-		return e.GetTimestamp(), ""
+		return queuedKey{firstTry: e.GetUnschedulableCount() == 0, place: e.GetTimestamp()}
 	}
 	pod := getter.GetPodInfo().GetPod()
 	order, pg, ordered := g.orderOf(pod)
 	key, grouped := groupOf(pod)
-	group := ""
+	k := queuedKey{place: g.place(e, pod, order, pg, ordered, key, grouped)}
 	if grouped {
-		group = key.String()
+		k.group = key.String()
 	}
-	place := g.place(e, pod, order, pg, ordered, key, grouped)
-	if !ordered && e.GetUnschedulableCount() > 0 && e.GetTimestamp().After(place) {
-		place = e.GetTimestamp()
+	if !ordered {
+		k.firstTry = e.GetUnschedulableCount() == 0
+		if !k.firstTry && e.GetTimestamp().After(k.place) {
+			k.place = e.GetTimestamp()
+		}
 	}
-	return place, group
+	return k
 }
 
 // place is a workload's place by its queue's order.

@@ -60,11 +60,11 @@ func TestAQueueOrderedByEstimateRunsShortJobsFirstWithinItsBound(t *testing.T) {
 	assert.Zero(t, f.gang.orders.count.Load())
 }
 
-// In a queue ordered by submission, a pod refused since it came goes behind pods that came
-// before its last refusal, as under upstream's PrioritySort, so that retried pods of held queues
-// do not keep new ones from being tried. In a queue ordered by estimate, a refused job keeps its
-// place: a shorter one that came before its refusal still goes after it when the shorter came
-// later than its place.
+// In a queue ordered by submission, a pod refused since it came goes behind every pod never
+// refused, and behind refused pods that came before its last refusal, as under upstream's
+// PrioritySort, so that retried pods of held queues do not keep new ones from being tried. In a
+// queue ordered by estimate, a refused job keeps its place: a shorter one that came before its
+// refusal still goes after it when the shorter came later than its place.
 func TestARefusedPodGoesBehindPodsThatCameBeforeItsRefusal(t *testing.T) {
 	f := newFixture(t)
 	t0 := f.now
@@ -89,10 +89,14 @@ func TestARefusedPodGoesBehindPodsThatCameBeforeItsRefusal(t *testing.T) {
 	assert.True(t, f.gang.Less(queued(t, old, t0), queued(t, young, t0.Add(time.Minute))), "by submission while neither was refused")
 	assert.True(t, f.gang.Less(queued(t, young, t0.Add(time.Minute)), refused(old, t0.Add(2*time.Minute))),
 		"the old job refused after the young one came goes behind it")
-	assert.True(t, f.gang.Less(refused(old, t0.Add(30*time.Second)), queued(t, young, t0.Add(time.Minute))),
-		"refused before the young one came, it keeps its place ahead")
+	assert.True(t, f.gang.Less(queued(t, young, t0.Add(time.Minute)), refused(old, t0.Add(30*time.Second))),
+		"refused before the young one came, it still goes behind a pod never tried")
+	assert.True(t, f.gang.Less(refused(old, t0.Add(30*time.Second)), refused(young, t0.Add(time.Minute))),
+		"among refused pods, the one refused first goes first")
+	assert.True(t, f.gang.Less(refused(young, t0.Add(time.Minute)), refused(old, t0.Add(2*time.Minute))),
+		"and the old job refused after the young one goes behind it")
 
 	first, second := job("first", "sef", t0), job("second", "sef", t0.Add(5*time.Minute))
 	assert.True(t, f.gang.Less(refused(first, t0.Add(8*time.Minute)), queued(t, second, t0.Add(5*time.Minute))),
-		"in a queue ordered by estimate, a refused job keeps its place")
+		"in a queue ordered by estimate, a refused job keeps its place, ahead of one never tried")
 }
