@@ -30,7 +30,7 @@ import (
 // The other half is taken away (the ReplicaSet scaled to 2) before the bind: the scheduler also
 // repairs a partial gang, by rolling back the members bound outside its attempt when an attempt
 // of the group fails (leftovers, plugins/gang/attempts.go), and with members left to try, its next
-// attempt raced the timeout (CI once saw the scheduler delete the hand-bound pods 9.5 s after the
+// attempt raced the timeout (a run once saw the scheduler delete the hand-bound pods 9.5 s after the
 // bind, and no eviction counted). With no member left to try, only the timeout can act.
 func TestPartlyBoundGangIsEvictedAfterItsReadyTimeout(t *testing.T) {
 	env := framework.Shared(t)
