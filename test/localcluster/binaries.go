@@ -3,6 +3,7 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,9 @@ const KwokVersion = "v0.8.0"
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Kwok string
 	Scheduler, Controllers                   string
+	// Kueue is Kueue's controller manager and KueueModule its module's folder (for its
+	// manifests), set by BuildKueue; only clusters with Options.Kueue need them.
+	Kueue, KueueModule string
 }
 
 // RepoRoot finds the Tephra checkout that holds the working directory.
@@ -158,21 +162,50 @@ func goBuild(ctx context.Context, root, out, pkg, ldflags string, log io.Writer)
 }
 
 // installKwok builds kwok with `go install` in its own module graph, as its maintainers publish
-// it, into a temporary GOBIN and moves it into place.
+// it.
 func installKwok(ctx context.Context, root, out string, log io.Writer) error {
-	gobin, err := os.MkdirTemp(filepath.Dir(out), ".kwok-build-")
+	return goInstall(ctx, root, out, "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion, log)
+}
+
+// goInstall builds a program with `go install PKG@VERSION`, in the program's own module graph,
+// into a temporary GOBIN and moves it to out.
+func goInstall(ctx context.Context, root, out, pkgAtVersion string, log io.Writer) error {
+	gobin, err := os.MkdirTemp(filepath.Dir(out), ".go-install-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(gobin)
-	cmd := exec.CommandContext(ctx, "go", "install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
+	cmd := exec.CommandContext(ctx, "go", "install", pkgAtVersion)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=", "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go install kwok %s: %w", KwokVersion, err)
+		return fmt.Errorf("go install %s: %w", pkgAtVersion, err)
 	}
-	return os.Rename(filepath.Join(gobin, "kwok"), out)
+	pkg, _, _ := strings.Cut(pkgAtVersion, "@")
+	return os.Rename(filepath.Join(gobin, filepath.Base(pkg)), out)
+}
+
+// moduleDir downloads a module (`go mod download -json`) and returns its folder in the module
+// cache, e.g. for the manifests a release ships in it.
+func moduleDir(ctx context.Context, module, version string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = os.TempDir() // outside any module: the download is the module's own
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var info struct{ Dir, Error string }
+	if jsonErr := json.Unmarshal(out, &info); jsonErr == nil && info.Error != "" {
+		return "", fmt.Errorf("go mod download %s@%s: %s", module, version, info.Error)
+	}
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s@%s: %w: %s", module, version, err, strings.TrimSpace(stderr.String()))
+	}
+	if info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s@%s named no folder", module, version)
+	}
+	return info.Dir, nil
 }
 
 func moduleVersions(ctx context.Context, root string, modules ...string) ([]string, error) {

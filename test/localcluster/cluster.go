@@ -109,6 +109,9 @@ type Options struct {
 	// SchedulerThroughProxy points tephra-scheduler's kubeconfig at a TCP proxy in front of the
 	// apiserver, which PartitionScheduler cuts and HealScheduler restores (proxy.go).
 	SchedulerThroughProxy bool
+	// Kueue, if set, runs Kueue (KueueVersion) beside Tephra, installed from its module's
+	// manifests (kueue.go); it starts before Tephra's controllers.
+	Kueue *KueueOptions
 }
 
 // Cluster is a running local control plane.
@@ -140,6 +143,8 @@ type Cluster struct {
 	usageMu sync.Mutex
 	proxyMu sync.Mutex
 	proxy   *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started
+
+	kueue *kueueInstall // with Options.Kueue, once installed; guarded by mu
 }
 
 // Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,
@@ -175,6 +180,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if bins, err = Build(ctx, opts.Root, log); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Kueue != nil && bins.Kueue == "" {
+		withKueue := *bins
+		if withKueue.Kueue, withKueue.KueueModule, err = BuildKueue(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withKueue
 	}
 	for _, sub := range []string{"logs", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, sub), 0o755); err != nil {
@@ -214,6 +226,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		steps = append(steps, ControllerManager)
 	}
 	steps = append(steps, Kwok)
+	if opts.Kueue != nil {
+		steps = append(steps, "kueue-manifests", Kueue)
+	}
 	if !opts.WithoutControllers {
 		steps = append(steps, c.ReplicaNames(Controllers)...)
 	}
@@ -222,9 +237,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	for _, step := range steps {
 		start := time.Now()
-		if step == "manifests" {
+		switch step {
+		case "manifests":
 			err = c.install(ctx, c.installation)
-		} else {
+		case "kueue-manifests":
+			err = c.installKueue(ctx)
+		default:
 			err = c.StartComponent(ctx, step)
 		}
 		if err != nil {
@@ -306,9 +324,15 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.mu.Unlock()
-	for _, name := range append(tephra, Kwok, ControllerManager, APIServer, Etcd) {
+	for _, name := range append(tephra, Kueue, Kwok, ControllerManager, APIServer, Etcd) {
 		c.StopComponent(name)
 	}
+	c.mu.Lock()
+	if c.kueue != nil {
+		c.kueue.proxy.close()
+		c.kueue.stopCerts()
+	}
+	c.mu.Unlock()
 }
 
 // Running says whether a component's process is alive.
@@ -417,6 +441,8 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			args = append(args, "--feature-gates="+c.opts.FeatureGates)
 		}
 		return c.bins.ControllerManager, append(args, c.opts.ControllerManagerArgs...), nil, nil
+	case Kueue:
+		return c.kueueCommand(ctx)
 	case Kwok:
 		return c.bins.Kwok, []string{
 			"--kubeconfig=" + c.Kubeconfig,
@@ -444,6 +470,8 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.Port(ControllerManager))
 	case Kwok:
 		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.Port(Kwok))
+	case Kueue:
+		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Port(Kueue+"/probe"))
 	}
 	switch component, _ := componentOf(name); component {
 	case Scheduler:

@@ -21,36 +21,67 @@ import (
 // --webhook-bind-address listens on. So a webhook whose Service, port or path is wrong fails the
 // tests as it would fail in a cluster. (With several replicas, the first one is called.)
 
-// localWebhooks rewrites a ValidatingWebhookConfiguration of the manifests to call the local
-// controllers process; other objects are returned as they are.
+// localWebhooks rewrites a webhook configuration of the manifests to call the local controllers
+// process; other objects are returned as they are.
 func (c *Cluster) localWebhooks(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if obj.GetKind() != "ValidatingWebhookConfiguration" {
+	var config interface {
+		runtime.Object
+		clientConfigs() []*admissionregistrationv1.WebhookClientConfig
+	}
+	switch obj.GetKind() {
+	case "ValidatingWebhookConfiguration":
+		config = &validatingConfig{}
+	case "MutatingWebhookConfiguration":
+		config = &mutatingConfig{}
+	default:
 		return obj, nil
 	}
-	var config admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &config, true); err != nil {
-		return nil, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", obj.GetName(), err)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, config, true); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	for i := range config.Webhooks {
-		w := &config.Webhooks[i]
-		if w.ClientConfig.Service == nil {
+	for _, cc := range config.clientConfigs() {
+		if cc.Service == nil {
 			continue
 		}
-		if err := c.installation.checkWebhookService(w.ClientConfig.Service); err != nil {
-			return nil, fmt.Errorf("webhook %s of %s: %w", w.Name, config.Name, err)
+		if err := c.installation.checkWebhookService(cc.Service); err != nil {
+			return nil, fmt.Errorf("a webhook of %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 		port, err := c.port(ReplicaName(Controllers, 0) + "/webhook")
 		if err != nil {
 			return nil, err
 		}
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, ptr.Deref(w.ClientConfig.Service.Path, "/"))
-		w.ClientConfig.Service, w.ClientConfig.URL = nil, &url
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, ptr.Deref(cc.Service.Path, "/"))
+		cc.Service, cc.URL = nil, &url
 	}
-	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&config)
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(config)
 	if err != nil {
 		return nil, err
 	}
 	return &unstructured.Unstructured{Object: out}, nil
+}
+
+type validatingConfig struct {
+	admissionregistrationv1.ValidatingWebhookConfiguration `json:",inline"`
+}
+
+func (v *validatingConfig) clientConfigs() []*admissionregistrationv1.WebhookClientConfig {
+	var ccs []*admissionregistrationv1.WebhookClientConfig
+	for i := range v.Webhooks {
+		ccs = append(ccs, &v.Webhooks[i].ClientConfig)
+	}
+	return ccs
+}
+
+type mutatingConfig struct {
+	admissionregistrationv1.MutatingWebhookConfiguration `json:",inline"`
+}
+
+func (m *mutatingConfig) clientConfigs() []*admissionregistrationv1.WebhookClientConfig {
+	var ccs []*admissionregistrationv1.WebhookClientConfig
+	for i := range m.Webhooks {
+		ccs = append(ccs, &m.Webhooks[i].ClientConfig)
+	}
+	return ccs
 }
 
 // checkWebhookService checks that a webhook's Service reaches the controllers' webhook server.
