@@ -167,6 +167,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if job.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	if job.Spec.ManagedBy != nil && *job.Spec.ManagedBy != batchv1alpha1.JobControllerManager {
+		// Another controller runs it (MultiKueue on a manager cluster, which runs it on a
+		// worker and writes its status here): this one creates nothing and writes nothing.
+		return ctrl.Result{}, nil
+	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{ControllerIndex: string(job.UID)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", req.NamespacedName, err)

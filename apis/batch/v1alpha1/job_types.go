@@ -25,6 +25,15 @@ const (
 	UnknownEvent         Event = "Unknown"
 )
 
+// Values of a Job's spec.managedBy.
+const (
+	// JobControllerManager is Tephra's Job controller, which runs a Job that names no manager.
+	JobControllerManager = "tephra.dev/job-controller"
+	// MultiKueueManager is Kueue's MultiKueue: on a manager cluster it runs the Job on a worker
+	// cluster, and Tephra's controllers leave it alone.
+	MultiKueueManager = "kueue.x-k8s.io/multikueue"
+)
+
 // Action is what the Job controller does when a policy matches.
 // +kubebuilder:validation:Enum=RestartJob;RestartTask;RestartPod;AbortJob;TerminateJob;CompleteJob
 type Action string
@@ -133,6 +142,7 @@ type TaskSpec struct {
 // 1,000,000 a rule may spend, at worst, for 32 tasks; jobs without dependsOn skip it.
 
 // JobSpec is a multi-task batch workload.
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="managedBy is immutable",fieldPath=".managedBy"
 // +kubebuilder:validation:XValidation:rule="!has(self.taskTopology) || !has(self.tasks) || [(has(self.taskTopology.affinity) ? self.taskTopology.affinity.flatten() : []) + (has(self.taskTopology.antiAffinity) ? self.taskTopology.antiAffinity.flatten() : []) + (has(self.taskTopology.order) ? self.taskTopology.order : [])].all(names, names.all(n, self.tasks.exists(t, t.name == n)))",message="taskTopology names a task that is not in the job",fieldPath=".taskTopology"
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || self.minAvailable <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minAvailable must not exceed the total replicas of the job's tasks",fieldPath=".minAvailable"
 // +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
@@ -203,6 +213,13 @@ type JobSpec struct {
 	// Suspend frees all the Job's resources while true; resuming starts it again.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
+	// ManagedBy names the controller that runs the Job: tephra.dev/job-controller, Tephra's Job
+	// controller (the default), or kueue.x-k8s.io/multikueue, Kueue's MultiKueue on a manager
+	// cluster, which runs the Job on a worker cluster and mirrors its status back: Tephra's
+	// controllers then create nothing for it (docs/kueue.md). Immutable.
+	// +kubebuilder:validation:XValidation:rule="self in ['tephra.dev/job-controller', 'kueue.x-k8s.io/multikueue']",message="managedBy must be tephra.dev/job-controller (Tephra's Job controller) or kueue.x-k8s.io/multikueue (Kueue's MultiKueue)"
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
 	// Topology places the Job's minimum inside one network domain; the Job's PodGroup carries
 	// it (docs/topology.md).
 	// +optional
