@@ -85,6 +85,9 @@ func main() {
 		LeaderElectionNamespace: leaderElectionNamespace,
 		// Release the lease on a clean shutdown so that a restarted replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
+		// The Kueue adapter reads Kueue's objects as unstructured (controllers/kueue): from the
+		// informers' caches too, as every typed read is.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	}
 	if webhooks.configuration != "" {
 		if certs, err = webhooks.certManager(leaderElectionNamespace); err != nil {

@@ -13,7 +13,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/tephra-dev/tephra/controllers/kueue"
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/webhookcert"
 )
@@ -68,6 +70,9 @@ func startWebhooks(mgr ctrl.Manager, certs *webhookcert.Manager, direct client.C
 	}
 	mgr.GetWebhookServer().Register(queue.ResizePath, &webhook.Admission{
 		Handler: queue.NewResizeValidator(mgr.GetCache(), mgr.GetScheme(), schedulerNames),
+	})
+	mgr.GetWebhookServer().Register(kueue.SuspendPath, &webhook.Admission{
+		Handler: &kueue.SuspendDefaulter{Decoder: admission.NewDecoder(mgr.GetScheme())},
 	})
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/foreign"
 	"github.com/tephra-dev/tephra/controllers/job"
 	"github.com/tephra-dev/tephra/controllers/jobflow"
+	"github.com/tephra-dev/tephra/controllers/kueue"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/upstream"
@@ -81,6 +82,17 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := upstreamAdapter(mgr); err != nil {
 		return fmt.Errorf("upstream PodGroup adapter: %w", err)
+	}
+	// Tephra Jobs under Kueue's admission: only where Kueue's Workloads are served.
+	if err := whenserved.Start(mgr, ctrl.Log.WithName("setup"), whenserved.Adapter{
+		Name: kueue.ControllerName,
+		GVK:  kueue.GroupVersion.WithKind("Workload"),
+		Setup: func() error {
+			r := &kueue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(kueue.ControllerName)}
+			return r.SetupWithManager(mgr)
+		},
+	}); err != nil {
+		return fmt.Errorf("kueue adapter: %w", err)
 	}
 	return nil
 }

@@ -93,14 +93,27 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 }
 
-// Ensure makes the Secret hold a CA and a certificate valid for every host the configuration
-// calls for at least renewBefore, loads it, and sets every webhook's caBundle to the CA.
+// Ensure makes the Secret hold a CA and a certificate valid for every host the configurations
+// call for at least renewBefore, loads it, and sets every webhook's caBundle to the CA. The
+// MutatingWebhookConfiguration of the same name is optional (an install may leave it out).
 func (m *Manager) Ensure(ctx context.Context) error {
-	var config admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &config); err != nil {
+	var validating admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &validating); err != nil {
 		return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", m.Configuration, err)
 	}
-	hosts := Hosts(&config)
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	var found admissionregistrationv1.MutatingWebhookConfiguration
+	switch err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &found); {
+	case err == nil:
+		mutating = &found
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", m.Configuration, err)
+	}
+	configs := []client.Object{&validating}
+	if mutating != nil {
+		configs = append(configs, mutating)
+	}
+	hosts := Hosts(configs...)
 	if len(hosts) == 0 {
 		return fmt.Errorf("ValidatingWebhookConfiguration %s calls no service or url", m.Configuration)
 	}
@@ -113,7 +126,12 @@ func (m *Manager) Ensure(ctx context.Context) error {
 		return fmt.Errorf("secret %s: %w", m.Secret, err)
 	}
 	m.cert.Store(&cert)
-	return m.setCABundle(ctx, &config, secret.Data[CAKey])
+	for _, config := range configs {
+		if err := m.setCABundle(ctx, config, secret.Data[CAKey]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // secret returns the Secret, created or renewed first when it holds no certificate valid for
@@ -153,40 +171,66 @@ func (m *Manager) secret(ctx context.Context, hosts []string) (*corev1.Secret, e
 	return &secret, nil
 }
 
-// setCABundle points every webhook of the configuration at the CA.
-func (m *Manager) setCABundle(ctx context.Context, config *admissionregistrationv1.ValidatingWebhookConfiguration, ca []byte) error {
-	patched := config.DeepCopy()
+// setCABundle points every webhook of a configuration (validating or mutating) at the CA.
+func (m *Manager) setCABundle(ctx context.Context, config client.Object, ca []byte) error {
+	patched := config.DeepCopyObject().(client.Object)
 	changed := false
-	for i := range patched.Webhooks {
-		if !bytes.Equal(patched.Webhooks[i].ClientConfig.CABundle, ca) {
-			patched.Webhooks[i].ClientConfig.CABundle = ca
+	for _, cc := range clientConfigs(patched) {
+		if !bytes.Equal(cc.CABundle, ca) {
+			cc.CABundle = ca
 			changed = true
 		}
 	}
 	if !changed {
 		return nil
 	}
+	kind := kindOf(config)
 	if err := m.Client.Patch(ctx, patched, client.MergeFromWithOptions(config, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("setting the caBundle of ValidatingWebhookConfiguration %s: %w", m.Configuration, err)
+		return fmt.Errorf("setting the caBundle of %s %s: %w", kind, m.Configuration, err)
 	}
-	m.Log.Info("set the caBundle of the webhooks", "configuration", m.Configuration)
+	m.Log.Info("set the caBundle of the webhooks", "configuration", m.Configuration, "kind", kind)
 	return nil
 }
 
-// Hosts are the names the apiserver may call the configuration's webhooks by: each Service's
+// clientConfigs are the client configurations of a configuration's webhooks, to change in place.
+func clientConfigs(config client.Object) []*admissionregistrationv1.WebhookClientConfig {
+	var ccs []*admissionregistrationv1.WebhookClientConfig
+	switch c := config.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			ccs = append(ccs, &c.Webhooks[i].ClientConfig)
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			ccs = append(ccs, &c.Webhooks[i].ClientConfig)
+		}
+	}
+	return ccs
+}
+
+func kindOf(config client.Object) string {
+	if _, ok := config.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+		return "MutatingWebhookConfiguration"
+	}
+	return "ValidatingWebhookConfiguration"
+}
+
+// Hosts are the names the apiserver may call the configurations' webhooks by: each Service's
 // short and cluster DNS names, each url's host. Sorted, without duplicates.
-func Hosts(config *admissionregistrationv1.ValidatingWebhookConfiguration) []string {
+func Hosts(configs ...client.Object) []string {
 	set := map[string]bool{}
-	for _, w := range config.Webhooks {
-		switch cc := w.ClientConfig; {
-		case cc.Service != nil:
-			s := cc.Service
-			for _, name := range []string{s.Name, s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc", s.Name + "." + s.Namespace + ".svc.cluster.local"} {
-				set[name] = true
-			}
-		case cc.URL != nil:
-			if u, err := url.Parse(*cc.URL); err == nil && u.Hostname() != "" {
-				set[u.Hostname()] = true
+	for _, config := range configs {
+		for _, cc := range clientConfigs(config) {
+			switch {
+			case cc.Service != nil:
+				s := cc.Service
+				for _, name := range []string{s.Name, s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc", s.Name + "." + s.Namespace + ".svc.cluster.local"} {
+					set[name] = true
+				}
+			case cc.URL != nil:
+				if u, err := url.Parse(*cc.URL); err == nil && u.Hostname() != "" {
+					set[u.Hostname()] = true
+				}
 			}
 		}
 	}
