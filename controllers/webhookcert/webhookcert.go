@@ -175,7 +175,7 @@ func (m *Manager) secret(ctx context.Context, hosts []string) (*corev1.Secret, e
 func (m *Manager) setCABundle(ctx context.Context, config client.Object, ca []byte) error {
 	patched := config.DeepCopyObject().(client.Object)
 	changed := false
-	for _, cc := range clientConfigs(patched) {
+	for _, cc := range ClientConfigs(patched) {
 		if !bytes.Equal(cc.CABundle, ca) {
 			cc.CABundle = ca
 			changed = true
@@ -192,8 +192,9 @@ func (m *Manager) setCABundle(ctx context.Context, config client.Object, ca []by
 	return nil
 }
 
-// clientConfigs are the client configurations of a configuration's webhooks, to change in place.
-func clientConfigs(config client.Object) []*admissionregistrationv1.WebhookClientConfig {
+// ClientConfigs are the client configurations of a webhook configuration's webhooks (validating
+// or mutating), to change in place.
+func ClientConfigs(config client.Object) []*admissionregistrationv1.WebhookClientConfig {
 	var ccs []*admissionregistrationv1.WebhookClientConfig
 	switch c := config.(type) {
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
@@ -220,7 +221,7 @@ func kindOf(config client.Object) string {
 func Hosts(configs ...client.Object) []string {
 	set := map[string]bool{}
 	for _, config := range configs {
-		for _, cc := range clientConfigs(config) {
+		for _, cc := range ClientConfigs(config) {
 			switch {
 			case cc.Service != nil:
 				s := cc.Service

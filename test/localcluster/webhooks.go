@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tephra-dev/tephra/controllers/webhookcert"
 )
 
 // Webhook configurations call a Service, which the apiserver resolves through cluster DNS; here
@@ -24,22 +27,19 @@ import (
 // localWebhooks rewrites a webhook configuration of the manifests to call the local controllers
 // process; other objects are returned as they are.
 func (c *Cluster) localWebhooks(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	var config interface {
-		runtime.Object
-		clientConfigs() []*admissionregistrationv1.WebhookClientConfig
-	}
+	var config client.Object
 	switch obj.GetKind() {
 	case "ValidatingWebhookConfiguration":
-		config = &validatingConfig{}
+		config = &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	case "MutatingWebhookConfiguration":
-		config = &mutatingConfig{}
+		config = &admissionregistrationv1.MutatingWebhookConfiguration{}
 	default:
 		return obj, nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, config, true); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	for _, cc := range config.clientConfigs() {
+	for _, cc := range webhookcert.ClientConfigs(config) {
 		if cc.Service == nil {
 			continue
 		}
@@ -58,30 +58,6 @@ func (c *Cluster) localWebhooks(obj *unstructured.Unstructured) (*unstructured.U
 		return nil, err
 	}
 	return &unstructured.Unstructured{Object: out}, nil
-}
-
-type validatingConfig struct {
-	admissionregistrationv1.ValidatingWebhookConfiguration `json:",inline"`
-}
-
-func (v *validatingConfig) clientConfigs() []*admissionregistrationv1.WebhookClientConfig {
-	var ccs []*admissionregistrationv1.WebhookClientConfig
-	for i := range v.Webhooks {
-		ccs = append(ccs, &v.Webhooks[i].ClientConfig)
-	}
-	return ccs
-}
-
-type mutatingConfig struct {
-	admissionregistrationv1.MutatingWebhookConfiguration `json:",inline"`
-}
-
-func (m *mutatingConfig) clientConfigs() []*admissionregistrationv1.WebhookClientConfig {
-	var ccs []*admissionregistrationv1.WebhookClientConfig
-	for i := range m.Webhooks {
-		ccs = append(ccs, &m.Webhooks[i].ClientConfig)
-	}
-	return ccs
 }
 
 // checkWebhookService checks that a webhook's Service reaches the controllers' webhook server.
