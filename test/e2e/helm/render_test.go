@@ -65,7 +65,7 @@ func TestDefaultChartInstallsWhatManifestsInstall(t *testing.T) {
 			assert.Equal(t, wantConfig, gotConfig, "the scheduler configuration, as kube-scheduler loads it")
 		case "Deployment":
 			assertSamePodSpec(t, key, want, got)
-		case "ValidatingWebhookConfiguration":
+		case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 			assert.Equal(t, want.Object["webhooks"], got.Object["webhooks"], "webhooks of %s", key)
 		case "ServiceAccount":
 		default:
@@ -340,5 +340,42 @@ func TestForeignCRDsValueInstallsTheComponentsCRDs(t *testing.T) {
 		assert.Equal(t, component[key].Object["spec"], got.Object["spec"], "spec of %s (make generate copies manifests/components/foreign-crds into the chart)", key)
 		assert.Equal(t, "keep", got.GetAnnotations()["helm.sh/resource-policy"], "helm keeps %s on uninstall", key)
 		assert.Equal(t, "tephra", got.GetLabels()["app.kubernetes.io/part-of"], "labels of %s", key)
+	}
+}
+
+// kueueObjects are what manifests/components/kueue adds: Kueue may read Tephra Jobs.
+var kueueObjects = []string{
+	"ClusterRole//tephra-kueue-jobs",
+	"ClusterRoleBinding//tephra-kueue-jobs",
+}
+
+// The chart lets Kueue read Tephra Jobs only with kueue.readJobs, then with the same rules and
+// subject as the kustomize component manifests/components/kueue, and nothing else changes.
+func TestKueueValueGrantsWhatTheComponentGrants(t *testing.T) {
+	ctx := testContext(t)
+	without := renderChart(t, ctx)
+	with := renderChart(t, ctx, "--set", "kueue.readJobs=true")
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	out, err := localcluster.KustomizeManifests("test/e2e/kueue/testdata")(ctx, root)
+	require.NoError(t, err)
+	component := byKey(t, out)
+
+	var extra []string
+	for key := range with {
+		if _, ok := without[key]; !ok {
+			extra = append(extra, key)
+		}
+	}
+	sort.Strings(extra)
+	assert.Equal(t, kueueObjects, extra, "objects kueue.readJobs adds")
+	for _, key := range kueueObjects {
+		got, ok := with[key]
+		if !assert.True(t, ok, "the chart installs %s", key) || !assert.Contains(t, component, key) {
+			continue
+		}
+		for _, field := range []string{"rules", "roleRef", "subjects"} {
+			assert.Equal(t, component[key].Object[field], got.Object[field], "%s of %s", field, key)
+		}
 	}
 }
