@@ -316,19 +316,8 @@ func TestForeignCRDsValueInstallsTheComponentsCRDs(t *testing.T) {
 		assert.False(t, ok, "the default chart installs %s", key)
 	}
 	with := renderChart(t, ctx, "--set", "foreignCRDs.install=true")
-	root, err := localcluster.RepoRoot()
-	require.NoError(t, err)
-	out, err := localcluster.KustomizeManifests("test/e2e/foreign/testdata")(ctx, root)
-	require.NoError(t, err)
-	component := byKey(t, out)
-
-	var extra []string
-	for key := range with {
-		if _, ok := without[key]; !ok {
-			extra = append(extra, key)
-		}
-	}
-	sort.Strings(extra)
+	component := renderKustomization(t, ctx, "test/e2e/foreign/testdata")
+	extra := added(without, with)
 	want := append([]string(nil), foreignCRDs...)
 	sort.Strings(want)
 	assert.Equal(t, want, extra, "objects foreignCRDs.install adds")
@@ -355,20 +344,8 @@ func TestKueueValueGrantsWhatTheComponentGrants(t *testing.T) {
 	ctx := testContext(t)
 	without := renderChart(t, ctx)
 	with := renderChart(t, ctx, "--set", "kueue.readJobs=true")
-	root, err := localcluster.RepoRoot()
-	require.NoError(t, err)
-	out, err := localcluster.KustomizeManifests("test/e2e/kueue/testdata")(ctx, root)
-	require.NoError(t, err)
-	component := byKey(t, out)
-
-	var extra []string
-	for key := range with {
-		if _, ok := without[key]; !ok {
-			extra = append(extra, key)
-		}
-	}
-	sort.Strings(extra)
-	assert.Equal(t, kueueObjects, extra, "objects kueue.readJobs adds")
+	component := renderKustomization(t, ctx, "test/e2e/kueue/testdata")
+	assert.Equal(t, kueueObjects, added(without, with), "objects kueue.readJobs adds")
 	for _, key := range kueueObjects {
 		got, ok := with[key]
 		if !assert.True(t, ok, "the chart installs %s", key) || !assert.Contains(t, component, key) {
@@ -378,4 +355,26 @@ func TestKueueValueGrantsWhatTheComponentGrants(t *testing.T) {
 			assert.Equal(t, component[key].Object[field], got.Object[field], "%s of %s", field, key)
 		}
 	}
+}
+
+// renderKustomization renders a kustomization of the repository, by key.
+func renderKustomization(t *testing.T, ctx context.Context, dir string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	out, err := localcluster.KustomizeManifests(dir)(ctx, root)
+	require.NoError(t, err)
+	return byKey(t, out)
+}
+
+// added are the keys of with that without lacks, sorted.
+func added(without, with map[string]*unstructured.Unstructured) []string {
+	var keys []string
+	for key := range with {
+		if _, ok := without[key]; !ok {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
