@@ -296,6 +296,9 @@ func (r *Reconciler) priority(ctx context.Context, job *batchv1alpha1.Job) (*pri
 // start resumes an admitted Job on what Kueue assigned: each task on its flavors' node labels
 // and tolerations, and with the count admitted when Kueue admitted fewer than its replicas.
 func (r *Reconciler) start(ctx context.Context, job *batchv1alpha1.Job, raw *unstructured.Unstructured, wl *workload) error {
+	if wl.Status.Admission == nil {
+		return nil // Admitted with no admission yet: Kueue writes both, and the next event has it
+	}
 	updated := job.DeepCopy()
 	assignments := map[string]podSetAssignment{}
 	for _, a := range wl.Status.Admission.PodSetAssignments {
