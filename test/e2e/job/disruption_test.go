@@ -98,7 +98,7 @@ func TestDeletedNodeRestartsTheJob(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
 	disruptionPool(t, env, "lostnode")
-	createJob(t, env, ns, trainingJob("lost", "lostnode"))
+	env.CreateJob(t, ns, trainingJob("lost", "lostnode"))
 	node := runningOnTwoNodes(t, env, ns, "lost")
 
 	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}))
@@ -114,7 +114,7 @@ func TestNodeNotReadyPastTolerationRestartsTheJob(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
 	disruptionPool(t, env, "notready")
-	createJob(t, env, ns, trainingJob("unready", "notready"))
+	env.CreateJob(t, ns, trainingJob("unready", "notready"))
 	node := runningOnTwoNodes(t, env, ns, "unready")
 
 	require.NoError(t, env.Cluster.LoseNode(context.Background(), node))

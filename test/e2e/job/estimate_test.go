@@ -26,10 +26,10 @@ func TestRuntimeEstimateOverrunIsReported(t *testing.T) {
 	ns := env.Namespace(t)
 	over := newJob("overruns", simTask("worker", 2, "12s", 0))
 	over.Spec.RuntimeEstimateSeconds = ptr.To[int32](3)
-	createJob(t, env, ns, over)
+	env.CreateJob(t, ns, over)
 	within := newJob("within", simTask("worker", 2, "2s", 0))
 	within.Spec.RuntimeEstimateSeconds = ptr.To[int32](600)
-	createJob(t, env, ns, within)
+	env.CreateJob(t, ns, within)
 
 	framework.Eventually(t, time.Minute, "overruns' PodGroup reports the overrun while it runs", func() (bool, string) {
 		group, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), "overruns", metav1.GetOptions{})

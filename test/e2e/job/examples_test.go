@@ -25,7 +25,7 @@ func TestTensorFlowExample(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, loadExample(t, "tensorflow.yaml"))
+	job := env.CreateJob(t, ns, loadExample(t, "tensorflow.yaml"))
 	ctx := framework.Context(t, 2*time.Minute)
 
 	framework.Eventually(t, time.Minute, "6 pods", func() (bool, string) {
@@ -104,7 +104,7 @@ func TestPyTorchExample(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, loadExample(t, "pytorch.yaml"))
+	job := env.CreateJob(t, ns, loadExample(t, "pytorch.yaml"))
 	framework.Eventually(t, time.Minute, "4 pods", func() (bool, string) {
 		pods := livePods(t, env, ns, job.Name)
 		return len(pods) == 4, fmt.Sprint(names(pods))
@@ -129,7 +129,7 @@ func TestMPIExample(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, loadExample(t, "mpi.yaml"))
+	job := env.CreateJob(t, ns, loadExample(t, "mpi.yaml"))
 	checkDependsOn(t, env, ns, job.Name, "mpi-pi-launcher-0", []string{"mpi-pi-rank-0", "mpi-pi-rank-1", "mpi-pi-rank-2", "mpi-pi-rank-3"})
 	launcher := jobPods(t, env, ns, job.Name)["mpi-pi-launcher-0"]
 	assert.Equal(t, "mpi-pi-rank-0.mpi-pi,mpi-pi-rank-1.mpi-pi,mpi-pi-rank-2.mpi-pi,mpi-pi-rank-3.mpi-pi", envOf(launcher, "MPI_HOST"))
@@ -144,7 +144,7 @@ func TestDependsOnExample(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, loadExample(t, "depends-on.yaml"))
+	job := env.CreateJob(t, ns, loadExample(t, "depends-on.yaml"))
 	checkDependsOn(t, env, ns, job.Name, "server-clients-client-0", []string{"server-clients-server-0"})
 	group, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), job.Name, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -194,7 +194,7 @@ func TestRestartPolicyExample(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, loadExample(t, "restart-policy.yaml"))
+	job := env.CreateJob(t, ns, loadExample(t, "restart-policy.yaml"))
 	done := waitPhase(t, env, ns, job.Name, 2*time.Minute, batchv1alpha1.JobCompleted)
 	assert.Equal(t, int32(2), done.Status.Succeeded)
 	assert.Equal(t, int32(1), done.Status.Failed, "the flaky pod's last run")
@@ -212,7 +212,7 @@ func TestJobDeletionCascades(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, newJob("cascade", simTask("work", 3, "", 0)))
+	job := env.CreateJob(t, ns, newJob("cascade", simTask("work", 3, "", 0)))
 	waitPhase(t, env, ns, job.Name, time.Minute, batchv1alpha1.JobRunning)
 	require.NoError(t, env.Tephra.BatchV1alpha1().Jobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{}))
 	framework.Eventually(t, time.Minute, "the pods and PodGroup to go with the job", func() (bool, string) {

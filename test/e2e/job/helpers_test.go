@@ -104,20 +104,6 @@ func loadExample(t *testing.T, file string) *batchv1alpha1.Job {
 	return job
 }
 
-func createJob(t *testing.T, env *framework.Env, ns string, job *batchv1alpha1.Job) *batchv1alpha1.Job {
-	t.Helper()
-	created, err := env.Tephra.BatchV1alpha1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return created
-}
-
-func getJob(t *testing.T, env *framework.Env, ns, name string) *batchv1alpha1.Job {
-	t.Helper()
-	job, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return job
-}
-
 // patchJob applies a JSON merge patch to a Job.
 func patchJob(t *testing.T, env *framework.Env, ns, name, patch string) {
 	t.Helper()

@@ -25,7 +25,7 @@ func TestRestartJobUpToMaxRetry(t *testing.T) {
 	job := newJob("flaky", simTask("worker", 2, "1s", 1))
 	job.Spec.MaxRetry = 2
 	job.Spec.Policies = []batchv1alpha1.LifecyclePolicy{onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartJobAction)}
-	createJob(t, env, ns, job)
+	env.CreateJob(t, ns, job)
 
 	done := waitPhase(t, env, ns, "flaky", 90*time.Second, batchv1alpha1.JobFailed)
 	assert.Equal(t, int32(2), done.Status.RetryCount)
@@ -48,7 +48,7 @@ func TestRestartTaskRestartsOnlyThatTask(t *testing.T) {
 	ns := env.Namespace(t)
 	workers := simTask("worker", 3, "", 0)
 	workers.Policies = []batchv1alpha1.LifecyclePolicy{onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartTaskAction)}
-	createJob(t, env, ns, newJob("two-tasks", simTask("ps", 2, "", 0), workers))
+	env.CreateJob(t, ns, newJob("two-tasks", simTask("ps", 2, "", 0), workers))
 	waitPhase(t, env, ns, "two-tasks", time.Minute, batchv1alpha1.JobRunning)
 	before := livePods(t, env, ns, "two-tasks")
 	require.Len(t, before, 5)
@@ -83,7 +83,7 @@ func TestTaskCompletedCompletesJob(t *testing.T) {
 	ns := env.Namespace(t)
 	master := simTask("master", 1, "3s", 0)
 	master.Policies = []batchv1alpha1.LifecyclePolicy{onEvent(batchv1alpha1.TaskCompletedEvent, batchv1alpha1.CompleteJobAction)}
-	createJob(t, env, ns, newJob("master-workers", master, simTask("worker", 3, "", 0)))
+	env.CreateJob(t, ns, newJob("master-workers", master, simTask("worker", 3, "", 0)))
 
 	done := waitPhase(t, env, ns, "master-workers", time.Minute, batchv1alpha1.JobCompleted)
 	assert.Equal(t, "TaskCompleted", done.Status.State.Reason)
@@ -108,7 +108,7 @@ func TestExitCodePolicies(t *testing.T) {
 		ns := env.Namespace(t)
 		job := newJob("codes", simTask("work", 3, "", 0))
 		job.Spec.Policies = policies
-		createJob(t, env, ns, job)
+		env.CreateJob(t, ns, job)
 		waitPhase(t, env, ns, "codes", time.Minute, batchv1alpha1.JobRunning)
 		return ns
 	}
@@ -124,7 +124,7 @@ func TestExitCodePolicies(t *testing.T) {
 		after := livePods(t, env, ns, "codes")
 		assert.Equal(t, before["codes-work-1"], after["codes-work-1"])
 		assert.Equal(t, before["codes-work-2"], after["codes-work-2"])
-		job := getJob(t, env, ns, "codes")
+		job := env.GetJob(t, ns, "codes")
 		assert.Equal(t, batchv1alpha1.JobRunning, job.Status.State.Phase)
 		assert.Equal(t, 1, countEvents(env, ns, "codes", "Warning RestartPod: pod codes-work-0 failed (exit code 3): the job policy on exitCode 3 restarts the pod (restart 1 of 3 of task work)"),
 			"%v", jobEvents(env, ns, "codes"))
@@ -167,7 +167,7 @@ func TestSuspendAndResume(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	createJob(t, env, ns, newJob("pausable", simTask("ps", 1, "", 0), simTask("worker", 3, "", 0)))
+	env.CreateJob(t, ns, newJob("pausable", simTask("ps", 1, "", 0), simTask("worker", 3, "", 0)))
 	waitPhase(t, env, ns, "pausable", time.Minute, batchv1alpha1.JobRunning)
 
 	patchJob(t, env, ns, "pausable", `{"spec":{"suspend":true}}`)
@@ -198,7 +198,7 @@ func TestTTLAfterFinished(t *testing.T) {
 	ns := env.Namespace(t)
 	job := newJob("short-lived", simTask("work", 2, "1s", 0))
 	job.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
-	createJob(t, env, ns, job)
+	env.CreateJob(t, ns, job)
 	done := waitPhase(t, env, ns, "short-lived", time.Minute, batchv1alpha1.JobCompleted)
 	finished := done.Status.State.LastTransitionTime.Time
 

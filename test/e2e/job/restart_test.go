@@ -41,7 +41,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 	ns := env.Namespace(t)
 	job := newJob("steady", simTask("work", 4, "", 0))
 	job.Spec.Policies = []batchv1alpha1.LifecyclePolicy{onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartJobAction)}
-	createJob(t, env, ns, job)
+	env.CreateJob(t, ns, job)
 	waitJob(t, env, ns, "steady", time.Minute, "4 pods running", func(j *batchv1alpha1.Job) bool { return j.Status.Running == 4 })
 
 	// The old run's pods will not go away until the test lets them: the restart stays in the
@@ -86,7 +86,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 		pods := jobPods(t, env, ns, "steady")
 		return len(pods) == 0, fmt.Sprint(names(pods))
 	})
-	require.Equal(t, batchv1alpha1.JobRestarting, getJob(t, env, ns, "steady").Status.State.Phase, "nothing acted while the controller was down")
+	require.Equal(t, batchv1alpha1.JobRestarting, env.GetJob(t, ns, "steady").Status.State.Phase, "nothing acted while the controller was down")
 
 	require.NoError(t, env.Cluster.StartComponent(framework.Context(t, 3*time.Minute), localcluster.Controllers))
 	waitJob(t, env, ns, "steady", 90*time.Second, "Running again with 4 pods", func(j *batchv1alpha1.Job) bool {
@@ -94,7 +94,7 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 	})
 	// Settled: the restart was finished once, not repeated.
 	time.Sleep(3 * time.Second)
-	final := getJob(t, env, ns, "steady")
+	final := env.GetJob(t, ns, "steady")
 	assert.Equal(t, int32(1), final.Status.RetryCount, "the restart is counted exactly once")
 	assert.Equal(t, batchv1alpha1.JobRunning, final.Status.State.Phase)
 	pods := jobPods(t, env, ns, "steady")
@@ -117,7 +117,7 @@ func TestJobMetrics(t *testing.T) {
 	job := newJob("counted", simTask("work", 1, "1s", 1))
 	job.Spec.MaxRetry = 1
 	job.Spec.Policies = []batchv1alpha1.LifecyclePolicy{onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartJobAction)}
-	createJob(t, env, ns, job)
+	env.CreateJob(t, ns, job)
 	waitPhase(t, env, ns, "counted", time.Minute, batchv1alpha1.JobFailed)
 
 	var metrics string

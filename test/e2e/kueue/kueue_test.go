@@ -148,20 +148,6 @@ func kueueJob(name, queue string, pods int32, duration string) *batchv1alpha1.Jo
 	}
 }
 
-func createJob(t *testing.T, env *framework.Env, ns string, job *batchv1alpha1.Job) *batchv1alpha1.Job {
-	t.Helper()
-	created, err := env.Tephra.BatchV1alpha1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return created
-}
-
-func getJob(t *testing.T, env *framework.Env, ns, name string) *batchv1alpha1.Job {
-	t.Helper()
-	job, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return job
-}
-
 // jobPods lists a Job's pods that are not being deleted, and how many of them are bound.
 func jobPods(t *testing.T, env *framework.Env, ns, job string) (live, bound int) {
 	t.Helper()
@@ -221,14 +207,14 @@ func TestATephraJobWaitsSuspendedForQuotaAndRunsWholeOnceItFrees(t *testing.T) {
 	ns := env.Namespace(t)
 	lq := queueWithQuota(t, ns, 4)
 
-	first := createJob(t, env, ns, kueueJob("first", lq, 4, "20s"))
+	first := env.CreateJob(t, ns, kueueJob("first", lq, 4, "20s"))
 	framework.Eventually(t, 2*time.Minute, "the first job to run its 4 pods", func() (bool, string) {
 		_, bound := jobPods(t, env, ns, "first")
 		return bound == 4, fmt.Sprintf("%d bound; events: %s", bound, env.Events(ns, "first"))
 	})
 	require.True(t, ptr.Deref(first.Spec.Suspend, false), "the webhook creates a Job that names a LocalQueue suspended")
 
-	second := createJob(t, env, ns, kueueJob("second", lq, 4, "5s"))
+	second := env.CreateJob(t, ns, kueueJob("second", lq, 4, "5s"))
 	require.True(t, ptr.Deref(second.Spec.Suspend, false))
 	framework.Eventually(t, time.Minute, "the second job's Workload to wait for quota", func() (bool, string) {
 		wl, err := dyn.Resource(workloads).Namespace(ns).Get(context.Background(), kueue.WorkloadName(second), metav1.GetOptions{})
@@ -242,7 +228,7 @@ func TestATephraJobWaitsSuspendedForQuotaAndRunsWholeOnceItFrees(t *testing.T) {
 	for range 10 {
 		live, _ := jobPods(t, env, ns, "second")
 		require.Zero(t, live, "a Job Kueue has not admitted has no pods")
-		require.True(t, ptr.Deref(getJob(t, env, ns, "second").Spec.Suspend, false))
+		require.True(t, ptr.Deref(env.GetJob(t, ns, "second").Spec.Suspend, false))
 		if _, bound := jobPods(t, env, ns, "first"); bound < 4 {
 			break
 		}
@@ -251,14 +237,14 @@ func TestATephraJobWaitsSuspendedForQuotaAndRunsWholeOnceItFrees(t *testing.T) {
 
 	framework.Eventually(t, 2*time.Minute, "the second job to run all 4 pods once the first ended", func() (bool, string) {
 		_, bound := jobPods(t, env, ns, "second")
-		job := getJob(t, env, ns, "second")
+		job := env.GetJob(t, ns, "second")
 		return bound == 4, fmt.Sprintf("%d bound, phase %s; events: %s", bound, job.Status.State.Phase, env.Events(ns, "second"))
 	})
 	status, _, _ := condition(workloadOf(t, ns, first), "Finished")
 	require.Equal(t, "True", status, "the first job's Workload finished when the job completed")
 
 	framework.Eventually(t, 2*time.Minute, "the second job to complete and its quota to return", func() (bool, string) {
-		job := getJob(t, env, ns, "second")
+		job := env.GetJob(t, ns, "second")
 		finished, _, _ := condition(workloadOf(t, ns, second), "Finished")
 		admitted := admittedWorkloads(t, ns)
 		return job.Status.State.Phase == batchv1alpha1.JobCompleted && finished == "True" && admitted == 0,
@@ -277,7 +263,7 @@ func TestKueuePreemptionSuspendsTheJobAndFreesItsPodsWhole(t *testing.T) {
 
 	low := kueueJob("low", lq, 4, "")
 	low.Spec.PriorityClassName = lowPriority
-	low = createJob(t, env, ns, low)
+	low = env.CreateJob(t, ns, low)
 	framework.Eventually(t, 2*time.Minute, "the low-priority job to run its 4 pods", func() (bool, string) {
 		_, bound := jobPods(t, env, ns, "low")
 		return bound == 4, fmt.Sprintf("%d bound; events: %s", bound, env.Events(ns, "low"))
@@ -285,13 +271,13 @@ func TestKueuePreemptionSuspendsTheJobAndFreesItsPodsWhole(t *testing.T) {
 
 	high := kueueJob("high", lq, 4, "")
 	high.Spec.PriorityClassName = highPriority
-	createJob(t, env, ns, high)
+	env.CreateJob(t, ns, high)
 	framework.Eventually(t, 2*time.Minute, "the high-priority job to run its 4 pods in the low one's place", func() (bool, string) {
 		_, highBound := jobPods(t, env, ns, "high")
 		lowLive, _ := jobPods(t, env, ns, "low")
 		return highBound == 4 && lowLive == 0, fmt.Sprintf("high %d bound, low %d live; low's events: %s", highBound, lowLive, env.Events(ns, "low"))
 	})
-	lowNow := getJob(t, env, ns, "low")
+	lowNow := env.GetJob(t, ns, "low")
 	require.True(t, ptr.Deref(lowNow.Spec.Suspend, false), "Kueue's preemption suspends the job")
 	require.Contains(t, env.Events(ns, "low"), "Kueue evicted Workload")
 	wl := workloadOf(t, ns, low)
@@ -308,14 +294,14 @@ func TestAJobNamingAMissingLocalQueueWaitsWithAnEvent(t *testing.T) {
 	t.Parallel()
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	job := createJob(t, env, ns, kueueJob("lost", "no-such-queue", 1, "5s"))
+	job := env.CreateJob(t, ns, kueueJob("lost", "no-such-queue", 1, "5s"))
 	framework.Eventually(t, time.Minute, "an event that the LocalQueue does not exist", func() (bool, string) {
 		events := env.Events(ns, "lost")
 		return strings.Contains(events, "no-such-queue") && strings.Contains(events, kueue.ReasonWaitingForKueue), events
 	})
 	live, _ := jobPods(t, env, ns, "lost")
 	require.Zero(t, live)
-	require.True(t, ptr.Deref(getJob(t, env, ns, job.Name).Spec.Suspend, false))
+	require.True(t, ptr.Deref(env.GetJob(t, ns, job.Name).Spec.Suspend, false))
 }
 
 // spec.managedBy names Tephra's Job controller or MultiKueue; anything else is refused at
@@ -332,7 +318,7 @@ func TestAnUnknownManagerIsRefused(t *testing.T) {
 	require.Contains(t, err.Error(), "managedBy must be tephra.dev/job-controller")
 
 	job.Spec.ManagedBy = ptr.To(batchv1alpha1.JobControllerManager)
-	createJob(t, env, ns, job)
+	env.CreateJob(t, ns, job)
 	_, err = env.Tephra.BatchV1alpha1().Jobs(ns).Patch(context.Background(), job.Name, types.MergePatchType,
 		[]byte(`{"spec":{"managedBy":"`+batchv1alpha1.MultiKueueManager+`"}}`), metav1.PatchOptions{})
 	require.Error(t, err)
@@ -358,13 +344,13 @@ func TestTheAdaptersRBACIsWhatItUses(t *testing.T) {
 
 	labelled := kueueJob("by-label", lq, 1, "2s")
 	labelled.Labels[kueue.PriorityClassLabel] = "kueue-e2e-batch"
-	labelled = createJob(t, env, ns, labelled)
+	labelled = env.CreateJob(t, ns, labelled)
 	byClass := kueueJob("by-class", lq, 1, "2s")
 	byClass.Spec.PriorityClassName = lowPriority
-	byClass = createJob(t, env, ns, byClass)
+	byClass = env.CreateJob(t, ns, byClass)
 	for _, job := range []*batchv1alpha1.Job{labelled, byClass} {
 		framework.Eventually(t, 2*time.Minute, "job "+job.Name+" to complete and its Workload to finish", func() (bool, string) {
-			phase := getJob(t, env, ns, job.Name).Status.State.Phase
+			phase := env.GetJob(t, ns, job.Name).Status.State.Phase
 			wl, err := dyn.Resource(workloads).Namespace(ns).Get(context.Background(), kueue.WorkloadName(job), metav1.GetOptions{})
 			if err != nil {
 				return false, fmt.Sprintf("phase %s, Workload: %v", phase, err)
