@@ -200,6 +200,15 @@ func (o *Options) setSuspend(name string, suspend bool) error {
 		return err
 	}
 	defer cancel()
+	if !suspend {
+		job, err := o.tephra.BatchV1alpha1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if queue := job.Labels[kueueQueueLabel]; queue != "" {
+			return fmt.Errorf("job %s waits for Kueue in LocalQueue %s, which resumes it when it admits it (docs/kueue.md); to run it outside Kueue, remove its label %s", name, queue, kueueQueueLabel)
+		}
+	}
 	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)
 	if _, err := o.tephra.BatchV1alpha1().Jobs(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return err

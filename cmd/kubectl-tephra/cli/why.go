@@ -26,7 +26,12 @@ const (
 	// blockerEvicted: the pod was taken away by the infrastructure (its node lost, an eviction,
 	// a preemption), not failed by its program; a Job's PodEvicted policy decides what follows.
 	blockerEvicted = "Evicted"
+	// blockerKueue: the Job names a Kueue LocalQueue and Kueue has not admitted it (docs/kueue.md).
+	blockerKueue = "WaitingForKueue"
 )
+
+// kueueQueueLabel names the Kueue LocalQueue of a Job that Kueue admits (controllers/kueue).
+const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
 
 // verdict is `kubectl tephra why`'s answer.
 type verdict struct {
@@ -142,6 +147,8 @@ func (o *Options) why(target string) (*verdict, error) {
 		v := &verdict{Target: "job " + ns + "/" + name, Queue: job.Spec.Queue}
 		phase := job.Status.State.Phase
 		switch {
+		case job.Spec.Suspend != nil && *job.Spec.Suspend && job.Labels[kueueQueueLabel] != "":
+			return o.whyKueue(v, job)
 		case job.Spec.Suspend != nil && *job.Spec.Suspend:
 			v.Waiting, v.Blocker, v.Reason = true, "Suspended", "the job is suspended: it holds no pods"
 			v.Unblock = "kubectl tephra job resume " + name
@@ -162,6 +169,26 @@ func (o *Options) why(target string) (*verdict, error) {
 		return o.whyGroup(v, ns, name, nil)
 	}
 	return nil, fmt.Errorf("%q: name a pod, pod/NAME, podgroup/NAME or job/NAME", target)
+}
+
+// whyKueue explains a Job that waits for Kueue's admission: its LocalQueue, and the last reason
+// Kueue gave (the adapter's WaitingForKueue events on the Job).
+func (o *Options) whyKueue(v *verdict, job *batchv1alpha1.Job) (*verdict, error) {
+	queue := job.Labels[kueueQueueLabel]
+	v.Waiting, v.Blocker = true, blockerKueue
+	v.Reason = fmt.Sprintf("Kueue has not admitted it: it waits in LocalQueue %s, suspended, with no pods", queue)
+	v.Unblock = fmt.Sprintf("room in the ClusterQueue of LocalQueue %s (kubectl get localqueue %s -n %s), or a higher priority", queue, queue, job.Namespace)
+	events, err := o.eventsOf(job.Namespace, "Job", job.Name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if e := events[i]; e.Reason == blockerKueue && e.InvolvedObject.Name == job.Name {
+			v.Details = append(v.Details, e.Message)
+			break
+		}
+	}
+	return v, nil
 }
 
 // whyGroup explains a gang: its PodGroup, its members against its minimum, then the scheduler.

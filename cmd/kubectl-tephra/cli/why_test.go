@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -84,4 +85,34 @@ func TestWhySaysTheQueueOrdersByAttainedService(t *testing.T) {
 
 	queue.Spec.Order = schedulingv1alpha1.QueueOrderSubmission
 	assert.Empty(t, orderNote(queue), "in the order they came: nothing to say")
+}
+
+// A Job that waits for Kueue is not merely suspended: why names its LocalQueue and Kueue's last
+// reason, and resume refuses to run it past Kueue.
+func TestWhySaysAJobWaitsForKueue(t *testing.T) {
+	job := &batchv1alpha1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", Labels: map[string]string{kueueQueueLabel: "team-a"}},
+		Spec:       batchv1alpha1.JobSpec{Suspend: ptr.To(true)},
+	}
+	event := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "train.1", Namespace: "ns"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "train", Namespace: "ns"},
+		Reason:         blockerKueue, Message: "Workload job-train-1a2b3 waits for Kueue: LocalQueue team-a doesn't exist",
+	}
+	o := &Options{Flags: &genericclioptions.ConfigFlags{Namespace: ptr.To("ns")}, Now: func() time.Time { return time.Unix(0, 0) },
+		kube: fake.NewClientset(event), tephra: tephrafake.NewSimpleClientset(job)}
+
+	v, err := o.why("job/train")
+	require.NoError(t, err)
+	assert.True(t, v.Waiting)
+	assert.Equal(t, blockerKueue, v.Blocker)
+	assert.Contains(t, v.Reason, "LocalQueue team-a")
+	assert.Equal(t, []string{event.Message}, v.Details)
+
+	err = o.setSuspend("train", false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "waits for Kueue in LocalQueue team-a")
+	still, err := o.tephra.BatchV1alpha1().Jobs("ns").Get(t.Context(), "train", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.True(t, *still.Spec.Suspend, "the Job stays suspended")
 }

@@ -6,6 +6,7 @@
 package kueue
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -22,10 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/cmd/kubectl-tephra/cli"
 	"github.com/tephra-dev/tephra/controllers/kueue"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 	"github.com/tephra-dev/tephra/test/localcluster"
@@ -302,6 +305,24 @@ func TestAJobNamingAMissingLocalQueueWaitsWithAnEvent(t *testing.T) {
 	live, _ := jobPods(t, env, ns, "lost")
 	require.Zero(t, live)
 	require.True(t, ptr.Deref(env.GetJob(t, ns, job.Name).Spec.Suspend, false))
+
+	// kubectl tephra says why, and will not resume it past Kueue.
+	out, _, err := kubectlTephra(env, ns, "why", "job/lost")
+	require.NoError(t, err)
+	require.Contains(t, out, "WaitingForKueue")
+	require.Contains(t, out, "LocalQueue no-such-queue")
+	_, _, err = kubectlTephra(env, ns, "job", "resume", "lost")
+	require.ErrorContains(t, err, "waits for Kueue in LocalQueue no-such-queue")
+	require.True(t, ptr.Deref(env.GetJob(t, ns, job.Name).Spec.Suspend, false))
+}
+
+// kubectlTephra runs `kubectl tephra ARGS -n NS`.
+func kubectlTephra(env *framework.Env, ns string, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	cmd := cli.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", env.Cluster.Kubeconfig, "-n", ns}, args...))
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
 }
 
 // spec.managedBy names Tephra's Job controller or MultiKueue; anything else is refused at
