@@ -10,11 +10,13 @@
 package kueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -163,18 +165,11 @@ func finished(job *batchv1alpha1.Job) (done, success bool, message string) {
 	state := job.Status.State
 	switch state.Phase {
 	case batchv1alpha1.JobCompleted:
-		return true, true, cmpOr(state.Message, "the job completed")
+		return true, true, cmp.Or(state.Message, "the job completed")
 	case batchv1alpha1.JobFailed, batchv1alpha1.JobTerminated:
-		return true, false, cmpOr(state.Message, "the job "+strings.ToLower(string(state.Phase)))
+		return true, false, cmp.Or(state.Message, "the job "+strings.ToLower(string(state.Phase)))
 	}
 	return false, false, ""
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func clusterQueue(wl *workload) string {
@@ -313,7 +308,7 @@ func (r *Reconciler) start(ctx context.Context, job *batchv1alpha1.Job, raw *uns
 				"Workload %s admits no pod set %s for task %s", wl.Name, podSetName(t.Name), t.Name)
 			return nil
 		}
-		names := slices.Sorted(mapValues(a.Flavors))
+		names := slices.Sorted(maps.Values(a.Flavors))
 		for _, name := range slices.Compact(names) {
 			f, err := r.flavor(ctx, flavors, name)
 			if err != nil {
@@ -342,16 +337,6 @@ func (r *Reconciler) start(ctx context.Context, job *batchv1alpha1.Job, raw *uns
 	r.Recorder.Eventf(job, raw, corev1.EventTypeNormal, ReasonAdmitted, "Start",
 		"Kueue admitted Workload %s in ClusterQueue %s: the job runs", wl.Name, wl.Status.Admission.ClusterQueue)
 	return nil
-}
-
-func mapValues(m map[corev1.ResourceName]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 func (r *Reconciler) flavor(ctx context.Context, seen map[string]*resourceFlavor, name string) (*resourceFlavor, error) {

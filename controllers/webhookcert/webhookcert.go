@@ -101,17 +101,13 @@ func (m *Manager) Ensure(ctx context.Context) error {
 	if err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &validating); err != nil {
 		return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", m.Configuration, err)
 	}
-	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
-	var found admissionregistrationv1.MutatingWebhookConfiguration
-	switch err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &found); {
+	configs := []client.Object{&validating}
+	var mutating admissionregistrationv1.MutatingWebhookConfiguration
+	switch err := m.Client.Get(ctx, types.NamespacedName{Name: m.Configuration}, &mutating); {
 	case err == nil:
-		mutating = &found
+		configs = append(configs, &mutating)
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", m.Configuration, err)
-	}
-	configs := []client.Object{&validating}
-	if mutating != nil {
-		configs = append(configs, mutating)
 	}
 	hosts := Hosts(configs...)
 	if len(hosts) == 0 {

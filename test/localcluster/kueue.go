@@ -26,6 +26,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -342,10 +343,7 @@ func (c *Cluster) writeKueueConfig(shipped map[string]any) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "certs"), 0o755); err != nil {
 		return "", err
 	}
-	config, err := deepCopyJSON(shipped)
-	if err != nil {
-		return "", err
-	}
+	config := runtime.DeepCopyJSON(shipped)
 	set := func(value any, fields ...string) error {
 		return unstructured.SetNestedField(config, value, fields...)
 	}
@@ -374,22 +372,6 @@ func (c *Cluster) writeKueueConfig(shipped map[string]any) (string, error) {
 	}
 	path := filepath.Join(dir, kueueConfigKey)
 	return path, os.WriteFile(path, data, 0o644)
-}
-
-// deepCopyJSON copies a YAML-decoded map (numbers as float64 or int64).
-func deepCopyJSON(in map[string]any) (map[string]any, error) {
-	data, err := yaml.Marshal(in)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := yaml.Unmarshal(data, &out); err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = map[string]any{}
-	}
-	return out, nil
 }
 
 // kueueWebhookProxy stands in for the Service network between the apiserver and Kueue's webhook
