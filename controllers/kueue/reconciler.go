@@ -33,6 +33,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -65,7 +66,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&batchv1alpha1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[QueueNameLabel] != ""
 		}))).
-		Owns(newUnstructured(workloadGVK)).
+		// Owned Workloads, and a prebuilt one before the Job adopts it.
+		Watches(newUnstructured(workloadGVK), handler.EnqueueRequestsFromMapFunc(r.jobsOfWorkload)).
 		Complete(r)
 }
 
@@ -104,6 +106,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Kueue's contract: a job with no Workload does not run.
 		if err := r.stop(ctx, job, nil); err != nil {
 			return ctrl.Result{}, err
+		}
+		if name := job.Labels[PrebuiltWorkloadLabel]; name != "" {
+			// Made by whoever made the job (MultiKueue, before it creates the job): its
+			// creation is an event of this controller.
+			r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonWaitingForKueue, "Wait",
+				"the job waits for its prebuilt Workload %s (label %s)", name, PrebuiltWorkloadLabel)
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, r.createWorkload(ctx, job, queue)
 	}
@@ -147,8 +156,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func suspended(job *batchv1alpha1.Job) bool { return ptr.Deref(job.Spec.Suspend, false) }
 
 // active: the Job may still have pods. A suspended Job is Aborted once the Job controller has
-// deleted them all.
+// deleted them all. A Job another manager runs has none here, whatever the status mirrored from
+// where it runs says.
 func active(job *batchv1alpha1.Job) bool {
+	if runsElsewhere(job) {
+		return false
+	}
 	s := job.Status
 	if s.Pending+s.Running+s.Terminating+s.Unknown > 0 {
 		return true
@@ -191,8 +204,12 @@ func WorkloadName(job *batchv1alpha1.Job) string {
 	return name + "-" + suffix
 }
 
-// workloadOf returns the Workload the Job owns (nil if none), read and raw.
+// workloadOf returns the Job's Workload (nil if none), read and raw: the one it owns, or the
+// prebuilt one it names.
 func (r *Reconciler) workloadOf(ctx context.Context, job *batchv1alpha1.Job) (*workload, *unstructured.Unstructured, error) {
+	if name := job.Labels[PrebuiltWorkloadLabel]; name != "" {
+		return r.prebuiltWorkload(ctx, job, name)
+	}
 	list := newUnstructured(workloadListGVK)
 	ulist := &unstructured.UnstructuredList{Object: list.Object}
 	if err := r.List(ctx, ulist, client.InNamespace(job.Namespace), client.MatchingLabels{JobUIDLabel: string(job.UID)}); err != nil {
@@ -334,8 +351,12 @@ func (r *Reconciler) start(ctx context.Context, job *batchv1alpha1.Job, raw *uns
 		}
 		return fmt.Errorf("starting job %s/%s: %w", job.Namespace, job.Name, err)
 	}
+	where := "the job runs"
+	if runsElsewhere(job) {
+		where = fmt.Sprintf("%s runs the job on worker cluster %s", *job.Spec.ManagedBy, ptr.Deref(wl.Status.ClusterName, "(unknown)"))
+	}
 	r.Recorder.Eventf(job, raw, corev1.EventTypeNormal, ReasonAdmitted, "Start",
-		"Kueue admitted Workload %s in ClusterQueue %s: the job runs", wl.Name, wl.Status.Admission.ClusterQueue)
+		"Kueue admitted Workload %s in ClusterQueue %s: %s", wl.Name, wl.Status.Admission.ClusterQueue, where)
 	return nil
 }
 
@@ -422,6 +443,11 @@ func (r *Reconciler) finish(ctx context.Context, raw *unstructured.Unstructured,
 	if !success {
 		reason = "Failed"
 	}
+	return r.finishAs(ctx, raw, wl, reason, message)
+}
+
+// finishAs marks the Workload finished for a reason of Kueue's (Succeeded, Failed, OutOfSync).
+func (r *Reconciler) finishAs(ctx context.Context, raw *unstructured.Unstructured, wl *workload, reason, message string) error {
 	conditions := slices.DeleteFunc(slices.Clone(wl.Status.Conditions), func(c metav1.Condition) bool { return c.Type == conditionFinished })
 	conditions = append(conditions, metav1.Condition{
 		Type: conditionFinished, Status: metav1.ConditionTrue, Reason: reason, Message: truncate(message),

@@ -37,6 +37,10 @@ const (
 	JobUIDLabel = "kueue.x-k8s.io/job-uid"
 	// ResourceInUseFinalizer is Kueue's finalizer on a Workload whose job may still hold quota.
 	ResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use"
+	// PrebuiltWorkloadLabel names a Workload made before its job, which the job uses instead of
+	// making one: MultiKueue copies the manager's Workload to a worker and then creates the job
+	// there with this label.
+	PrebuiltWorkloadLabel = "kueue.x-k8s.io/prebuilt-workload-name"
 
 	conditionQuotaReserved = "QuotaReserved"
 	conditionAdmitted      = "Admitted"
@@ -76,6 +80,8 @@ type podSet struct {
 type workloadStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	Admission  *workloadAdmission `json:"admission,omitempty"`
+	// ClusterName is the worker cluster MultiKueue runs the Workload on.
+	ClusterName *string `json:"clusterName,omitempty"`
 }
 
 type workloadAdmission struct {

@@ -332,28 +332,50 @@ func TestForeignCRDsValueInstallsTheComponentsCRDs(t *testing.T) {
 	}
 }
 
-// kueueObjects are what manifests/components/kueue adds: Kueue may read Tephra Jobs.
-var kueueObjects = []string{
-	"ClusterRole//tephra-kueue-jobs",
-	"ClusterRoleBinding//tephra-kueue-jobs",
-}
-
-// The chart lets Kueue read Tephra Jobs only with kueue.readJobs, then with the same rules and
-// subject as the kustomize component manifests/components/kueue, and nothing else changes.
-func TestKueueValueGrantsWhatTheComponentGrants(t *testing.T) {
+// The chart grants Kueue what each kustomize component for it grants, with the same rules and
+// subjects, only with the values that stand for that component, and nothing else changes.
+func TestKueueValuesGrantWhatTheComponentsGrant(t *testing.T) {
 	ctx := testContext(t)
 	without := renderChart(t, ctx)
-	with := renderChart(t, ctx, "--set", "kueue.readJobs=true")
-	component := renderKustomization(t, ctx, "test/e2e/kueue/testdata")
-	assert.Equal(t, kueueObjects, added(without, with), "objects kueue.readJobs adds")
-	for _, key := range kueueObjects {
-		got, ok := with[key]
-		if !assert.True(t, ok, "the chart installs %s", key) || !assert.Contains(t, component, key) {
-			continue
-		}
-		for _, field := range []string{"rules", "roleRef", "subjects"} {
-			assert.Equal(t, component[key].Object[field], got.Object[field], "%s of %s", field, key)
-		}
+	for _, c := range []struct {
+		values  []string
+		adds    []string
+		install string // a kustomization of the component, as the tests install it
+	}{{
+		// manifests/components/kueue: Kueue may read Tephra Jobs.
+		values:  []string{"kueue.readJobs=true"},
+		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRoleBinding//tephra-kueue-jobs"},
+		install: "test/e2e/kueue/testdata",
+	}, {
+		// manifests/components/multikueue-manager: a MultiKueue manager's Kueue mirrors their status.
+		values:  []string{"kueue.readJobs=true", "kueue.multiKueue.manager=true"},
+		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRole//tephra-multikueue-manager", "ClusterRoleBinding//tephra-kueue-jobs", "ClusterRoleBinding//tephra-multikueue-manager"},
+		install: "test/e2e/multikueue/testdata/manager",
+	}, {
+		// manifests/components/multikueue-worker: what the manager's Kueue does on a worker.
+		values:  []string{"kueue.readJobs=true", "kueue.multiKueue.worker=true"},
+		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRole//tephra-multikueue-worker", "ClusterRoleBinding//tephra-kueue-jobs"},
+		install: "test/e2e/multikueue/testdata/worker",
+	}} {
+		t.Run(strings.Join(c.values, ","), func(t *testing.T) {
+			var args []string
+			for _, v := range c.values {
+				args = append(args, "--set", v)
+			}
+			with := renderChart(t, ctx, args...)
+			component := renderKustomization(t, ctx, c.install)
+			assert.Equal(t, c.adds, added(without, with), "objects %v adds", c.values)
+			assert.Equal(t, c.adds, added(renderKustomization(t, ctx, "manifests"), component), "objects %s adds to the base", c.install)
+			for _, key := range c.adds {
+				got, ok := with[key]
+				if !assert.True(t, ok, "the chart installs %s", key) || !assert.Contains(t, component, key) {
+					continue
+				}
+				for _, field := range []string{"rules", "roleRef", "subjects"} {
+					assert.Equal(t, component[key].Object[field], got.Object[field], "%s of %s", field, key)
+				}
+			}
+		})
 	}
 }
 
