@@ -72,7 +72,7 @@ func startWebhooks(mgr ctrl.Manager, certs *webhookcert.Manager, direct client.C
 		Handler: queue.NewResizeValidator(mgr.GetCache(), mgr.GetScheme(), schedulerNames),
 	})
 	mgr.GetWebhookServer().Register(kueue.SuspendPath, &webhook.Admission{
-		Handler: &kueue.SuspendDefaulter{Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler: &kueue.SuspendDefaulter{Decoder: admission.NewDecoder(mgr.GetScheme()), Reader: mgr.GetClient()},
 	})
 	return nil
 }

@@ -4,6 +4,7 @@
 package setup
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -89,7 +90,12 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 		GVK:  kueue.GroupVersion.WithKind("Workload"),
 		Setup: func() error {
 			r := &kueue.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(kueue.ControllerName)}
-			return r.SetupWithManager(mgr)
+			if err := r.SetupWithManager(mgr); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return kueue.WarmQueueReads(ctx, mgr.GetCache())
 		},
 	}); err != nil {
 		return fmt.Errorf("kueue adapter: %w", err)
