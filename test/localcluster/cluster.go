@@ -77,6 +77,9 @@ type Options struct {
 	SchedulerVerbosity int
 	// WithoutScheduler and WithoutControllers leave Tephra's components out, e.g. for a baseline.
 	WithoutScheduler, WithoutControllers bool
+	// WithoutKwok leaves kwok out: a cluster of no nodes, e.g. a MultiKueue manager, where no pod
+	// runs.
+	WithoutKwok bool
 	// FeatureGates for the apiserver, controller manager and scheduler, as in --feature-gates.
 	FeatureGates string
 	// TephraSchedulerWithoutFeatureGates runs tephra-scheduler with its Deployment's flags only,
@@ -225,7 +228,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if !opts.WithoutControllerManager {
 		steps = append(steps, ControllerManager)
 	}
-	steps = append(steps, Kwok)
+	if !opts.WithoutKwok {
+		steps = append(steps, Kwok)
+	}
 	if opts.Kueue != nil {
 		steps = append(steps, "kueue-manifests", Kueue)
 	}
@@ -564,14 +569,28 @@ func (c *Cluster) connect() error {
 // kernel hands out for ":0" is an ephemeral one, which any outgoing connection on the machine may
 // take as its local port before the component that was meant to listen on it starts: with several
 // clusters starting side by side (go test runs packages in parallel), that happened.
+// handedOut are the ports freePort gave to any cluster of this process: one kept for a component
+// that has not started listening yet is free to the check, so several clusters started side by
+// side (StartMultiKueue) would otherwise draw the same one now and then.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 func freePort() (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 1000 {
 		port := 10000 + rand.IntN(22000)
+		if handedOut.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
 		_ = l.Close()
+		handedOut.ports[port] = true
 		return port, nil
 	}
 	return 0, fmt.Errorf("no free port found between 10000 and 32000")

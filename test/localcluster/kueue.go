@@ -74,6 +74,10 @@ type KueueOptions struct {
 	ExternalFrameworks []string
 	// FeatureGates are added to Kueue's --feature-gates.
 	FeatureGates string
+	// Configuration is merged into Kueue's configuration (maps field by field, anything else
+	// replaced), e.g. {"multiKueue": {"workerLostTimeout": "30s"}}; JSON values only (int64, not
+	// int).
+	Configuration map[string]any
 }
 
 // BuildKueue builds Kueue's controller manager under root/bin (once per version, kept) and
@@ -366,12 +370,28 @@ func (c *Cluster) writeKueueConfig(shipped map[string]any) (string, error) {
 			return "", fmt.Errorf("kueue configuration: %w", err)
 		}
 	}
+	if c.opts.Kueue.Configuration != nil {
+		mergeInto(config, runtime.DeepCopyJSON(c.opts.Kueue.Configuration))
+	}
 	data, err := yaml.Marshal(config)
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, kueueConfigKey)
 	return path, os.WriteFile(path, data, 0o644)
+}
+
+// mergeInto merges overrides into config: maps field by field, anything else replaced.
+func mergeInto(config, overrides map[string]any) {
+	for k, v := range overrides {
+		inner, isMap := v.(map[string]any)
+		existing, wasMap := config[k].(map[string]any)
+		if isMap && wasMap {
+			mergeInto(existing, inner)
+			continue
+		}
+		config[k] = v
+	}
 }
 
 // kueueWebhookProxy stands in for the Service network between the apiserver and Kueue's webhook

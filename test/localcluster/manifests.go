@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,6 +46,42 @@ func KustomizeManifests(dir string) Manifests {
 	}
 }
 
+// ComposedManifests renders a kustomization of a base with components, as a user writes one to
+// add Tephra's optional components (manifests/components/*) to manifests/: e.g.
+// ComposedManifests("manifests", "manifests/components/kueue"). Relative paths are taken from
+// the repository root.
+func ComposedManifests(base string, components ...string) Manifests {
+	return func(ctx context.Context, root string) ([]byte, error) {
+		dir, err := os.MkdirTemp("", "tephra-kustomization-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		// Kustomize takes no absolute root: each path relative to the kustomization's folder.
+		rel := func(path string) string {
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(root, path)
+			}
+			if r, err := filepath.Rel(dir, path); err == nil {
+				return r
+			}
+			return path
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\n", rel(base))
+		if len(components) > 0 {
+			b.WriteString("components:\n")
+			for _, c := range components {
+				fmt.Fprintf(&b, "- %s\n", rel(c))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+			return nil, err
+		}
+		return KustomizeManifests(dir)(ctx, root)
+	}
+}
+
 // installation is what the rendered manifests hold: the objects applied to the cluster and the
 // Deployments that run Tephra's components.
 type installation struct {
@@ -78,6 +116,26 @@ func decodeManifests(data []byte) (*installation, error) {
 		}
 		in.objects = append(in.objects, obj)
 	}
+}
+
+// ApplyFile applies the objects of a YAML file (relative paths from the repository root), as
+// `kubectl apply --server-side -f` would: namespaces and CRDs first.
+func (c *Cluster) ApplyFile(ctx context.Context, path string) error {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(c.opts.Root, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	in, err := decodeManifests(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(in.deployments) > 0 {
+		return fmt.Errorf("%s: holds Deployments, which a local cluster runs only from its manifests", path)
+	}
+	return c.install(ctx, in)
 }
 
 // object returns the rendered object of a kind, namespace and name, or nil.

@@ -69,10 +69,10 @@ func Main(m *testing.M, opts localcluster.Options, setup func(*Env) error) int {
 	}
 	cluster.Stop()
 	if code == 0 {
-		code = checkRBAC(cluster)
+		code = CheckRBAC(cluster)
 	}
 	if code != 0 {
-		dumpLogs(dir)
+		DumpLogs(dir)
 	}
 	if code == 0 && os.Getenv("TEPHRA_E2E_KEEP") == "" {
 		_ = os.RemoveAll(dir)
@@ -162,10 +162,10 @@ func (e *Env) Events(namespace, name string) string {
 	return "[" + strings.Join(out, "; ") + "]"
 }
 
-// checkRBAC fails the package if Tephra's components were refused anything by the apiserver:
+// CheckRBAC fails the package if Tephra's components were refused anything by the apiserver:
 // they run as their ServiceAccounts with the shipped RBAC, and a missing rule often shows only as
 // a logged, retried "forbidden".
-func checkRBAC(cluster *localcluster.Cluster) int {
+func CheckRBAC(cluster *localcluster.Cluster) int {
 	denials, err := cluster.RBACDenials()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reading component logs:", err)
@@ -181,7 +181,9 @@ func checkRBAC(cluster *localcluster.Cluster) int {
 	return 1
 }
 
-func dumpLogs(dir string) {
+// DumpLogs prints the last lines of the logs of Tephra's components, kwok and the apiserver of
+// the cluster in dir.
+func DumpLogs(dir string) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "logs", "tephra-*.log"))
 	for _, component := range []string{localcluster.Kwok, localcluster.APIServer} {
 		paths = append(paths, filepath.Join(dir, "logs", component+".log"))
