@@ -48,6 +48,14 @@ up: build kubectl ## Start a local Tephra cluster in the background (kubeconfig:
 down: ## Stop the local cluster of `make up`.
 	@if [ -x $(BIN)/tephra-local ]; then $(BIN)/tephra-local down --dir .tephra; else $(GO) run ./cmd/tephra-local down --dir .tephra; fi
 
+.PHONY: up-multikueue
+up-multikueue: build kubectl ## Start three local clusters in the background, a MultiKueue manager and two workers with Kueue and Tephra (kubeconfigs: .tephra-multikueue/<cluster>/kubeconfig), and send a Job through the manager (docs/kueue.md).
+	$(BIN)/tephra-local up --multikueue --dir .tephra-multikueue
+
+.PHONY: down-multikueue
+down-multikueue: ## Stop the clusters of `make up-multikueue`.
+	@if [ -x $(BIN)/tephra-local ]; then $(BIN)/tephra-local down --dir .tephra-multikueue; else $(GO) run ./cmd/tephra-local down --dir .tephra-multikueue; fi
+
 # Packages outside test/ hold the unit tests (and cmd/tephra-local's one run of `make up`): they
 # run with the race detector. test/ holds the e2e tests, the local cluster and the benchmark,
 # which run real control planes.

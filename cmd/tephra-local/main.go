@@ -5,6 +5,9 @@
 //	tephra-local down [--dir .tephra]                                     stop it
 //	tephra-local run [--dir .tephra] [--nodes 4] [--scheduler-args FILE]  run in the foreground until interrupted
 //
+// --multikueue runs three clusters instead, in DIR/manager, DIR/worker-1 and DIR/worker-2: Kueue's
+// MultiKueue with Tephra on each (docs/kueue.md); its demo sends a Job through the manager.
+//
 // --scheduler-args names a YAML file of scheduler plugin args by plugin, merged into the shipped
 // configuration's args in every profile (hack/scheduler-args.example.yaml).
 package main
@@ -35,16 +38,17 @@ func main() {
 	nodes := flags.Int("nodes", 4, "number of simulated nodes (8 CPU, 32Gi, 4 nvidia.com/gpu each, in 2 NUMA zones, and DRA devices: 4 GPUs and a shared GPU)")
 	demo := flags.Bool("demo", true, "run the demo job once the cluster is up")
 	schedulerArgs := flags.String("scheduler-args", "", "a YAML file of scheduler plugin args by plugin name (TephraPlacement, TephraQueue, TephraGang, ...), merged into every profile's (hack/scheduler-args.example.yaml)")
+	multiKueue := flags.Bool("multikueue", false, "run a MultiKueue manager and two workers, each with Kueue and Tephra, instead (docs/kueue.md)")
 	_ = flags.Parse(os.Args[2:])
 
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(*dir, *nodes, *demo, *schedulerArgs)
+		err = up(*dir, *nodes, *demo, *schedulerArgs, *multiKueue)
 	case "down":
 		err = down(*dir)
 	case "run":
-		err = run(*dir, *nodes, *schedulerArgs)
+		err = run(*dir, *nodes, *schedulerArgs, *multiKueue)
 	default:
 		usage()
 	}
@@ -55,7 +59,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tephra-local up|down|run [--dir DIR] [--nodes N] [--scheduler-args FILE]")
+	fmt.Fprintln(os.Stderr, "usage: tephra-local up|down|run [--dir DIR] [--nodes N] [--scheduler-args FILE] [--multikueue]")
 	os.Exit(2)
 }
 
@@ -72,7 +76,7 @@ func readyFile(dir string) string { return filepath.Join(dir, "ready") }
 
 // up starts `tephra-local run` in the background, detached from the terminal, and waits until
 // the cluster is ready.
-func up(dir string, nodes int, demo bool, schedulerArgs string) error {
+func up(dir string, nodes int, demo bool, schedulerArgs string, multiKueue bool) error {
 	if pid, ok := runningPID(dir); ok {
 		return fmt.Errorf("a local cluster is already running (pid %d); `make down` stops it", pid)
 	}
@@ -93,6 +97,9 @@ func up(dir string, nodes int, demo bool, schedulerArgs string) error {
 		return err
 	}
 	runArgs := []string{"run", "--dir", dir, "--nodes", strconv.Itoa(nodes)}
+	if multiKueue {
+		runArgs = append(runArgs, "--multikueue")
+	}
 	if schedulerArgs != "" {
 		abs, err := filepath.Abs(schedulerArgs)
 		if err != nil {
@@ -126,6 +133,16 @@ func up(dir string, nodes int, demo bool, schedulerArgs string) error {
 			return errors.New("the cluster did not become ready within 30 minutes")
 		case <-time.After(time.Second):
 		}
+	}
+	if multiKueue {
+		worker := ""
+		if demo {
+			if worker, err = runMultiKueueDemo(dir); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+		}
+		printMultiKueueHelp(dir, worker)
+		return nil
 	}
 	kubeconfig, _ := filepath.Abs(filepath.Join(dir, "kubeconfig"))
 	if demo {
@@ -164,8 +181,8 @@ var nodeShape = func() localcluster.NodeShape {
 	return shape
 }()
 
-// run starts the cluster and keeps it up until SIGINT or SIGTERM.
-func run(dir string, nodes int, schedulerArgs string) error {
+// run starts the cluster (or the MultiKueue clusters) and keeps it up until SIGINT or SIGTERM.
+func run(dir string, nodes int, schedulerArgs string, multiKueue bool) error {
 	args, err := readSchedulerArgs(schedulerArgs)
 	if err != nil {
 		return err
@@ -182,6 +199,9 @@ func run(dir string, nodes int, schedulerArgs string) error {
 	// A fresh cluster every time: stale etcd data or certificates would only confuse.
 	for _, stale := range []string{"etcd", "pki", "kubeconfig", "ready"} {
 		_ = os.RemoveAll(filepath.Join(dir, stale))
+	}
+	if multiKueue {
+		return runMultiKueue(ctx, dir)
 	}
 	// The foreign-schedulers overlay: the base plus the foreign CRDs and the scheduler names
 	// volcano and scheduler-plugins-scheduler, so that operators' objects can be tried locally.

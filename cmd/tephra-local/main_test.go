@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 )
 
@@ -136,6 +138,57 @@ func TestUpAndDown(t *testing.T) {
 	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the same half-life")
 	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
+}
+
+// TestUpAndDownMultiKueue runs what `make up-multikueue` and `make down-multikueue` run: three
+// clusters (a MultiKueue manager and two workers), and a demo that sends the example Job through
+// the manager to a worker, where it runs; the command printed to stop that worker's apiserver
+// names exactly it; down leaves no process behind.
+func TestUpAndDownMultiKueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three local control planes")
+	}
+	bin := filepath.Join(t.TempDir(), "tephra-local")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = exec.Command(bin, "down", "--dir", dir).Run() })
+
+	out, err = exec.Command(bin, "up", "--multikueue", "--dir", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	worker := regexp.MustCompile(`demo: MultiKueue runs it on (worker-[12])`).FindStringSubmatch(string(out))
+	require.NotNil(t, worker, "the demo sent the example Job to a worker:\n%s", out)
+	assert.Contains(t, string(out), "make down-multikueue")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	jobOn := func(cluster string) *batchv1alpha1.Job {
+		config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, cluster, "kubeconfig"))
+		require.NoError(t, err)
+		job, err := versioned.NewForConfigOrDie(config).BatchV1alpha1().Jobs(metav1.NamespaceDefault).Get(ctx, "multikueue-train", metav1.GetOptions{})
+		require.NoError(t, err, "the job on %s", cluster)
+		return job
+	}
+	there, here := jobOn(worker[1]), jobOn("manager")
+	assert.Equal(t, batchv1alpha1.JobRunning, here.Status.State.Phase, "the manager shows the worker's status")
+	assert.Equal(t, int32(4), there.Status.Running, "the job runs its 4 pods on %s", worker[1])
+
+	kill := regexp.MustCompile(`kill \$\(pgrep -f '([^']+)'\)`).FindStringSubmatch(string(out))
+	require.NotNil(t, kill, "up prints how to stop the worker's apiserver:\n%s", out)
+	pids, err := exec.Command("pgrep", "-f", kill[1]).Output()
+	require.NoError(t, err, "the printed pattern matches a process")
+	require.Len(t, strings.Fields(string(pids)), 1, "the printed pattern matches one process")
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pids)), "cmdline"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cmdline), "kube-apiserver")
+	assert.Contains(t, string(cmdline), filepath.Join(dir, worker[1])+"/")
+
+	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "stopped the local cluster")
+	assert.Empty(t, processesMentioning(t, dir), "make down-multikueue leaves no process of the clusters")
 }
 
 // A file of scheduler args that is not a map of plugins to maps of args is refused with a clear

@@ -340,22 +340,22 @@ func TestKueueValuesGrantWhatTheComponentsGrant(t *testing.T) {
 	for _, c := range []struct {
 		values  []string
 		adds    []string
-		install string // a kustomization of the component, as the tests install it
+		install localcluster.Manifests // the components on the base, as the e2e tests install them
 	}{{
 		// manifests/components/kueue: Kueue may read Tephra Jobs.
 		values:  []string{"kueue.readJobs=true"},
 		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRoleBinding//tephra-kueue-jobs"},
-		install: "test/e2e/kueue/testdata",
+		install: localcluster.KustomizeManifests("test/e2e/kueue/testdata"),
 	}, {
 		// manifests/components/multikueue-manager: a MultiKueue manager's Kueue mirrors their status.
 		values:  []string{"kueue.readJobs=true", "kueue.multiKueue.manager=true"},
 		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRole//tephra-multikueue-manager", "ClusterRoleBinding//tephra-kueue-jobs", "ClusterRoleBinding//tephra-multikueue-manager"},
-		install: "test/e2e/multikueue/testdata/manager",
+		install: localcluster.ComposedManifests("manifests", "manifests/components/kueue", "manifests/components/multikueue-manager"),
 	}, {
 		// manifests/components/multikueue-worker: what the manager's Kueue does on a worker.
 		values:  []string{"kueue.readJobs=true", "kueue.multiKueue.worker=true"},
 		adds:    []string{"ClusterRole//tephra-kueue-jobs", "ClusterRole//tephra-multikueue-worker", "ClusterRoleBinding//tephra-kueue-jobs"},
-		install: "test/e2e/multikueue/testdata/worker",
+		install: localcluster.ComposedManifests("manifests", "manifests/components/kueue", "manifests/components/multikueue-worker"),
 	}} {
 		t.Run(strings.Join(c.values, ","), func(t *testing.T) {
 			var args []string
@@ -363,9 +363,9 @@ func TestKueueValuesGrantWhatTheComponentsGrant(t *testing.T) {
 				args = append(args, "--set", v)
 			}
 			with := renderChart(t, ctx, args...)
-			component := renderKustomization(t, ctx, c.install)
+			component := render(t, ctx, c.install)
 			assert.Equal(t, c.adds, added(without, with), "objects %v adds", c.values)
-			assert.Equal(t, c.adds, added(renderKustomization(t, ctx, "manifests"), component), "objects %s adds to the base", c.install)
+			assert.Equal(t, c.adds, added(renderKustomization(t, ctx, "manifests"), component), "objects the components add to the base")
 			for _, key := range c.adds {
 				got, ok := with[key]
 				if !assert.True(t, ok, "the chart installs %s", key) || !assert.Contains(t, component, key) {
@@ -382,9 +382,15 @@ func TestKueueValuesGrantWhatTheComponentsGrant(t *testing.T) {
 // renderKustomization renders a kustomization of the repository, by key.
 func renderKustomization(t *testing.T, ctx context.Context, dir string) map[string]*unstructured.Unstructured {
 	t.Helper()
+	return render(t, ctx, localcluster.KustomizeManifests(dir))
+}
+
+// render renders manifests, by key.
+func render(t *testing.T, ctx context.Context, manifests localcluster.Manifests) map[string]*unstructured.Unstructured {
+	t.Helper()
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
-	out, err := localcluster.KustomizeManifests(dir)(ctx, root)
+	out, err := manifests(ctx, root)
 	require.NoError(t, err)
 	return byKey(t, out)
 }
