@@ -308,6 +308,9 @@ var MultiKueueExampleNodeShape = NodeShape{CPU: "4", Memory: "16Gi", Pods: 110}
 // example's Kueue setup to every cluster, then waits until the manager's Kueue reaches each worker
 // (its MultiKueueCluster and the AdmissionCheck active).
 func (s *MultiKueueSetup) ApplyExample(ctx context.Context) error {
+	if got := slices.Sorted(maps.Keys(s.Workers)); !slices.Equal(got, []string{"worker-1", "worker-2"}) {
+		return fmt.Errorf("the example's MultiKueueClusters are worker-1 and worker-2, not %v", got)
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.Workers)) {
 		w := s.Workers[name]
 		if err := WaitDefaultQueues(ctx, w.Config); err != nil {
