@@ -685,17 +685,21 @@ func TestPublishUpstreamKeepsTheOwnResults(t *testing.T) {
 	u := NewUpstreamResults("make bench-upstream", "v1.37.1", "test")
 	u.Finished = u.Started.Add(20 * time.Minute)
 	u.Rows = []UpstreamRow{
-		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileVanilla, Threshold: 680, Data: map[string]float64{"Average": 200, "Perc50": 180, "Perc90": 350}},
-		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileTephra, Threshold: 680, Data: map[string]float64{"Average": 150, "Perc50": 140, "Perc90": 250}, CPUProfile: "benchmarks/profiles/t.txt"},
+		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileVanilla, Threshold: 680, Data: map[string]float64{"Average": 200, "Perc50": 180, "Perc90": 350}, Duration: 50},
+		{Suite: "misc", TestCase: "SchedulingBasic", Workload: "5000Nodes_10000Pods", Profile: UpstreamProfileTephra, Threshold: 680, Data: map[string]float64{"Average": 150, "Perc50": 140, "Perc90": 250}, Duration: 66.7, CPUProfile: "benchmarks/profiles/t.txt"},
 		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileVanilla, Failed: "the workload failed"},
 		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "w", Profile: UpstreamProfileTephra, NotRun: "no PodGroupPostFilter"},
+		// Too short for a throughput sample: compared by time.
+		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "short", Profile: UpstreamProfileVanilla, Duration: 0.8},
+		{Suite: "workload_preemption", TestCase: "GangPreemptionBasic", Workload: "short", Profile: UpstreamProfileTephra, Duration: 1.6},
 	}
 	require.NoError(t, PublishUpstream(docs, u))
 	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "### GI", "the own results stay")
-	assert.Contains(t, string(md), "| misc/SchedulingBasic/5000Nodes_10000Pods | 680 | 200.0 (180, 350) | 150.0 (140, 250) | 0.75 | [Tephra](benchmarks/profiles/t.txt) |")
-	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/w | – | failed: the workload failed | not run: no PodGroupPostFilter | – | – |")
+	assert.Contains(t, string(md), "| misc/SchedulingBasic/5000Nodes_10000Pods | 680 | 200.0 (180, 350) | 150.0 (140, 250) | 50.0 s, 66.7 s | 0.75 | [Tephra](benchmarks/profiles/t.txt) |")
+	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/w | – | failed: the workload failed | not run: no PodGroupPostFilter | –, – | – | – |")
+	assert.Contains(t, string(md), "| workload_preemption/GangPreemptionBasic/short | – | no sample | no sample | 0.8 s, 1.6 s | 0.50 (time) | – |")
 
 	require.NoError(t, syntheticResults().Publish(docs))
 	md, err = os.ReadFile(filepath.Join(docs, "benchmarks.md"))

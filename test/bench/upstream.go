@@ -33,7 +33,11 @@ type UpstreamRow struct {
 	Workload string             `json:"workload"`
 	Profile  string             `json:"profile"`
 	Data     map[string]float64 `json:"data,omitempty"`
-	Failed   string             `json:"failed,omitempty"`
+	// Duration is scheduler_perf's SchedulingDuration, in seconds: from the creation of the
+	// measured pods until every one is scheduled. It is recorded for every workload, also one too
+	// short for a throughput sample (sampled once a second).
+	Duration float64 `json:"duration,omitempty"`
+	Failed   string  `json:"failed,omitempty"`
 	// NotRun says why the profile cannot run the workload yet.
 	NotRun string `json:"notRun,omitempty"`
 	// Threshold is upstream's pass mark for the workload's average throughput on its CI
@@ -100,6 +104,19 @@ func readUpstream(docsDir string) (*UpstreamResults, error) {
 	return u, nil
 }
 
+// UpstreamRatio is Tephra's speed against upstream's on a workload: the ratio of their average
+// throughputs, or, where either has no throughput sample, upstream's scheduling time over
+// Tephra's (byTime). ok is false when neither can be told.
+func UpstreamRatio(up, te UpstreamRow) (ratio float64, byTime, ok bool) {
+	if up.Data["Average"] > 0 && te.Data["Average"] > 0 {
+		return te.Data["Average"] / up.Data["Average"], false, true
+	}
+	if up.Failed == "" && te.Failed == "" && up.Duration > 0 && te.Duration > 0 {
+		return up.Duration / te.Duration, true, true
+	}
+	return 0, false, false
+}
+
 // upstreamSection renders the run as the report's last section ("" without one): one row per
 // workload, both profiles' SchedulingThroughput side by side and their ratio.
 func upstreamSection(u *UpstreamResults) string {
@@ -112,7 +129,10 @@ func upstreamSection(u *UpstreamResults) string {
 		"its workload files unchanged, run in one process against an in-process kube-apiserver: once with upstream's default "+
 		"profile, once with Tephra's (manifests/overlays/replace-default, the same PodGroups mirrored by tephra-controllers "+
 		"running in the same process). SchedulingThroughput is pods bound per second while the measured pods are created, "+
-		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples). "+
+		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples); the time "+
+		"is its SchedulingDuration, from the measured pods' creation until all are scheduled. Tephra / upstream is the "+
+		"ratio of the average throughputs, or, for a workload too short for a throughput sample, upstream's time over "+
+		"Tephra's (marked time). "+
 		"Upstream's thresholds are its pass marks for the average on its CI machines; they are shown, not applied "+
 		"(a machine smaller than upstream's misses them under either profile).\n\n", u.Kubernetes)
 	m := u.Machine
@@ -129,7 +149,7 @@ func upstreamSection(u *UpstreamResults) string {
 		}
 		byProfile[k][r.Profile] = r
 	}
-	header := []string{"workload", "upstream's threshold", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "Tephra / upstream", "CPU profiles"}
+	header := []string{"workload", "upstream's threshold", "upstream avg (p50, p90) pods/s", "Tephra avg (p50, p90) pods/s", "time upstream, Tephra", "Tephra / upstream", "CPU profiles"}
 	var rows [][]string
 	cell := func(r UpstreamRow, ok bool) string {
 		switch {
@@ -140,14 +160,30 @@ func upstreamSection(u *UpstreamResults) string {
 		case r.NotRun != "":
 			return "not run: " + r.NotRun
 		}
+		if r.Data == nil {
+			return "no sample"
+		}
 		return fmt.Sprintf("%.1f (%.0f, %.0f)", r.Data["Average"], r.Data["Perc50"], r.Data["Perc90"])
+	}
+	seconds := func(r UpstreamRow) string {
+		if r.Duration <= 0 || r.Failed != "" || r.NotRun != "" {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f s", r.Duration)
 	}
 	for _, k := range order {
 		up, upOK := byProfile[k][UpstreamProfileVanilla]
 		te, teOK := byProfile[k][UpstreamProfileTephra]
 		ratioCell := "–"
-		if upOK && teOK && up.Data["Average"] > 0 && te.Data["Average"] > 0 {
-			ratioCell = fmt.Sprintf("%.2f", te.Data["Average"]/up.Data["Average"])
+		if ratio, byTime, ok := UpstreamRatio(up, te); upOK && teOK && ok {
+			ratioCell = fmt.Sprintf("%.2f", ratio)
+			if byTime {
+				ratioCell += " (time)"
+			}
+		}
+		timeCell := "–"
+		if upOK || teOK {
+			timeCell = seconds(up) + ", " + seconds(te)
 		}
 		threshold := "–"
 		if t := max(up.Threshold, te.Threshold); t > 0 {
@@ -166,7 +202,7 @@ func upstreamSection(u *UpstreamResults) string {
 		if len(profiles) > 0 {
 			profileCell = strings.Join(profiles, ", ")
 		}
-		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), threshold, cell(up, upOK), cell(te, teOK), ratioCell, profileCell})
+		rows = append(rows, []string{fmt.Sprintf("%s/%s/%s", k.suite, k.testCase, k.workload), threshold, cell(up, upOK), cell(te, teOK), timeCell, ratioCell, profileCell})
 	}
 	slices.SortStableFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	writeMarkdownTable(&b, header, rows)

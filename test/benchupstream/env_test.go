@@ -166,15 +166,21 @@ func (e *env) run(b *testing.B, p *profileRun, suite string, selected []workload
 		row := bench.UpstreamRow{Suite: suite, TestCase: w.testCase, Workload: w.name, Profile: p.name, Threshold: thresholds[w]}
 		row.RawCPUProfile = e.cpuProfileOf(b, w, p.name)
 		for _, item := range items {
-			if item.Labels["Metric"] == "SchedulingThroughput" && strings.Contains(item.Labels["Name"], w.testCase+"/"+w.name+"/") {
+			if !strings.Contains(item.Labels["Name"], w.testCase+"/"+w.name+"/") {
+				continue
+			}
+			switch item.Labels["Metric"] {
+			case "SchedulingThroughput":
 				row.Data = item.Data
+			case "SchedulingDuration":
+				row.Duration = item.Data["Duration"]
 			}
 		}
-		if row.Data == nil {
-			row.Failed = "no SchedulingThroughput (see the benchmark's log)"
-			if b.Failed() {
-				row.Failed = "the workload failed (see the benchmark's log)"
-			}
+		if row.Data == nil && row.Duration == 0 {
+			row.Failed = "no SchedulingThroughput or SchedulingDuration (see the benchmark's log)"
+		}
+		if b.Failed() {
+			row.Failed = "the workload failed (see the benchmark's log)"
 		}
 		rows = append(rows, row)
 	}
@@ -217,18 +223,18 @@ func (e *env) publishCPUProfiles(rows []bench.UpstreamRow) error {
 		}
 	}
 	type key struct{ suite, testCase, name string }
-	average := map[key]map[string]float64{}
+	byProfile := map[key]map[string]bench.UpstreamRow{}
 	for _, r := range rows {
 		k := key{r.Suite, r.TestCase, r.Workload}
-		if average[k] == nil {
-			average[k] = map[string]float64{}
+		if byProfile[k] == nil {
+			byProfile[k] = map[string]bench.UpstreamRow{}
 		}
-		average[k][r.Profile] = r.Data["Average"]
+		byProfile[k][r.Profile] = r
 	}
 	for i, r := range rows {
-		a := average[key{r.Suite, r.TestCase, r.Workload}]
-		up, te := a[bench.UpstreamProfileVanilla], a[bench.UpstreamProfileTephra]
-		if r.RawCPUProfile == "" || up > 0 && te >= up {
+		p := byProfile[key{r.Suite, r.TestCase, r.Workload}]
+		ratio, _, ok := bench.UpstreamRatio(p[bench.UpstreamProfileVanilla], p[bench.UpstreamProfileTephra])
+		if r.RawCPUProfile == "" || ok && ratio >= 1 {
 			continue
 		}
 		name := fmt.Sprintf("upstream-%s-%s-%s-top.txt", r.TestCase, r.Workload, r.Profile)
