@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"k8s.io/utils/ptr"
 
@@ -37,7 +38,7 @@ func TestGroupReclaimTakesLeavingPodsOffTheSnapshot(t *testing.T) {
 	victims, assignments, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
 		scheduled = true
 		return nil, fwk.NewStatus(fwk.Unschedulable)
-	})
+	}, emptyNodeChecker{})
 	require.NoError(t, err)
 	assert.Empty(t, victims)
 	assert.Empty(t, assignments)
@@ -88,15 +89,28 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 					allocated: map[string]quota.Amounts{"v1": {gpu: 20}, "v2": {gpu: 11}, "p": {gpu: tc.pAllocated}},
 				}, deserved: map[string]quota.Amounts{"v1": {gpu: 10}, "v2": {gpu: 10}, "p": {gpu: 20}}},
 			}
-			// The group fits once b's node is free.
+			// The group fits once b's node is free: the algorithm places it there, and a member
+			// passes Filter only on an empty node.
+			placed := 0
 			victims, _, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
+				placed++
 				n2, err := snapshot.NodeInfos().Get("n2")
 				require.NoError(t, err)
 				if len(n2.GetPods()) > 0 {
 					return nil, fwk.NewStatus(fwk.Unschedulable)
 				}
-				return &fwk.PodGroupAssignments{}, nil
-			})
+				return &fwk.PodGroupAssignments{ProposedAssignments: []fwk.ProposedAssignment{
+					assignment{pod: r.pod, node: "n2"},
+				}}, nil
+			}, emptyNodeChecker{})
+			assert.Equal(t, 1, placed, "the group is placed once; the victims given back are checked where it was placed")
+			for _, node := range []string{"n1", "n2"} {
+				info, err := snapshot.NodeInfos().Get(node)
+				require.NoError(t, err)
+				for _, pi := range info.GetPods() {
+					assert.NotEqual(t, "preemptor", pi.GetPod().Name, "a member placed to check a victim given back is taken off again")
+				}
+			}
 			require.NoError(t, err)
 			var names []string
 			for _, u := range victims {
@@ -112,4 +126,40 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A test's pod-group placement: a member on a node.
+type assignment struct {
+	pod  *corev1.Pod
+	node string
+}
+
+func (a assignment) GetPod() *corev1.Pod           { return a.pod }
+func (a assignment) GetPodInfo() fwk.PodInfo       { pi, _ := framework.NewPodInfo(a.pod); return pi }
+func (a assignment) GetNodeName() string           { return a.node }
+func (a assignment) GetCycleState() fwk.CycleState { return framework.NewCycleState() }
+
+// emptyNodeChecker passes a member on a node with no pod.
+type emptyNodeChecker struct{}
+
+func (emptyNodeChecker) RunPreFilterExtensionAddPod(context.Context, fwk.CycleState, *corev1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+
+func (emptyNodeChecker) RunPreFilterExtensionRemovePod(context.Context, fwk.CycleState, *corev1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return nil
+}
+
+func (emptyNodeChecker) RunFilterPluginsWithNominatedPods(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, info fwk.NodeInfo) *fwk.Status {
+	if len(info.GetPods()) > 0 {
+		return fwk.NewStatus(fwk.Unschedulable, "node is not empty")
+	}
+	return nil
+}
+
+func (emptyNodeChecker) RunReservePluginsReserve(context.Context, fwk.CycleState, *corev1.Pod, string) *fwk.Status {
+	return nil
+}
+
+func (emptyNodeChecker) RunReservePluginsUnreserve(context.Context, fwk.CycleState, *corev1.Pod, string) {
 }
