@@ -227,6 +227,11 @@ func run(dir string, nodes int, schedulerArgs string, multiKueue bool) error {
 	if err := localcluster.WaitDefaultQueues(ctx, cluster.Config); err != nil {
 		return err
 	}
+	return readyUntilDone(ctx, dir)
+}
+
+// readyUntilDone tells `up` that the cluster is ready, and keeps it until ctx ends.
+func readyUntilDone(ctx context.Context, dir string) error {
 	if err := os.WriteFile(readyFile(dir), []byte(time.Now().Format(time.RFC3339)), 0o644); err != nil {
 		return err
 	}

@@ -50,13 +50,7 @@ func runMultiKueue(ctx context.Context, dir string) error {
 	if err := s.ApplyExample(ctx); err != nil {
 		return err
 	}
-	if err := os.WriteFile(readyFile(dir), []byte(time.Now().Format(time.RFC3339)), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	<-ctx.Done()
-	fmt.Println("stopping")
-	return nil
+	return readyUntilDone(ctx, dir)
 }
 
 // runMultiKueueDemo submits the example Job to the manager and waits until it runs on a worker.

@@ -180,19 +180,6 @@ func workloadOf(t *testing.T, ns string, job *batchv1alpha1.Job) *unstructured.U
 	return wl
 }
 
-func condition(u *unstructured.Unstructured, kind string) (status, reason, message string) {
-	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, _ := c.(map[string]any)
-		if m["type"] == kind {
-			status, _ = m["status"].(string)
-			reason, _ = m["reason"].(string)
-			message, _ = m["message"].(string)
-		}
-	}
-	return status, reason, message
-}
-
 func admittedWorkloads(t *testing.T, cq string) int64 {
 	t.Helper()
 	u, err := dyn.Resource(clusterQueues).Get(context.Background(), cq, metav1.GetOptions{})
@@ -224,7 +211,7 @@ func TestATephraJobWaitsSuspendedForQuotaAndRunsWholeOnceItFrees(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		status, reason, message := condition(wl, "QuotaReserved")
+		status, reason, message := framework.Condition(wl, "QuotaReserved")
 		return status == "False", fmt.Sprintf("QuotaReserved %s %s: %s", status, reason, message)
 	})
 	// While the first holds the quota, the second stays suspended and has no pod.
@@ -243,12 +230,12 @@ func TestATephraJobWaitsSuspendedForQuotaAndRunsWholeOnceItFrees(t *testing.T) {
 		job := env.GetJob(t, ns, "second")
 		return bound == 4, fmt.Sprintf("%d bound, phase %s; events: %s", bound, job.Status.State.Phase, env.Events(ns, "second"))
 	})
-	status, _, _ := condition(workloadOf(t, ns, first), "Finished")
+	status, _, _ := framework.Condition(workloadOf(t, ns, first), "Finished")
 	require.Equal(t, "True", status, "the first job's Workload finished when the job completed")
 
 	framework.Eventually(t, 2*time.Minute, "the second job to complete and its quota to return", func() (bool, string) {
 		job := env.GetJob(t, ns, "second")
-		finished, _, _ := condition(workloadOf(t, ns, second), "Finished")
+		finished, _, _ := framework.Condition(workloadOf(t, ns, second), "Finished")
 		admitted := admittedWorkloads(t, ns)
 		return job.Status.State.Phase == batchv1alpha1.JobCompleted && finished == "True" && admitted == 0,
 			fmt.Sprintf("phase %s, Workload finished %q, ClusterQueue admitted workloads %d", job.Status.State.Phase, finished, admitted)
@@ -284,11 +271,11 @@ func TestKueuePreemptionSuspendsTheJobAndFreesItsPodsWhole(t *testing.T) {
 	require.True(t, ptr.Deref(lowNow.Spec.Suspend, false), "Kueue's preemption suspends the job")
 	require.Contains(t, env.Events(ns, "low"), "Kueue evicted Workload")
 	wl := workloadOf(t, ns, low)
-	reserved, _, _ := condition(wl, "QuotaReserved")
+	reserved, _, _ := framework.Condition(wl, "QuotaReserved")
 	require.Equal(t, "False", reserved, "the preempted Workload's quota is released")
 	_, hasAdmission, _ := unstructured.NestedMap(wl.Object, "status", "admission")
 	require.False(t, hasAdmission)
-	requeued, _, _ := condition(wl, "Requeued")
+	requeued, _, _ := framework.Condition(wl, "Requeued")
 	require.Equal(t, "True", requeued, "a preempted Workload waits to be admitted again")
 }
 
@@ -376,7 +363,7 @@ func TestTheAdaptersRBACIsWhatItUses(t *testing.T) {
 			if err != nil {
 				return false, fmt.Sprintf("phase %s, Workload: %v", phase, err)
 			}
-			finished, _, _ := condition(wl, "Finished")
+			finished, _, _ := framework.Condition(wl, "Finished")
 			return phase == batchv1alpha1.JobCompleted && finished == "True" && len(wl.GetFinalizers()) == 0,
 				fmt.Sprintf("phase %s, finished %q, finalizers %v", phase, finished, wl.GetFinalizers())
 		})

@@ -217,19 +217,6 @@ func managerWorkload(t *testing.T, job *batchv1alpha1.Job) (*unstructured.Unstru
 	return dyns["manager"].Resource(workloads).Namespace(ns).Get(context.Background(), kueue.WorkloadName(job), metav1.GetOptions{})
 }
 
-func condition(u *unstructured.Unstructured, kind string) (status, reason, message string) {
-	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, _ := c.(map[string]any)
-		if m["type"] == kind {
-			status, _ = m["status"].(string)
-			reason, _ = m["reason"].(string)
-			message, _ = m["message"].(string)
-		}
-	}
-	return status, reason, message
-}
-
 // statusLine is what `kubectl get tjob` shows of a Job's status.
 func statusLine(job *batchv1alpha1.Job) string {
 	if job == nil {
@@ -328,7 +315,7 @@ func TestAJobThatEndsOnItsWorkerEndsOnTheManager(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		finished, reason, _ := condition(wl, "Finished")
+		finished, reason, _ := framework.Condition(wl, "Finished")
 		cq, err := dyns["manager"].Resource(clusterQueues).Get(context.Background(), localQueue, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
