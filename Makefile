@@ -67,9 +67,11 @@ E2E_BOTH_GATES = ./test/e2e/gang ./test/e2e/queue ./test/e2e/elastic ./test/e2e/
 
 .PHONY: test
 # The race detector needs cgo; everything else builds static (CGO_ENABLED=0), as the images and
-# the local cluster's binaries are, so that one compilation serves them all.
+# the local cluster's binaries are, so that one compilation serves them all. The unit stage's
+# timeout covers cmd/tephra-local on a cold cache: its runs of make up and make up-multikueue build
+# Kubernetes' components and Kueue from source first.
 test: ## Unit tests with -race, e2e tests against real local control planes (the gang, queue, elastic, topology, upstream and preemption ones with GenericWorkload off and on), and upstream's scheduler_perf short workloads under both profiles.
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(TEST_FLAGS) $(UNIT_PACKAGES)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(TEST_FLAGS) $(UNIT_PACKAGES)
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/...
 	CGO_ENABLED=0 TEPHRA_E2E_GENERIC_WORKLOAD=true $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_BOTH_GATES)
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 20m -run '^$$' -bench '^BenchmarkUpstream$$' -benchtime 1x $(TEST_FLAGS) ./test/benchupstream -args -upstream-set=short -upstream-pods-timeout=3m
