@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -203,8 +204,11 @@ func kueueWith(o *KueueOptions, framework string) *KueueOptions {
 	if !slices.Contains(k.ExternalFrameworks, framework) {
 		k.ExternalFrameworks = append(slices.Clone(k.ExternalFrameworks), framework)
 	}
+	// A copy: what StartMultiKueue merges in stays out of the caller's options.
 	if k.Configuration == nil {
 		k.Configuration = map[string]any{}
+	} else {
+		k.Configuration = runtime.DeepCopyJSON(k.Configuration)
 	}
 	return &k
 }
