@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -338,6 +337,7 @@ func (c *Cluster) Stop() {
 		c.kueue.stopCerts()
 	}
 	c.mu.Unlock()
+	c.releasePorts()
 }
 
 // Running says whether a component's process is alive.
@@ -569,33 +569,6 @@ func (c *Cluster) connect() error {
 // kernel hands out for ":0" is an ephemeral one, which any outgoing connection on the machine may
 // take as its local port before the component that was meant to listen on it starts: with several
 // clusters starting side by side (go test runs packages in parallel), that happened.
-// handedOut are the ports freePort gave to any cluster of this process: one kept for a component
-// that has not started listening yet is free to the check, so several clusters started side by
-// side (StartMultiKueue) would otherwise draw the same one now and then.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-func freePort() (int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for range 1000 {
-		port := 10000 + rand.IntN(22000)
-		if handedOut.ports[port] {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		handedOut.ports[port] = true
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free port found between 10000 and 32000")
-}
-
 // tail returns the last n lines of a file, for error messages.
 func tail(path string, n int) string {
 	data, err := os.ReadFile(path)
