@@ -116,14 +116,13 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	r.victimsMu.Unlock()
 	broken := violations(victims, r.budgetsNow)
 	// Evicted after the cycle, as kube-scheduler's own preemption does (async): the cycle never
-	// waits on the API.
-	go func() {
-		for _, victim := range pods {
-			if _, err := r.evict(r.q.stop, pod, victim, Name, int64(broken)); err != nil {
-				klog.FromContext(ctx).Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(victim), "podGroup", pgInfo.GetKey())
-			}
+	// waits on the API. In parallel, as its executor does: one after another, a thousand victims
+	// (two requests each) kept the group waiting half a minute in upstream's benchmark.
+	go q.handle.Parallelizer().Until(r.q.stop, len(pods), func(i int) {
+		if _, err := r.evict(r.q.stop, pod, pods[i], Name, int64(broken)); err != nil {
+			klog.FromContext(ctx).Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(pods[i]), "podGroup", pgInfo.GetKey())
 		}
-	}()
+	}, Name)
 	nominations := map[types.NamespacedName]*fwk.NominatingInfo{}
 	for _, a := range assignments {
 		p := a.GetPod()
