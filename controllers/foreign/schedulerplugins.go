@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,6 +36,7 @@ func (r *SchedulerPluginsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(SchedulerPluginsControllerName).
 		For(&schedulerpluginsv1alpha1.PodGroup{}).
 		Owns(&schedulingv1alpha1.PodGroup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: mirror.Workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 			if name, ok := obj.GetLabels()[schedulingv1alpha1.CoschedulingPodGroupLabel]; ok {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,6 +36,7 @@ func (r *VolcanoPodGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(VolcanoPodGroupControllerName).
 		For(&volcanov1beta1.PodGroup{}).
 		Owns(&schedulingv1alpha1.PodGroup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: mirror.Workers}).
 		Watches(&schedulingv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.pendingGroups)).
 		Watches(&schedulingv1alpha1.Topology{}, handler.EnqueueRequestsFromMapFunc(r.networkTopologyGroups)).
 		Complete(r)

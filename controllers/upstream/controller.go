@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -85,7 +86,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&upstreamv1beta1.PodGroup{}).
-		Owns(&schedulingv1alpha1.PodGroup{})
+		Owns(&schedulingv1alpha1.PodGroup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: mirror.Workers})
 	if r.Workloads {
 		b = b.Watches(&upstreamv1beta1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.requestsForWorkload))
 	}
