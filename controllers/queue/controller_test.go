@@ -2,6 +2,7 @@ package queue
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,8 +201,8 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 	assert.Equal(t, int64(6), a.Deserved["other"][gpu])
 }
 
-// The memo gives a pod's requests again while its resourceVersion holds, a copy the caller may
-// change, the new requests after a resize, and forgets pods a recount no longer sees.
+// The memo gives a pod's requests again while its resourceVersion holds, without reading the pod
+// again, the new requests after a resize, and forgets pods a recount no longer sees.
 func TestRequestsMemo(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", ResourceVersion: "1"},
@@ -210,9 +211,10 @@ func TestRequestsMemo(t *testing.T) {
 		}}}},
 	}
 	var m requestsMemo
-	first := m.requests(pod)
-	first[corev1.ResourceCPU] = 0
-	assert.Equal(t, int64(2000), m.requests(pod)[corev1.ResourceCPU], "a copy: the caller's change does not reach the memo")
+	assert.Equal(t, int64(2000), m.requests(pod)[corev1.ResourceCPU])
+	sameVersion := pod.DeepCopy()
+	sameVersion.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("5")
+	assert.Equal(t, int64(2000), m.requests(sameVersion)[corev1.ResourceCPU], "the same resourceVersion is not read again")
 
 	resized := pod.DeepCopy()
 	resized.ResourceVersion = "2"
@@ -223,4 +225,15 @@ func TestRequestsMemo(t *testing.T) {
 	assert.Len(t, m.pods, 1, "seen in this recount")
 	m.forgetUnseen()
 	assert.Empty(t, m.pods, "not seen in the next")
+}
+
+// Events wait Delay before the recount they ask for, or ten times the last recount when that is
+// longer: the recounts of a big cluster take at most about a tenth of a core.
+func TestBatchDelayGrowsWithTheRecount(t *testing.T) {
+	r := &Reconciler{Delay: 500 * time.Millisecond}
+	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "before any recount")
+	r.lastRecount.Store(int64(2 * time.Millisecond))
+	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "a small cluster's recount")
+	r.lastRecount.Store(int64(150 * time.Millisecond))
+	assert.Equal(t, 1500*time.Millisecond, r.batchDelay(), "a recount of 150 ms")
 }

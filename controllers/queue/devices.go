@@ -60,11 +60,11 @@ func usesClaims(pod *corev1.Pod) bool {
 // listDevices returns the Devices of one accounting: the inventory, and the claims and templates
 // the reader holds. They are listed only when a pod uses claims, so that a cluster without DRA
 // workloads pays nothing for them. The items are only read (no deep copy).
-func listDevices(ctx context.Context, reader client.Reader, inventory *quota.DeviceInventory, pods []corev1.Pod) (*cachedDevices, error) {
+func listDevices(ctx context.Context, reader client.Reader, inventory *quota.DeviceInventory, pods []*corev1.Pod) (*cachedDevices, error) {
 	d := &cachedDevices{DeviceInventory: inventory}
 	needed := false
-	for i := range pods {
-		if usesClaims(&pods[i]) {
+	for _, pod := range pods {
+		if usesClaims(pod) {
 			needed = true
 			break
 		}
@@ -154,7 +154,9 @@ func (r *Reconciler) enableDevicesLate(log logr.Logger, inventory *quota.DeviceI
 // current. The inventory's handlers update it before they ask for the recount, so the recount
 // sees the change.
 func deviceSources(c cache.Cache, inventory *quota.DeviceInventory, enqueue batchingHandler) []source.SyncingSource {
-	recount := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(allQueues, enqueue.delay) }
+	recount := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(allQueues, enqueue.delay())
+	}
 	classes := handler.TypedFuncs[*resourceapi.DeviceClass, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.DeviceClass], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.SetClass(e.Object)
@@ -192,7 +194,7 @@ func deviceSources(c cache.Cache, inventory *quota.DeviceInventory, enqueue batc
 
 // enqueueTyped is the batching handler for a typed source.
 func enqueueTyped[T client.Object](h batchingHandler) handler.TypedFuncs[T, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(allQueues, h.delay) }
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(allQueues, h.delay()) }
 	return handler.TypedFuncs[T, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)

@@ -13,10 +13,12 @@ import (
 // and the devices of the ResourceClaims charged to it (none without a lookup), but for the claims
 // it names directly, returned apart by name: a queue counts each of those once, however many of
 // its pods name it (as plugins/queue's ledger does).
+// The caller must not change own.
 func podRequests(pod *corev1.Pod, devices quota.DeviceLookup, memo *requestsMemo) (own quota.Amounts, claims map[string]quota.Amounts) {
 	own = memo.requests(pod)
 	if devices != nil {
 		charge := quota.ChargeDevices(pod, devices)
+		own = own.Clone()
 		own.Add(charge.Charged)
 		own.Sub(charge.Direct)
 		claims = charge.DirectClaims
@@ -51,7 +53,8 @@ type memoEntry struct {
 	requests        quota.Amounts
 }
 
-// requests returns a copy of the pod's requests, which the caller may change.
+// requests returns the pod's requests, which the caller must not change (a copy of every pod's
+// requests on every recount was 1.5 % of make bench-upstream's 3000-gang run).
 func (m *requestsMemo) requests(pod *corev1.Pod) quota.Amounts {
 	if m == nil || pod.UID == "" || pod.ResourceVersion == "" {
 		return quota.PodRequests(pod)
@@ -67,7 +70,7 @@ func (m *requestsMemo) requests(pod *corev1.Pod) quota.Amounts {
 		e = memoEntry{resourceVersion: pod.ResourceVersion, requests: quota.PodRequests(pod)}
 		m.pods[pod.UID] = e
 	}
-	return e.requests.Clone()
+	return e.requests
 }
 
 // forgetUnseen drops the pods the last recount did not see (gone from the cluster).
