@@ -36,7 +36,19 @@ import (
 type simulatedFreed = atomic.Pointer[map[string]quota.Amounts]
 
 // PodGroupPostFilter preempts for an upstream PodGroup that its pod-group cycle could not place.
-func (q *Queue) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+func (q *Queue) PodGroupPostFilter(ctx context.Context, cs fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	result, status := q.podGroupPostFilter(ctx, cs, pgInfo, schedule)
+	if !status.IsSuccess() {
+		for _, m := range pgInfo.GetUnscheduledPods() {
+			if !v1alpha1.IsSystemPod(m) && q.ledger.counts(m) {
+				q.shareWaiters.add(q.queueNameOf(m), m)
+			}
+		}
+	}
+	return result, status
+}
+
+func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	members := pgInfo.GetUnscheduledPods()
 	if len(members) == 0 || pgInfo.GetPodGroup() == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no pod of the group to make room for")

@@ -100,6 +100,9 @@ type Queue struct {
 	// refusals keeps a pod's refusal message while only its figures change, so that the
 	// scheduler does not write its condition on every attempt (plugins/internal/refusal).
 	refusals *refusal.Memo
+	// shareWaiters are the pods PostFilter turned away, brought back when their queue's share
+	// rises (queueShareRose).
+	shareWaiters shareWaiters
 }
 
 var (
@@ -153,6 +156,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
+		return nil, err
+	}
+	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: q.shareWaiters.podDeleted}); err != nil {
 		return nil, err
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
@@ -251,8 +257,8 @@ func (q *Queue) queueUpdated(oldObj, newObj any) {
 	q.queueShareRose(oldObj, newObj)
 }
 
-// queueShareRose brings back the pending pods of a queue whose deserved share, as the Queue
-// controller reports it, rose, and of every queue below it. With usage history, shares move with
+// queueShareRose brings back the pods PostFilter turned away in a queue whose deserved share, as
+// the Queue controller reports it, rose, and in every queue below it. With usage history, shares move with
 // time alone, without the pod and node events that bring pods back otherwise: a pod that found
 // no room, and no victim while its queue was at its share, was turned away by a Filter plugin
 // such as NodeResourcesFit, whose events are only those of pods and nodes (a PostFilter that
@@ -267,7 +273,10 @@ func (q *Queue) queueShareRose(oldObj, newObj any) {
 	}
 	// As in queueAdded: the pods must meet the shares that rose, not the tree from before.
 	q.accounts.shares.invalidateTree()
-	q.activatePending(subtreeNames(q.currentTree().Get(queue.Name)))
+	waiting := q.shareWaiters.take(subtreeNames(q.currentTree().Get(queue.Name)), q.handle.SharedInformerFactory().Core().V1().Pods().Lister())
+	if len(waiting) > 0 {
+		q.handle.Activate(klog.Background(), waiting)
+	}
 }
 
 // subtreeNames names the queue and every queue below it (none for nil).
@@ -492,6 +501,7 @@ func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, 
 	}
 	q.ledger.assume(pod, w.queue, w.group)
 	q.refusals.Forget(pod.UID)
+	q.shareWaiters.forget(pod.UID)
 	return nil
 }
 

@@ -205,6 +205,9 @@ func (q *Queue) queueNameOf(pod *corev1.Pod) string {
 // queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	result, status := q.postFilter(ctx, cs, pod, m)
+	if !status.IsSuccess() && !v1alpha1.IsSystemPod(pod) && q.ledger.counts(pod) {
+		q.shareWaiters.add(q.queueNameOf(pod), pod)
+	}
 	return result, q.refusals.Steady(pod, refusal.PostFilter, status)
 }
 
