@@ -51,6 +51,8 @@ type Placement struct {
 	devices      deviceView
 	// mix is the recent mix of accelerator pod shapes, under Fragmentation (else nil).
 	mix *shapeMix
+	// acceleratorNodes are the nodes that offer accelerators (nil: not watched; look at the nodes).
+	acceleratorNodes *acceleratorNodes
 }
 
 var (
@@ -71,6 +73,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	p := newPlacement(args, d)
+	p.acceleratorNodes = newAcceleratorNodes(p.accelerators)
+	if err := p.acceleratorNodes.watch(handle.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
+		return nil, err
+	}
 	p.countFreeEvery(ctx, handle, freePeriod)
 	if p.mix != nil {
 		if err := p.learnShapes(handle); err != nil {
@@ -230,6 +236,9 @@ func (p *Placement) Score(_ context.Context, state fwk.CycleState, pod *corev1.P
 func (p *Placement) anyAcceleratorNode(nodes []fwk.NodeInfo) bool {
 	if p.devices != nil && len(p.devices.OfferedOnNodes()) > 0 {
 		return true
+	}
+	if p.acceleratorNodes.noneKnown() {
+		return false
 	}
 	for _, n := range nodes {
 		alloc := n.GetAllocatable().GetScalarResources()
