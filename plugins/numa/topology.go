@@ -179,6 +179,13 @@ func (t *topologies) remove(name string) {
 }
 
 // has says whether the node publishes its topology.
+// none says whether no node publishes its topology.
+func (t *topologies) none() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.nodes) == 0
+}
+
 func (t *topologies) has(name string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
