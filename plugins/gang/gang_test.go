@@ -1228,6 +1228,27 @@ func TestTheMemberThatCompletesTheMinimumBringsTheOthers(t *testing.T) {
 	assert.Empty(t, f.handle.activated, "an extra member brings nobody")
 }
 
+// With GenericWorkload on, kube-scheduler's GangScheduling holds the members of a group its
+// pod-group cycles schedule until they exist, and TephraGang's PreEnqueue lets them by: the member
+// that completes the minimum brings nobody back, and the group's members are not counted for it.
+func TestAMemberInPodGroupCyclesBringsNobody(t *testing.T) {
+	f := newFixture(t)
+	f.gang.podGroupCycles = true
+	f.group(t, "g", 2, nil, f.now)
+	inCycles := func(name string) *corev1.Pod {
+		obj, _, err := f.pods.GetByKey("ns/" + f.member(t, name, "g", "").Name)
+		require.NoError(t, err)
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("g")}
+		require.NoError(t, f.pods.Update(p))
+		return p
+	}
+	m0 := inCycles("m0")
+	require.True(t, f.gang.PreEnqueue(context.Background(), m0).IsSuccess(), "GangScheduling holds it, not TephraGang")
+	f.gang.memberCreated(inCycles("m1"))
+	assert.Empty(t, f.handle.activated)
+}
+
 func counterValue(t *testing.T, c metrics.CounterMetric) float64 {
 	t.Helper()
 	v, err := testutil.GetCounterMetricValue(c)
