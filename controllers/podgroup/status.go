@@ -303,9 +303,19 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 // stable choice) PodScheduled=False condition with reason Unschedulable among the unbound pods, or
 // nil. A bound pod's is stale: kube-scheduler writes it back over the bind when a cycle begun
 // before someone else bound the pod fails.
+//
+// A verdict on the whole group (a reason of Tephra's, or kube-scheduler's pod-group cycle saying
+// the group's minCount cannot be satisfied) is preferred to a member's own filter message written
+// within a second of it: one failed cycle writes both, the verdict on the members it placed and
+// the filter message on the member it could not, and which of them is the later one, or the
+// first by name, is chance.
 func latestUnschedulable(pods []corev1.Pod) *corev1.PodCondition {
-	var latest *corev1.PodCondition
-	var latestPod string
+	var latest, verdict *corev1.PodCondition
+	var latestPod, verdictPod string
+	newer := func(cond *corev1.PodCondition, pod string, than *corev1.PodCondition, thanPod string) bool {
+		return than == nil || cond.LastTransitionTime.After(than.LastTransitionTime.Time) ||
+			(cond.LastTransitionTime.Equal(&than.LastTransitionTime) && pod < thanPod)
+	}
 	for i := range pods {
 		if pods[i].Spec.NodeName != "" {
 			continue
@@ -315,14 +325,24 @@ func latestUnschedulable(pods []corev1.Pod) *corev1.PodCondition {
 			if cond.Type != corev1.PodScheduled || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {
 				continue
 			}
-			newer := latest == nil || cond.LastTransitionTime.After(latest.LastTransitionTime.Time) ||
-				(cond.LastTransitionTime.Equal(&latest.LastTransitionTime) && pods[i].Name < latestPod)
-			if newer {
+			if newer(cond, pods[i].Name, latest, latestPod) {
 				latest, latestPod = cond, pods[i].Name
+			}
+			if isGroupVerdict(cond.Message) && newer(cond, pods[i].Name, verdict, verdictPod) {
+				verdict, verdictPod = cond, pods[i].Name
 			}
 		}
 	}
+	if verdict != nil && !verdict.LastTransitionTime.Add(time.Second).Before(latest.LastTransitionTime.Time) {
+		return verdict
+	}
 	return latest
+}
+
+// isGroupVerdict says whether a member's refusal speaks of its whole group.
+func isGroupVerdict(message string) bool {
+	_, _, ok := schedulingv1alpha1.ReasonIn(message)
+	return ok || strings.Contains(message, upstreamMinCountUnmet)
 }
 
 // now is time.Now, replaceable in tests.

@@ -219,6 +219,26 @@ func TestUnschedulableCondition(t *testing.T) {
 			message: "pod group is unschedulable, minCount (7) cannot be satisfied: 6 scheduled, 0 remaining",
 		},
 		{
+			name: "one failed pod-group cycle: its verdict on the group, not the member it could not place", group: group(3, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("0/1 nodes are available: 1 Insufficient cpu.", metav1.NewTime(t0.Add(500*time.Millisecond)))),
+				member("b", corev1.PodPending, unschedulable("pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining", t0)),
+				member("c", corev1.PodPending, unschedulable("pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining", t0)),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "NotEnoughResources",
+			message: "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+		},
+		{
+			name: "a member's own message well after the group's verdict is the news", group: group(2, nil),
+			pods: []corev1.Pod{
+				member("a", corev1.PodPending, unschedulable("0/1 nodes are available: 1 Insufficient cpu.", later)),
+				member("b", corev1.PodPending, unschedulable("NotEnoughResources: 1 of 2 pods could be placed", t0)),
+			},
+			phase:  schedulingv1alpha1.PodGroupInqueue,
+			status: metav1.ConditionTrue, reason: "Unschedulable", message: "0/1 nodes are available: 1 Insufficient cpu.",
+		},
+		{
 			name: "a bound member's Unschedulable, written back over its bind by a stale cycle, is old news", group: group(3, nil),
 			pods: []corev1.Pod{
 				member("a", corev1.PodRunning, unschedulable("PodGroupNotFound: written back after the bind", later),
