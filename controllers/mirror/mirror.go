@@ -36,8 +36,8 @@ const (
 // Workers is how many groups an adapter mirrors at once. Each member of a group waits for its
 // group's mirror (TephraGang's PodGroupNotFound), so one mirror at a time, an API round trip
 // each, paced the start of every gang: with 3000 groups made at once (make bench-upstream's
-// GangScheduling), a third of their pods waited for their mirror, each re-examined by the
-// scheduler's queue on every pod created.
+// GangScheduling), about a thousand pods at a time waited for their mirror, each re-examined
+// by the scheduler's queue on every pod created.
 const Workers = 8
 
 // ControllerRef is a controller ownerReference to owner. blockOwnerDeletion stays unset: setting
