@@ -88,6 +88,7 @@ func main() {
 		// The Kueue adapter reads Kueue's objects as unstructured (controllers/kueue): from the
 		// informers' caches too, as every typed read is.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache:  setup.Cache(),
 	}
 	if webhooks.configuration != "" {
 		if certs, err = webhooks.certManager(leaderElectionNamespace); err != nil {

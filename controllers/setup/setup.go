@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
@@ -37,6 +38,13 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
 	return scheme
+}
+
+// Cache is how the controllers' informers keep objects: without their managedFields, which no
+// controller reads (updates from a cached object leave the server's managedFields as they are),
+// and which are often the largest part of a pod, as kube-scheduler drops them from its pods.
+func Cache() cache.Options {
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 }
 
 // Options are what the controllers are told by their flags.

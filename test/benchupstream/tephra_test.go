@@ -61,6 +61,7 @@ func startTephra(root string, controllers bool) perf.HookFn {
 		}
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 setup.Scheme(),
+			Cache:                  setup.Cache(),
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 			// A manager per workload in one process: controller names repeat.
