@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -68,9 +69,18 @@ func Informers(config *rest.Config) (tephrainformers.SharedInformerFactory, erro
 	if err != nil {
 		return nil, err
 	}
-	factory := tephrainformers.NewSharedInformerFactory(client, 0)
+	// Without managedFields, which no plugin reads, as kube-scheduler keeps its pods.
+	factory := tephrainformers.NewSharedInformerFactoryWithOptions(client, 0, tephrainformers.WithTransform(stripManagedFields))
 	factories[config] = factory
 	return factory, nil
+}
+
+// stripManagedFields drops an object's managedFields before the informer stores it.
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // Watch is an informer a plugin needs: the resource it lists and the plugin's handler on it.

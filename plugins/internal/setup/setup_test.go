@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -48,4 +49,16 @@ func TestNotServedNamesTheResourcesWithoutACRD(t *testing.T) {
 
 func schemaOf(group, version, resource string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+}
+
+// Tephra's informers in the scheduler keep objects without their managedFields, as
+// kube-scheduler keeps its pods; everything else stays.
+func TestStripManagedFields(t *testing.T) {
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Labels: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	obj, err := stripManagedFields(pg)
+	require.NoError(t, err)
+	got := obj.(*v1alpha1.PodGroup)
+	assert.Nil(t, got.ManagedFields)
+	assert.Equal(t, map[string]string{"a": "b"}, got.Labels)
 }
