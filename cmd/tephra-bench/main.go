@@ -12,8 +12,8 @@
 //	                       a change to the report), without running anything
 //
 // Sizes come from BENCH_NODES (1000), BENCH_PODS (3000), BENCH_REPS (3); BENCH_SWEEP=1 measures
-// scenario P against 500, 1000, 2000 and 5000 nodes instead (or BENCH_SWEEP=500,1000,...), one
-// repetition unless BENCH_REPS says otherwise; BENCH_CONFIGS and BENCH_SCENARIOS pick a subset;
+// scenarios P and G8 with L, B0, B1 and C against 1000, 2000, 5000 and 10 000 nodes instead (or
+// BENCH_SWEEP=500,1000,...), one repetition unless BENCH_REPS says otherwise; BENCH_CONFIGS and BENCH_SCENARIOS pick a subset;
 // BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data; BENCH_PROFILE=0 skips
 // the CPU profile of C's scheduler. docs/ is updated by complete runs only (no BENCH_CONFIGS or
 // BENCH_SCENARIOS) and not with BENCH_DOCS=0.

@@ -99,10 +99,10 @@ func writeReport(docsDir string, matrix, sweep *Results, upstream *UpstreamResul
 }
 
 // publishedProfileReport says whether a file of a profile is published with the report: the
-// short `go tool pprof -top` reports; the long -cum one and the raw profiles stay in the run's
-// folder.
+// short `go tool pprof -top` reports (CPU, and the heap held at the end of the drain); the long
+// -cum one, the allocations and the raw profiles stay in the run's folder.
 func publishedProfileReport(f string) bool {
-	return strings.HasSuffix(f, "-top.txt") || strings.HasSuffix(f, "-top-tephra.txt")
+	return strings.HasSuffix(f, "-top.txt") || strings.HasSuffix(f, "-top-tephra.txt") || strings.HasSuffix(f, "-heap-inuse_space.txt")
 }
 
 // copyProfileReports copies the published pprof reports from the run's folder to dir, under the

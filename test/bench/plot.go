@@ -67,43 +67,50 @@ func writeThroughputPlot(res *Results, path string) error {
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }
 
-// writeSweepPlot draws scenario P's pods per second against the number of nodes, a line per
-// configuration, to path.
+// writeSweepPlot draws pods bound per second against the number of nodes, a panel per scenario
+// of the sweep and a line per configuration, to path.
 func writeSweepPlot(res *Results, path string) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Pods bound per second against cluster size (%d pods)", res.Pods)
-	p.X.Label.Text = "nodes"
-	p.Y.Label.Text = "pods/s"
-	p.Add(plotter.NewGrid())
-	highest := 0.0
-	for i, c := range res.Configurations {
-		if c.Unavailable != "" {
-			continue
-		}
-		var xys plotter.XYs
-		for _, nodes := range res.Sweep {
-			if s := summarize(res, c.Name, "P", nodes); !math.IsNaN(s.throughput) {
-				xys = append(xys, plotter.XY{X: float64(nodes), Y: s.throughput})
-				highest = max(highest, s.throughput)
+	var panels []*plot.Plot
+	for _, sc := range res.Scenarios {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%s (%d pods): pods bound per second", sc.Name, res.Pods)
+		p.X.Label.Text = "nodes"
+		p.Y.Label.Text = "pods/s"
+		p.Add(plotter.NewGrid())
+		highest := 0.0
+		for i, c := range res.Configurations {
+			if c.Unavailable != "" || !c.runs(sc) {
+				continue
 			}
+			var xys plotter.XYs
+			for _, nodes := range res.Sweep {
+				if s := summarize(res, c.Name, sc.Name, nodes); !math.IsNaN(s.throughput) {
+					xys = append(xys, plotter.XY{X: float64(nodes), Y: s.throughput})
+					highest = max(highest, s.throughput)
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			line, points, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return err
+			}
+			line.Color = plotutil.Color(i)
+			line.Width = vg.Points(1.5)
+			points.Color = plotutil.Color(i)
+			points.Shape = plotutil.Shape(i)
+			p.Add(line, points)
+			p.Legend.Add(c.Name, line, points)
 		}
-		if len(xys) == 0 {
-			continue
-		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return err
-		}
-		line.Color = plotutil.Color(i)
-		line.Width = vg.Points(1.5)
-		points.Color = plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(c.Name, line, points)
+		p.Legend.Top = true
+		p.Y.Min, p.Y.Max = 0, max(highest, 1)*1.3
+		panels = append(panels, p)
 	}
-	p.Legend.Top = true
-	p.Y.Min, p.Y.Max = 0, max(highest, 1)*1.3
-	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
+	if len(panels) == 0 {
+		return nil
+	}
+	return savePanels(panels, path)
 }
 
 // writeQueuePlot draws scenario Q's first completed repetition per configuration: the GPUs each
@@ -167,6 +174,11 @@ func writeQueuePlot(res *Results, path string) error {
 		p.Y.Min, p.Y.Max = 0, highest*1.35
 		p.X.Min, p.X.Max = 0, longest
 	}
+	return savePanels(panels, path)
+}
+
+// savePanels draws panels in a grid of two columns to path (.svg or .png).
+func savePanels(panels []*plot.Plot, path string) error {
 	cols := min(2, len(panels))
 	rows := (len(panels) + cols - 1) / cols
 	grid := make([][]*plot.Plot, rows)

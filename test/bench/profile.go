@@ -29,6 +29,7 @@ const profileChunk = 3 * time.Second
 // stopped.
 type profiler struct {
 	dir, prefix string
+	client      *rest.RESTClient
 	files       []string
 	err         error
 	stop        chan struct{}
@@ -44,7 +45,7 @@ func startProfiler(ctx context.Context, b *benchCluster, dir, prefix string) (*p
 	if err != nil {
 		return nil, err
 	}
-	p := &profiler{dir: dir, prefix: prefix, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &profiler{dir: dir, prefix: prefix, client: client, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		for i := 0; ; i++ {
@@ -67,6 +68,11 @@ func startProfiler(ctx context.Context, b *benchCluster, dir, prefix string) (*p
 				return
 			}
 			p.files = append(p.files, path)
+			// What the scheduler holds while it drains, beside each CPU profile: the peak of its
+			// memory is in one of them, rarely at the end.
+			if heap, err := client.Get().AbsPath("/debug/pprof/heap").DoRaw(ctx); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-heap-during-%d.pb.gz", prefix, i)), heap, 0o644)
+			}
 		}
 	}()
 	return p, nil
@@ -85,11 +91,86 @@ func (b *benchCluster) schedulerClient(timeout time.Duration) (*rest.RESTClient,
 	return rest.UnversionedRESTClientFor(config)
 }
 
-// finish waits for the profile being taken and returns the files.
-func (p *profiler) finish() ([]string, error) {
+// finish takes a heap profile (what the scheduler holds at the end of the drain, as of its last
+// garbage collection, and what it allocated since it started), waits for the CPU profile being
+// taken and returns the CPU profiles' files. The heap profile is dir/prefix-heap.pb.gz; memory
+// is not a figure the run fails on, so an error fetching it is only logged in its place.
+func (p *profiler) finish(ctx context.Context) ([]string, error) {
+	heap := filepath.Join(p.dir, p.prefix+"-heap.pb.gz")
+	data, err := p.client.Get().AbsPath("/debug/pprof/heap").DoRaw(ctx)
+	if err != nil {
+		data = []byte(fmt.Sprintf("fetching the scheduler's heap profile: %v\n", err))
+		heap = strings.TrimSuffix(heap, ".pb.gz") + "-error.txt"
+	}
+	if err := os.WriteFile(heap, data, 0o644); err != nil {
+		p.err = errors.Join(p.err, err)
+	}
 	close(p.stop)
 	<-p.done
 	return p.files, p.err
+}
+
+// analyzeHeapProfile writes `go tool pprof -top` of the largest of the heap profiles taken
+// while the run drained and at its end (heap, and heap-during-N beside it), by what is held
+// (inuse_space) and by what was allocated (alloc_space), and adds them to the summary's files.
+func analyzeHeapProfile(ctx context.Context, runDir, heap string, summary *ProfileSummary) {
+	candidates, _ := filepath.Glob(strings.TrimSuffix(heap, ".pb.gz") + "-during-*.pb.gz")
+	if _, err := os.Stat(heap); err == nil {
+		candidates = append(candidates, heap)
+	}
+	largest, most := "", -1.0
+	for _, f := range candidates {
+		out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-sample_index=inuse_space", "-top", "-nodecount=1", f).Output()
+		if err != nil {
+			continue
+		}
+		if total := parseHeapTotal(string(out)); total > most {
+			largest, most = f, total
+		}
+	}
+	if largest == "" {
+		return
+	}
+	base := strings.TrimSuffix(heap, ".pb.gz")
+	for _, index := range []string{"inuse_space", "alloc_space"} {
+		out := base + "-" + index + ".txt"
+		data, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-sample_index="+index, "-top", "-nodecount=60", largest).Output()
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			continue
+		}
+		for _, f := range []string{largest, out} {
+			if rel, err := filepath.Rel(runDir, f); err == nil && !slices.Contains(summary.Files, rel) {
+				summary.Files = append(summary.Files, rel)
+			}
+		}
+	}
+}
+
+// parseHeapTotal reads the total of `go tool pprof -top` of a heap profile ("... of 54.67MB
+// total"), in bytes; -1 if there is none.
+func parseHeapTotal(top string) float64 {
+	for _, line := range strings.Split(top, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[len(fields)-1] != "total" || !strings.HasPrefix(line, "Showing nodes") {
+			continue
+		}
+		text := fields[len(fields)-2]
+		for _, unit := range []struct {
+			suffix string
+			scale  float64
+		}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}} {
+			if number, ok := strings.CutSuffix(text, unit.suffix); ok {
+				if v, err := strconv.ParseFloat(number, 64); err == nil {
+					return v * unit.scale
+				}
+				return -1
+			}
+		}
+	}
+	return -1
 }
 
 // ProfileSummary is where a scheduler's CPU time went in one run, from `go tool pprof -top` of

@@ -169,37 +169,48 @@ func scenarioTable(res *Results, sc *Scenario, nodes int) (header []string, rows
 	return header, rows
 }
 
-// sweepTable is scenario P's throughput per node count and configuration.
-func sweepTable(res *Results) (header []string, rows [][]string) {
+// sweepTable is one scenario's figures per node count: each configuration's throughput, C's
+// against L's (the apiserver's limit), each scheduler's CPU per 1000 pods (the cost per pod
+// against the node count) and C's peak RSS against B0's.
+func sweepTable(res *Results, sc *Scenario) (header []string, rows [][]string) {
 	header = []string{"nodes"}
+	var configs []ConfigurationStatus
 	for _, c := range res.Configurations {
-		header = append(header, c.Name+" pods/s")
+		if c.runs(sc) {
+			configs = append(configs, c)
+			header = append(header, c.Name+" pods/s")
+		}
 	}
-	for _, c := range res.Configurations {
-		if c.Name != "L" {
+	header = append(header, "C / L")
+	for _, c := range configs {
+		if !c.Binder {
 			header = append(header, c.Name+" CPU s/1000 pods")
 		}
 	}
+	header = append(header, "C peak RSS / B0")
 	for _, nodes := range res.Sweep {
 		row := []string{fmt.Sprint(nodes)}
-		for _, c := range res.Configurations {
-			row = append(row, sweepCell(res, c, nodes, func(s summary) string { return num("%.0f", s.throughput) }))
+		for _, c := range configs {
+			row = append(row, sweepCell(res, c, sc, nodes, func(s summary) string { return num("%.0f", s.throughput) }))
 		}
-		for _, c := range res.Configurations {
-			if c.Name != "L" {
-				row = append(row, sweepCell(res, c, nodes, func(s summary) string { return num("%.2f", s.cpuPer1000) }))
+		c, l, b0 := summarize(res, "C", sc.Name, nodes), summarize(res, "L", sc.Name, nodes), summarize(res, "B0", sc.Name, nodes)
+		row = append(row, ratio(c.throughput, l.throughput))
+		for _, c := range configs {
+			if !c.Binder {
+				row = append(row, sweepCell(res, c, sc, nodes, func(s summary) string { return num("%.2f", s.cpuPer1000) }))
 			}
 		}
+		row = append(row, ratio(c.peakRSS, b0.peakRSS))
 		rows = append(rows, row)
 	}
 	return header, rows
 }
 
-func sweepCell(res *Results, c ConfigurationStatus, nodes int, cell func(summary) string) string {
+func sweepCell(res *Results, c ConfigurationStatus, sc *Scenario, nodes int, cell func(summary) string) string {
 	if c.Unavailable != "" {
 		return "unavailable"
 	}
-	s := summarize(res, c.Name, "P", nodes)
+	s := summarize(res, c.Name, sc.Name, nodes)
 	if s.completed == 0 {
 		return "failed"
 	}
@@ -211,8 +222,11 @@ func (res *Results) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\n%s: %s\n", res.Command, res.describe())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if res.Kind == "sweep" {
-		header, rows := sweepTable(res)
-		writeTabRows(tw, header, rows)
+		for _, sc := range res.Scenarios {
+			fmt.Fprintf(tw, "\n%s: %s\n", sc.Name, sc.Title)
+			header, rows := sweepTable(res, sc)
+			writeTabRows(tw, header, rows)
+		}
 	} else {
 		for _, sc := range res.Scenarios {
 			if sc.Skip != "" {
@@ -357,7 +371,8 @@ func Markdown(matrix, sweep *Results, assets string) string {
 	}
 	if sweep != nil {
 		b.WriteString("## Cost curve\n\n")
-		fmt.Fprintf(&b, "Scenario P (%d plain pods) on clusters of each size: pods bound per second, and the scheduler's CPU time per 1000 pods.", sweep.Pods)
+		fmt.Fprintf(&b, "Scenarios %s (%d pods) on clusters of each size, one run each: pods bound per second, C's against the apiserver's limit, "+
+			"each scheduler's CPU time per 1000 pods, and C's peak RSS against B0's.", listOfScenarios(sweep.Scenarios), sweep.Pods)
 		if matrix != nil && (sweep.Machine != matrix.Machine || sweep.Tephra != matrix.Tephra) {
 			// Published separately: say where, and on what, the curve was measured.
 			m := sweep.Machine
@@ -365,8 +380,11 @@ func Markdown(matrix, sweep *Results, assets string) string {
 		}
 		b.WriteString("\n\n")
 		fmt.Fprintf(&b, "![pods bound per second against the number of nodes](%s/sweep.svg)\n\n", assets)
-		header, rows := sweepTable(sweep)
-		writeMarkdownTable(&b, header, rows)
+		for _, sc := range sweep.Scenarios {
+			fmt.Fprintf(&b, "### %s by cluster size\n\n%s.\n\n", sc.Name, upperFirst(sc.Title))
+			header, rows := sweepTable(sweep, sc)
+			writeMarkdownTable(&b, header, rows)
+		}
 		if matrix == nil {
 			writeProfiles(&b, sweep, assets)
 		}
@@ -835,7 +853,7 @@ func writeScenarioProfiles(b *strings.Builder, res *Results, profiles []ProfileS
 		}
 		fmt.Fprintf(b, "**%s**", p.Configuration)
 		if len(reports) > 0 {
-			fmt.Fprintf(b, " (`go tool pprof -top` of the merged profiles: %s; `-top -cum` and the raw profiles are in the run's folder under test/bench/out)", strings.Join(reports, ", "))
+			fmt.Fprintf(b, " (`go tool pprof -top` of the merged CPU profiles, and of the heap held at the end of the drain: %s; `-top -cum`, the allocations and the raw profiles are in the run's folder under test/bench/out)", strings.Join(reports, ", "))
 		}
 		b.WriteString(".")
 		if p.Error != "" {
@@ -893,4 +911,16 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// listOfScenarios names scenarios for a sentence: "P", "P and G8", "P, G8 and G64".
+func listOfScenarios(scenarios []*Scenario) string {
+	names := make([]string, len(scenarios))
+	for i, sc := range scenarios {
+		names[i] = sc.Name
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

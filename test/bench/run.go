@@ -68,7 +68,7 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 		nodeCounts = s.Sweep
 	}
 	for _, sc := range Scenarios {
-		if res.Kind == "sweep" && sc.Name != "P" {
+		if res.Kind == "sweep" && !slices.Contains(sweepScenarios, sc.Name) {
 			continue
 		}
 		if len(s.Scenarios) == 0 || slices.Contains(s.Scenarios, sc.Name) {
@@ -77,8 +77,12 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 	}
 	var configs []*Configuration
 	for _, c := range Configurations {
-		// A configuration that runs none of the scenarios (CU in a sweep) is left out.
-		if (len(s.Configs) == 0 || slices.Contains(s.Configs, c.Name)) && slices.ContainsFunc(res.Scenarios, c.runs) {
+		// A configuration that runs none of the scenarios is left out.
+		chosen := len(s.Configs) == 0 || slices.Contains(s.Configs, c.Name)
+		if len(s.Configs) == 0 && res.Kind == "sweep" {
+			chosen = slices.Contains(sweepConfigurations, c.Name)
+		}
+		if chosen && slices.ContainsFunc(res.Scenarios, c.runs) {
 			res.Configurations = append(res.Configurations, ConfigurationStatus{Configuration: *c})
 			configs = append(configs, c)
 		}
@@ -403,9 +407,10 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	run.Timings.DrainSeconds = time.Since(start).Seconds()
 	if prof != nil {
 		// Stopped now, analyzed once the run's figures are read.
-		files, err := prof.finish()
+		files, err := prof.finish(ctx)
 		wall := time.Since(start)
-		defer d.analyzeProfile(ctx, files, err, wall, run)
+		heap := filepath.Join(prof.dir, prof.prefix+"-heap.pb.gz")
+		defer d.analyzeProfile(ctx, files, heap, err, wall, run)
 	}
 	if drainErr != nil {
 		if ctx.Err() == nil {
@@ -498,11 +503,12 @@ func (d *driver) profiled(run *RunResult) bool {
 		slices.Contains(profiledScenarios, run.Scenario) && run.Rep == 1 && run.Nodes == nodes
 }
 
-// analyzeProfile analyzes a run's profiles, taken over wall, and adds the summary to the
-// results. A profile that failed (err) is reported, not fatal.
-func (d *driver) analyzeProfile(ctx context.Context, files []string, err error, wall time.Duration, run *RunResult) {
+// analyzeProfile analyzes a run's CPU profiles, taken over wall, and its heap profile, and adds
+// the summary to the results. A profile that failed (err) is reported, not fatal.
+func (d *driver) analyzeProfile(ctx context.Context, files []string, heap string, err error, wall time.Duration, run *RunResult) {
 	summary := ProfileSummary{Configuration: run.Configuration, Scenario: run.Scenario, Rep: run.Rep}
 	analyzeProfiles(ctx, d.runDir, files, wall, &summary)
+	analyzeHeapProfile(ctx, d.runDir, heap, &summary)
 	if err != nil && summary.Error == "" {
 		summary.Error = err.Error()
 	}

@@ -21,9 +21,9 @@ type Settings struct {
 	// Reps is the number of repetitions of every configuration (BENCH_REPS, default 3 for the
 	// matrix and 1 for the sweep).
 	Reps int
-	// Sweep, if set, switches to the sweep: scenario P only, once per node count, for the cost
-	// curve of throughput against cluster size (BENCH_SWEEP=1 for 500,1000,2000,5000, or a list
-	// of node counts).
+	// Sweep, if set, switches to the sweep: scenarios P and G8 with L, B0, B1 and C (unless
+	// BENCH_CONFIGS names others), once per node count, for the cost curve of throughput against
+	// cluster size (BENCH_SWEEP=1 for 1000,2000,5000,10000, or a list of node counts).
 	Sweep []int
 	// Configs and Scenarios restrict the run to some configurations and scenarios
 	// (BENCH_CONFIGS=L,C; BENCH_SCENARIOS=P,G8); all if empty.
@@ -57,8 +57,17 @@ const (
 	SmokePods  = 300
 )
 
-// DefaultSweep are the node counts of BENCH_SWEEP=1.
-var DefaultSweep = []int{500, 1000, 2000, 5000}
+// DefaultSweep are the node counts of BENCH_SWEEP=1, up to the 10 000 nodes that systems of this
+// kind are compared at (issue #40).
+var DefaultSweep = []int{1000, 2000, 5000, 10000}
+
+// sweepScenarios are the scenarios a sweep runs: plain pods and gangs, each against the node
+// count. sweepConfigurations are the configurations it runs by default: the limit, upstream's
+// profile without and with its gangs, and Tephra.
+var (
+	sweepScenarios      = []string{"P", "G8"}
+	sweepConfigurations = []string{"L", "B0", "B1", "C"}
+)
 
 // SmokeSettings are those of `make bench-smoke`: 100 nodes, a few hundred pods per scenario, one
 // repetition of every configuration, output under outDir only.
@@ -91,7 +100,7 @@ func (s *Settings) FromEnv() error {
 		for _, field := range splitList(text) {
 			n, err := strconv.Atoi(field)
 			if err != nil || n < 1 {
-				return fmt.Errorf("BENCH_SWEEP=%q: want node counts such as 500,1000,2000,5000", text)
+				return fmt.Errorf("BENCH_SWEEP=%q: want node counts such as 1000,2000,5000,10000", text)
 			}
 			s.Sweep = append(s.Sweep, n)
 		}
