@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/tephra-dev/tephra/cmd/internal/version"
+	"github.com/tephra-dev/tephra/plugins/backpressure"
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
 	"github.com/tephra-dev/tephra/plugins/placement"
@@ -37,6 +38,7 @@ func main() {
 // pluginOptions registers every Tephra plugin with the scheduler framework.
 func pluginOptions() []app.Option {
 	return []app.Option{
+		app.WithPlugin(backpressure.Name, backpressure.New),
 		app.WithPlugin(gang.Name, gang.New),
 		app.WithPlugin(numa.Name, numa.New),
 		app.WithPlugin(placement.Name, placement.New),

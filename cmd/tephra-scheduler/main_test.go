@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
+	"github.com/tephra-dev/tephra/plugins/backpressure"
 	"github.com/tephra-dev/tephra/plugins/gang"
 	"github.com/tephra-dev/tephra/plugins/numa"
 	"github.com/tephra-dev/tephra/plugins/placement"
@@ -23,7 +24,7 @@ import (
 // plugins this binary has, with args they accept.
 func TestShippedSchedulerConfigs(t *testing.T) {
 	files := []string{"../../manifests/scheduler/config.yaml", "../../manifests/overlays/replace-default/config-replace-default.yaml"}
-	known := map[string]bool{gang.Name: true, numa.Name: true, placement.Name: true, queue.Name: true}
+	known := map[string]bool{backpressure.Name: true, gang.Name: true, numa.Name: true, placement.Name: true, queue.Name: true}
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}
@@ -58,6 +59,21 @@ func checkTephraProfile(t *testing.T, profile config.KubeSchedulerProfile, known
 			}
 		}
 		assert.Equal(t, []config.Plugin{{Name: gang.Name}}, profile.Plugins.QueueSort.Enabled)
+		// TephraBackpressure waits before any other plugin works on the pod, and counts every
+		// reserved pod until it is seen bound or is unreserved.
+		require.NotEmpty(t, profile.Plugins.PreFilter.Enabled)
+		assert.Equal(t, config.Plugin{Name: backpressure.Name}, profile.Plugins.PreFilter.Enabled[0], "the wait for binds comes first")
+		assert.Contains(t, profile.Plugins.Reserve.Enabled, config.Plugin{Name: backpressure.Name})
+		parsedBackpressure := false
+		for _, pc := range profile.PluginConfig {
+			if pc.Name == backpressure.Name {
+				args, err := backpressure.ParseArgs(pc.Args)
+				require.NoError(t, err)
+				assert.Equal(t, backpressure.DefaultMaxBindsInFlight, args.MaxBindsInFlight)
+				parsedBackpressure = true
+			}
+		}
+		assert.True(t, parsedBackpressure, "the profile configures %s", backpressure.Name)
 		var postFilter []string
 		for _, p := range profile.Plugins.PostFilter.Enabled {
 			postFilter = append(postFilter, p.Name)
