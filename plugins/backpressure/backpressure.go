@@ -129,10 +129,11 @@ func (b *Backpressure) full() (<-chan struct{}, bool) {
 	return landed, reserved-atPermit >= b.args.MaxBindsInFlight
 }
 
-// staleAfter is how long after its Reserve a pod is no longer counted in flight. kube-scheduler
-// ends every reserved pod with PostBind or Unreserve; this only keeps a pod it never ended (a bug,
-// here or there) from holding the scheduler back for good. A bind takes seconds at worst;
-// a gang's members waiting at Permit are not counted anyway.
+// staleAfter is how long after its Reserve a pod is no longer counted in flight. Every reserved
+// pod is either unreserved or bound, and a bound pod's update reaches the informer; this only
+// keeps a pod whose end was missed (a bug, here or there, or an event lost with a watch) from
+// holding the scheduler back for good. A bind is seen within seconds at worst; a gang's members
+// waiting at Permit are not counted anyway.
 const staleAfter = 5 * time.Minute
 
 // forgetStale forgets the pods reserved before since; b.mu is held.
