@@ -275,7 +275,7 @@ func (res *Results) describe() string {
 		reps = "1 repetition"
 	}
 	if res.Kind == "sweep" {
-		return fmt.Sprintf("scenario P (%d pods) against node counts, %s", res.Pods, reps)
+		return fmt.Sprintf("scenario%s %s (%d pods) against node counts, %s", plural(len(res.Scenarios)), listOfScenarios(res.Scenarios), res.Pods, reps)
 	}
 	return fmt.Sprintf("%d nodes, %s", res.Nodes, reps)
 }
@@ -371,8 +371,8 @@ func Markdown(matrix, sweep *Results, assets string) string {
 	}
 	if sweep != nil {
 		b.WriteString("## Cost curve\n\n")
-		fmt.Fprintf(&b, "Scenarios %s (%d pods) on clusters of each size, one run each: pods bound per second, C's against the apiserver's limit, "+
-			"each scheduler's CPU time per 1000 pods, and C's peak RSS against B0's.", listOfScenarios(sweep.Scenarios), sweep.Pods)
+		fmt.Fprintf(&b, "Scenario%s %s (%d pods) on clusters of each size, one run each: pods bound per second, C's against the apiserver's limit, "+
+			"each scheduler's CPU time per 1000 pods, and C's peak RSS against B0's.", plural(len(sweep.Scenarios)), listOfScenarios(sweep.Scenarios), sweep.Pods)
 		if matrix != nil && (sweep.Machine != matrix.Machine || sweep.Tephra != matrix.Tephra) {
 			// Published separately: say where, and on what, the curve was measured.
 			m := sweep.Machine
@@ -923,4 +923,12 @@ func listOfScenarios(scenarios []*Scenario) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
