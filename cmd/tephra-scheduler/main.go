@@ -14,11 +14,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/tephra-dev/tephra/cmd/internal/version"
-	"github.com/tephra-dev/tephra/plugins/backpressure"
-	"github.com/tephra-dev/tephra/plugins/gang"
-	"github.com/tephra-dev/tephra/plugins/numa"
-	"github.com/tephra-dev/tephra/plugins/placement"
-	"github.com/tephra-dev/tephra/plugins/queue"
+	"github.com/tephra-dev/tephra/plugins/registry"
 )
 
 func main() {
@@ -37,11 +33,10 @@ func main() {
 
 // pluginOptions registers every Tephra plugin with the scheduler framework.
 func pluginOptions() []app.Option {
-	return []app.Option{
-		app.WithPlugin(backpressure.Name, backpressure.New),
-		app.WithPlugin(gang.Name, gang.New),
-		app.WithPlugin(numa.Name, numa.New),
-		app.WithPlugin(placement.Name, placement.New),
-		app.WithPlugin(queue.Name, queue.New),
+	plugins := registry.Plugins()
+	var options []app.Option
+	for _, name := range registry.Names() {
+		options = append(options, app.WithPlugin(name, plugins[name]))
 	}
+	return options
 }

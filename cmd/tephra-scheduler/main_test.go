@@ -17,6 +17,7 @@ import (
 	"github.com/tephra-dev/tephra/plugins/numa"
 	"github.com/tephra-dev/tephra/plugins/placement"
 	"github.com/tephra-dev/tephra/plugins/queue"
+	"github.com/tephra-dev/tephra/plugins/registry"
 )
 
 // TestShippedSchedulerConfigs loads every shipped KubeSchedulerConfiguration as
@@ -24,7 +25,10 @@ import (
 // plugins this binary has, with args they accept.
 func TestShippedSchedulerConfigs(t *testing.T) {
 	files := []string{"../../manifests/scheduler/config.yaml", "../../manifests/overlays/replace-default/config-replace-default.yaml"}
-	known := map[string]bool{backpressure.Name: true, gang.Name: true, numa.Name: true, placement.Name: true, queue.Name: true}
+	known := map[string]bool{}
+	for name := range registry.Plugins() {
+		known[name] = true
+	}
 	for name := range plugins.NewInTreeRegistry() {
 		known[name] = true
 	}

@@ -19,10 +19,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
-	"github.com/tephra-dev/tephra/plugins/gang"
-	"github.com/tephra-dev/tephra/plugins/numa"
-	"github.com/tephra-dev/tephra/plugins/placement"
-	"github.com/tephra-dev/tephra/plugins/queue"
+	"github.com/tephra-dev/tephra/plugins/registry"
 	"github.com/tephra-dev/tephra/test/bench"
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -114,7 +111,7 @@ func (e *env) profile(name string) (*profileRun, error) {
 			name:            name,
 			schedulerConfig: filepath.Join(e.root, "manifests", "overlays", "replace-default", "config-replace-default.yaml"),
 			// As cmd/tephra-scheduler registers them.
-			registry: frameworkruntime.Registry{gang.Name: gang.New, numa.Name: numa.New, placement.Name: placement.New, queue.Name: queue.New},
+			registry: registry.Plugins(),
 			options:  []perf.SchedulerPerfOption{perf.WithPrepareFn(startTephra(e.root, true))},
 		}, nil
 	case tephraSchedulerOnly:
