@@ -53,7 +53,44 @@ const (
 // Job controller resolved it (minAvailable), which the group's minMember may fall below.
 const JobMinMemberAnnotation = "batch.tephra.dev/min-member"
 
+// SubGroupLabel names the sub-group of its PodGroup that a pod belongs to (spec.subGroups).
+const SubGroupLabel = "scheduling.tephra.dev/subgroup"
+
+// DisruptionMode is how much of a group with sub-groups one disruption takes.
+// +kubebuilder:validation:Enum=All;Single
+type DisruptionMode string
+
+const (
+	// DisruptionAll takes the whole group whenever one of its pods is preempted, reclaimed or
+	// restarted.
+	DisruptionAll DisruptionMode = "All"
+	// DisruptionSingle takes only the sub-group of the pod disrupted; the others run on.
+	DisruptionSingle DisruptionMode = "Single"
+)
+
+// SubGroup is a gang inside a PodGroup.
+type SubGroup struct {
+	// Name of the sub-group: the value of its pods' label scheduling.tephra.dev/subgroup.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	Name string `json:"name"`
+
+	// MinMember is how many of the sub-group's pods must be placed at once.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinMember int32 `json:"minMember,omitempty"`
+
+	// Topology places the sub-group's minimum in one domain (a rack), inside the group's
+	// domain (a block) when the group has a topology too.
+	// +optional
+	Topology *PodGroupTopology `json:"topology,omitempty"`
+}
+
 // PodGroupSpec says how many pods of a group must be placed together.
+// +kubebuilder:validation:XValidation:rule="!has(self.minSubGroups) || (has(self.subGroups) && self.minSubGroups <= size(self.subGroups))",message="minSubGroups must not exceed the number of subGroups",fieldPath=".minSubGroups"
+// +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode == 'All' || has(self.subGroups)",message="disruptionMode Single needs subGroups: without them the group is one gang",fieldPath=".disruptionMode"
 type PodGroupSpec struct {
 	// MinMember is how many of the group's pods must be placed at once; none is bound before
 	// that many can be.
@@ -110,6 +147,29 @@ type PodGroupSpec struct {
 	// docs/topology.md.
 	// +optional
 	Topology *PodGroupTopology `json:"topology,omitempty"`
+
+	// SubGroups divide the group into gangs of its own pods (docs/gang.md, "Gangs of gangs"): a
+	// pod belongs to the sub-group its label scheduling.tephra.dev/subgroup names. Each sub-group
+	// is placed all or nothing, at least its minMember at once and in one domain of its own
+	// topology; the group's topology bounds them all. The group runs when minSubGroups of them
+	// each have their minimum placed, and its own minMember and minTaskMember are met.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	SubGroups []SubGroup `json:"subGroups,omitempty"`
+
+	// MinSubGroups is how many of the sub-groups must each have their minimum placed for the
+	// group to run. Defaults to all of them.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinSubGroups *int32 `json:"minSubGroups,omitempty"`
+
+	// DisruptionMode says what preemption, reclaim and restarts take of a group with
+	// sub-groups: All (the default) takes the whole group; Single takes one sub-group, and the
+	// others run on.
+	// +optional
+	DisruptionMode DisruptionMode `json:"disruptionMode,omitempty"`
 
 	// RuntimeEstimateSeconds is how long the group is expected to run once its minimum runs. A
 	// group that runs longer is not stopped for it: its RuntimeEstimateExceeded condition turns
