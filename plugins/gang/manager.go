@@ -253,12 +253,13 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	var unfit string
 	var reserved []string
 	var assigned *domain
+	var subGroupDomains map[string]*domain
 	var inAttempt bool
 	g.groups.with(key, func(s *groupState) {
 		waiting = len(s.waiting)
 		unfit = s.keptUnfit(now, freed)
 		reserved = s.reserved
-		assigned = s.domain
+		assigned, subGroupDomains = s.domain, s.subGroupDomains
 		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
 	if _, refused := admission.Refused(state); refused && reserved != nil && waiting == 0 {
@@ -272,7 +273,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
 		// all), so a member tried while the minimum's binds are in flight is counted below, and
 		// held back as elastic if another group's minimum is pending.
-		return onDomain(reserved, assigned), nil
+		return onDomain(reserved, subGroupDomain(pod, assigned, subGroupDomains)), nil
 	}
 	if unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
@@ -289,9 +290,10 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(other)))
 		}
-		if constraint != nil && assigned != nil {
-			// It joins the group's domain if that has room for it, else goes anywhere.
-			return elasticInDomain(pod, nodes, assigned), nil
+		if mine := subGroupDomain(pod, assigned, subGroupDomains); mine != nil {
+			// It joins its sub-group's or group's domain if that has room for it, else goes
+			// anywhere.
+			return elasticInDomain(pod, nodes, mine), nil
 		}
 		return nil, nil
 	}
@@ -299,7 +301,8 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		s.wantsMinimum, s.stalled, s.lastActive = true, false, now
 		s.priority = corev1helpers.PodPriority(pod)
 	})
-	if count.bound >= int(pg.Spec.MinMember) {
+	subGrouped := len(pg.Spec.SubGroups) > 0
+	if count.bound >= int(pg.Spec.MinMember) && !subGrouped {
 		g.admit(ctx, key, pod)
 		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
 	}
@@ -314,8 +317,10 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	need := g.minimumStillNeeded(pg, count, unplacedRequests)
 	reservable := nodes
 	var allowed []fwk.NodeInfo // the nodes the pod may use, for a topology gang's domains
-	if constraint != nil {
+	if constraint != nil || subGrouped {
 		allowed = nodesFor(pod, nodes)
+	}
+	if constraint != nil {
 		if reserved == nil {
 			// A reservation of a topology gang holds nodes of one domain only.
 			reservable = reservationDomain(constraint, allowed, need)
@@ -339,7 +344,29 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		nodes = onNodes(nodes, reserved)
 		allowed = onNodes(allowed, reserved)
 	}
-	if constraint != nil {
+	switch {
+	case subGrouped:
+		// The group's domain and its sub-groups' are chosen together, before any member is
+		// placed (subgroups.go).
+		if !inAttempt || (assigned == nil && subGroupDomains == nil) {
+			a, problem, why := g.assignSubGroups(pg, constraint, count, allowed)
+			if problem != "" {
+				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
+			}
+			if why != "" {
+				return nil, cannotFit(fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, key, why))
+			}
+			assigned, subGroupDomains = a.Group, a.SubGroups
+			if subGroupDomains == nil {
+				subGroupDomains = map[string]*domain{}
+			}
+			g.groups.with(key, func(s *groupState) { s.domain, s.subGroupDomains = assigned, subGroupDomains })
+			klog.FromContext(ctx).V(4).Info("Sub-groups assigned", "podGroup", key.String(), "domain", assigned.String(), "subGroups", describeSubGroupDomains(subGroupDomains))
+		}
+		if assigned != nil {
+			nodes = nodesOf(nodes, assigned)
+		}
+	case constraint != nil:
 		// The whole minimum goes to one domain, chosen before any member is placed: member by
 		// member, a gang would strand half-placed in a domain too small for it.
 		if assigned == nil || !inAttempt {
@@ -381,7 +408,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		}
 	}
 	g.admit(ctx, key, pod)
-	return onDomain(reserved, assigned), nil
+	return onDomain(reserved, subGroupDomain(pod, assigned, subGroupDomains)), nil
 }
 
 // unfit records that the group's minimum cannot fit now, for its other members to be refused

@@ -21,6 +21,9 @@ type memberCount struct {
 	// placed and placedByTask count members bound or assumed in this attempt.
 	placed       int
 	placedByTask map[string]int
+	// existingBySubGroup and placedBySubGroup count them by sub-group, when the group has
+	// sub-groups.
+	existingBySubGroup, placedBySubGroup map[string]int
 	// bound counts members bound to a node.
 	bound int
 	// unplaced are the live members neither bound nor assumed, and placedPods the others.
@@ -48,6 +51,10 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 	if byTask {
 		c.existingByTask, c.placedByTask = map[string]int{}, map[string]int{}
 	}
+	bySubGroup := len(pg.Spec.SubGroups) > 0
+	if bySubGroup {
+		c.existingBySubGroup, c.placedBySubGroup = map[string]int{}, map[string]int{}
+	}
 	{
 		add := func(pod *corev1.Pod) {
 			if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -57,6 +64,11 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 			if byTask {
 				task = v1alpha1.TaskOf(pod)
 				c.existingByTask[task]++
+			}
+			var subGroup string
+			if bySubGroup {
+				subGroup = v1alpha1.SubGroupOf(pod)
+				c.existingBySubGroup[subGroup]++
 			}
 			c.existing++
 			if _, going := s.rolledBack[pod.UID]; going {
@@ -76,6 +88,9 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 				c.placed++
 				if byTask {
 					c.placedByTask[task]++
+				}
+				if bySubGroup {
+					c.placedBySubGroup[subGroup]++
 				}
 				c.placedPods = append(c.placedPods, pod)
 				return
@@ -111,10 +126,30 @@ func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
 	if len(short) > 0 {
 		return fmt.Sprintf("pod group %s/%s: %s (minTaskMember)", pg.Namespace, pg.Name, strings.Join(short, ", "))
 	}
+	if whole, want := wholeSubGroups(pg, c.existingBySubGroup), v1alpha1.MinSubGroupsOf(pg); whole < want {
+		for _, sub := range pg.Spec.SubGroups {
+			if have := c.existingBySubGroup[sub.Name]; have < int(sub.MinMember) {
+				short = append(short, fmt.Sprintf("%s has %d of %d", sub.Name, have, sub.MinMember))
+			}
+		}
+		return fmt.Sprintf("pod group %s/%s: %d of the %d sub-groups it needs have their minimum of pods (%s)", pg.Namespace, pg.Name, whole, want, strings.Join(short, ", "))
+	}
 	return ""
 }
 
-// placedMeets says whether the placed members make up the group's minimum and every task's.
+// wholeSubGroups counts the sub-groups of pg that count holds at least the minimum of.
+func wholeSubGroups(pg *v1alpha1.PodGroup, count map[string]int) int {
+	whole := 0
+	for _, sub := range pg.Spec.SubGroups {
+		if count[sub.Name] >= int(sub.MinMember) {
+			whole++
+		}
+	}
+	return whole
+}
+
+// placedMeets says whether the placed members make up the group's minimum, every task's, and
+// the minimum of minSubGroups of its sub-groups.
 func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
 	if c.placed < int(pg.Spec.MinMember) {
 		return false
@@ -124,7 +159,7 @@ func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
 			return false
 		}
 	}
-	return true
+	return wholeSubGroups(pg, c.placedBySubGroup) >= v1alpha1.MinSubGroupsOf(pg)
 }
 
 func sortedTasks(pg *v1alpha1.PodGroup) []string {

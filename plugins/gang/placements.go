@@ -14,6 +14,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/topology"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/domains"
 )
 
 // With kube-scheduler's TopologyAwareWorkloadScheduling gate (and GenericWorkload), a pod-group
@@ -122,7 +123,7 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 			total[name] += a
 		}
 	}
-	values, byValue := domainsAt(level, nodes)
+	values, byValue := domains.At(level, nodes)
 	type candidate struct {
 		value string
 		free  float64
@@ -130,7 +131,7 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 	var candidates []candidate
 	for _, v := range values {
 		if minimum.holds(byValue[v]) {
-			candidates = append(candidates, candidate{v, freeShare(byValue[v], minimum.need, total)})
+			candidates = append(candidates, candidate{v, domains.FreeShare(byValue[v], total)})
 		}
 	}
 	if len(candidates) == 0 {

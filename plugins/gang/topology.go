@@ -3,7 +3,6 @@ package gang
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,16 +15,12 @@ import (
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/internal/topology"
+	"github.com/tephra-dev/tephra/plugins/internal/domains"
 )
 
 // domain is where a group's minimum is placed: the nodes that share one value of a level's
 // label (a rack, a block).
-type domain struct {
-	level, value string
-	nodes        sets.Set[string]
-}
-
-func (d *domain) String() string { return d.level + "=" + d.value }
+type domain = domains.Domain
 
 // constraintOf resolves the group's topology (docs/topology.md), or else the Kueue topology
 // annotations of the member; problem says why it cannot be met, and the group is then not placed.
@@ -60,15 +55,15 @@ func (m minimumNeeds) holds(nodes []fwk.NodeInfo) bool {
 // domain that holds it, a required constraint answers why, level by level; a preferred one alone
 // lets the group use the whole cluster (nil, "").
 func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, placedOn func(node string) int, previous *domain) (*domain, string) {
-	if previous != nil && slices.Contains(c.Levels, previous.level) {
+	if previous != nil && slices.Contains(c.Levels, previous.Level) {
 		var members []fwk.NodeInfo
 		for _, n := range nodes {
-			if v, ok := n.Node().Labels[previous.level]; ok && v == previous.value {
+			if v, ok := n.Node().Labels[previous.Level]; ok && v == previous.Value {
 				members = append(members, n)
 			}
 		}
 		if len(members) > 0 && m.holds(members) {
-			return domainOf(previous.level, previous.value, members), ""
+			return domains.Of(previous.Level, previous.Value, members), ""
 		}
 	}
 	total := map[corev1.ResourceName]int64{}
@@ -80,7 +75,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 	}
 	var why []string
 	for _, level := range c.Levels {
-		values, byValue := domainsAt(level, nodes)
+		values, byValue := domains.At(level, nodes)
 		var best *domain
 		var bestFree float64
 		bestPlaced := -1
@@ -88,7 +83,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 		var largestFree float64 = -1
 		for _, v := range values {
 			members := byValue[v]
-			free := freeShare(members, m.need, total)
+			free := domains.FreeShare(members, total)
 			if free > largestFree {
 				largest, largestFree = v, free
 			}
@@ -102,7 +97,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 				}
 			}
 			if best == nil || free < bestFree || free == bestFree && placed > bestPlaced {
-				best, bestFree, bestPlaced = domainOf(level, v, members), free, placed
+				best, bestFree, bestPlaced = domains.Of(level, v, members), free, placed
 			}
 		}
 		if best != nil {
@@ -121,31 +116,6 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 	return nil, strings.Join(why, "; ")
 }
 
-// domainsAt groups the nodes by their value of a level's label (nodes without it are in no
-// domain), values sorted.
-func domainsAt(level string, nodes []fwk.NodeInfo) ([]string, map[string][]fwk.NodeInfo) {
-	byValue := map[string][]fwk.NodeInfo{}
-	for _, n := range nodes {
-		if v, ok := n.Node().Labels[level]; ok {
-			byValue[v] = append(byValue[v], n)
-		}
-	}
-	values := make([]string, 0, len(byValue))
-	for v := range byValue {
-		values = append(values, v)
-	}
-	sort.Strings(values)
-	return values, byValue
-}
-
-func domainOf(level, value string, members []fwk.NodeInfo) *domain {
-	names := sets.New[string]()
-	for _, n := range members {
-		names.Insert(n.Node().Name)
-	}
-	return &domain{level: level, value: value, nodes: names}
-}
-
 // reservationDomain is where a topology gang past its SLA may reserve nodes: of the constraint's
 // levels, narrowest first, the first with a domain whose allocatable capacity could ever hold the
 // minimum, and of those the one with the most free now (it fills soonest). Without one, no node
@@ -159,7 +129,7 @@ func reservationDomain(c *topology.Constraint, nodes []fwk.NodeInfo, need corev1
 		}
 	}
 	for _, level := range c.Levels {
-		values, byValue := domainsAt(level, nodes)
+		values, byValue := domains.At(level, nodes)
 		var best []fwk.NodeInfo
 		bestFree := -1.0
 		for _, v := range values {
@@ -173,7 +143,7 @@ func reservationDomain(c *topology.Constraint, nodes []fwk.NodeInfo, need corev1
 			if !coversAll(alloc, need) {
 				continue
 			}
-			if free := freeShare(byValue[v], need, total); free > bestFree {
+			if free := domains.FreeShare(byValue[v], total); free > bestFree {
 				best, bestFree = byValue[v], free
 			}
 		}
@@ -196,25 +166,6 @@ func elasticInDomain(pod *corev1.Pod, nodes []fwk.NodeInfo, d *domain) *fwk.PreF
 		return onDomain(nil, d)
 	}
 	return nil
-}
-
-// freeShare is the domain's free capacity in the resources the minimum needs, each as a share of
-// the cluster's, summed: the measure of how much a placement would leave free there.
-func freeShare(nodes []fwk.NodeInfo, need corev1.ResourceList, total map[corev1.ResourceName]int64) float64 {
-	var share float64
-	for name := range need {
-		if name == corev1.ResourcePods || total[name] == 0 {
-			continue
-		}
-		var free int64
-		for _, n := range nodes {
-			if a, u := capacity.Of(n, name); a > u {
-				free += a - u
-			}
-		}
-		share += float64(free) / float64(total[name])
-	}
-	return share
 }
 
 // freeOf formats the nodes' free capacity of the needed resources, e.g. "cpu 16".
@@ -243,9 +194,9 @@ func onDomain(reserved []string, d *domain) *fwk.PreFilterResult {
 	}
 	if reserved == nil {
 		// The domain's set is never changed once made, and the framework copies what it merges.
-		return &fwk.PreFilterResult{NodeNames: d.nodes}
+		return &fwk.PreFilterResult{NodeNames: d.Nodes}
 	}
-	return &fwk.PreFilterResult{NodeNames: d.nodes.Intersection(sets.New(reserved...))}
+	return &fwk.PreFilterResult{NodeNames: d.Nodes.Intersection(sets.New(reserved...))}
 }
 
 // nodesFor keeps the nodes the pod's node selector and required affinity allow: a domain of
@@ -265,7 +216,7 @@ func nodesFor(pod *corev1.Pod, nodes []fwk.NodeInfo) []fwk.NodeInfo {
 func nodesOf(nodes []fwk.NodeInfo, d *domain) []fwk.NodeInfo {
 	var out []fwk.NodeInfo
 	for _, n := range nodes {
-		if d.nodes.Has(n.Node().Name) {
+		if d.Nodes.Has(n.Node().Name) {
 			out = append(out, n)
 		}
 	}

@@ -48,7 +48,7 @@ func TestChooseDomainIsBestFitNarrowestFirst(t *testing.T) {
 	assert.Equal(t, "rack=c", d.String(), "5 fit c (6 free) and b (8 free): c is left with less")
 	d, _ = chooseDomain(inRack, nodes, cpus(8), nil, nil)
 	assert.Equal(t, "rack=b", d.String())
-	assert.ElementsMatch(t, []string{"b0", "b1"}, d.nodes.UnsortedList())
+	assert.ElementsMatch(t, []string{"b0", "b1"}, d.Nodes.UnsortedList())
 
 	placed := func(node string) int {
 		if node == "c0" {
@@ -85,13 +85,13 @@ func TestChooseDomainKeepsThePreviousDomainWhileItHolds(t *testing.T) {
 		rackNode("a0", "a", "x", 3), rackNode("b0", "b", "x", 0), rackNode("b1", "b", "x", 0),
 	}
 	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
-	previous := &domain{level: "rack", value: "b"}
+	previous := &domain{Level: "rack", Value: "b"}
 	d, _ := chooseDomain(inRack, nodes, cpus(1), nil, previous)
 	assert.Equal(t, "rack=b", d.String(), "rack a would fit tighter; the group goes back to b")
-	assert.ElementsMatch(t, []string{"b0", "b1"}, d.nodes.UnsortedList())
-	d, _ = chooseDomain(inRack, nodes, cpus(1), nil, &domain{level: "rack", value: "gone"})
+	assert.ElementsMatch(t, []string{"b0", "b1"}, d.Nodes.UnsortedList())
+	d, _ = chooseDomain(inRack, nodes, cpus(1), nil, &domain{Level: "rack", Value: "gone"})
 	assert.Equal(t, "rack=a", d.String(), "a domain that no longer exists is chosen anew")
-	d, _ = chooseDomain(inRack, []fwk.NodeInfo{rackNode("a0", "a", "x", 0), rackNode("b0", "b", "x", 4)}, cpus(2), nil, &domain{level: "rack", value: "b"})
+	d, _ = chooseDomain(inRack, []fwk.NodeInfo{rackNode("a0", "a", "x", 0), rackNode("b0", "b", "x", 4)}, cpus(2), nil, &domain{Level: "rack", Value: "b"})
 	assert.Equal(t, "rack=a", d.String(), "a full previous domain is left")
 }
 

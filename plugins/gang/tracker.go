@@ -66,6 +66,9 @@ type groupState struct {
 	// domain is the network domain the group's minimum was assigned to by its topology, for its
 	// members to be placed in (nil: none, or not assigned yet).
 	domain *domain
+	// subGroupDomains are the domains its sub-groups were assigned to in the group's domain
+	// (subgroups.go), by sub-group; a sub-group without one uses the group's.
+	subGroupDomains map[string]*domain
 	// elasticWaiting: elastic members of the group were held back for another group's minimum.
 	elasticWaiting bool
 	// lastActive is when a member of the minimum last passed PreEnqueue or reached PreFilter. A

@@ -1,0 +1,191 @@
+// Package subgroups places a gang of gangs before any of its members is placed: a domain for the
+// whole group (a block) and, inside it, one for each sub-group (a rack), so that placement is
+// all or nothing at every level. Member by member, a group would strand a sub-group half placed
+// across racks, or fill a block with sub-groups that leave no rack for the last one.
+package subgroups
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/topology"
+	"github.com/tephra-dev/tephra/plugins/internal/domains"
+)
+
+// Need is what one sub-group's minimum still needs placed.
+type Need struct {
+	// Name of the sub-group.
+	Name string
+	// Constraint is the sub-group's own topology (nil: anywhere in the group's domain).
+	Constraint *topology.Constraint
+	// Missing members are still to be placed, each asking at least Smallest.
+	Missing  int
+	Smallest corev1.ResourceList
+	// Total is what the missing members ask in all (at least Missing × Smallest).
+	Total corev1.ResourceList
+	// PlacedOn counts the sub-group's members already placed per node, so that a sub-group
+	// partly running (a replica restarted, an elastic one growing) stays in its domain.
+	PlacedOn map[string]int
+}
+
+// Assignment is where a group's minimum goes: the group's domain (nil when the group has no
+// topology, or a preferred one that fell back to the whole cluster) and one per sub-group that
+// has a topology of its own (a sub-group without one may use any node of the group's domain).
+type Assignment struct {
+	Group     *domains.Domain
+	SubGroups map[string]*domains.Domain
+}
+
+// Assign chooses the group's domain and its sub-groups' domains in it, so that at least
+// minSubGroups of needs fit whole (needs lists the sub-groups still short of their minimum;
+// those already whole need nothing). The group's domain is tried at each level of its
+// constraint, narrowest first, best fit first (the domain left with the least free capacity,
+// so that whole blocks stay free for the next big gang); in it, sub-groups are fitted largest
+// first, each into the best-fit domain of its own levels, against the capacity the sub-groups
+// before it took. Without an assignment, why says what is short, level by level.
+func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minSubGroups int) (*Assignment, string) {
+	ordered := largestFirst(needs)
+	total := clusterTotals(nodes, ordered)
+	if group == nil {
+		a, why := assignWithin(nil, nodes, ordered, minSubGroups, total)
+		return a, why
+	}
+	var whys []string
+	for _, level := range group.Levels {
+		values, byValue := domains.At(level, nodes)
+		if len(values) == 0 {
+			whys = append(whys, fmt.Sprintf("no node has the label %s", level))
+			continue
+		}
+		// Best fit first: the domain with the least free capacity that holds the sub-groups.
+		sort.SliceStable(values, func(i, j int) bool {
+			return domains.FreeShare(byValue[values[i]], total) < domains.FreeShare(byValue[values[j]], total)
+		})
+		var closest string
+		for _, v := range values {
+			d := domains.Of(level, v, byValue[v])
+			a, why := assignWithin(d, byValue[v], ordered, minSubGroups, total)
+			if a != nil {
+				return a, ""
+			}
+			if closest == "" {
+				closest = fmt.Sprintf("no %s domain holds them (in %s: %s)", level, d, why)
+			}
+		}
+		whys = append(whys, closest)
+	}
+	if !group.Required {
+		if a, _ := assignWithin(nil, nodes, ordered, minSubGroups, total); a != nil {
+			return a, ""
+		}
+	}
+	return nil, strings.Join(whys, "; ")
+}
+
+// assignWithin fits the sub-groups into the nodes of the group's domain d (nil: the whole
+// cluster), largest first, each against what those before it took.
+func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubGroups int, total map[corev1.ResourceName]int64) (*Assignment, string) {
+	free := newFreeCapacity(nodes, needs)
+	a := &Assignment{Group: d, SubGroups: map[string]*domains.Domain{}}
+	fitted := 0
+	var short []string
+	for _, n := range needs {
+		sub, why := fitSubGroup(n, nodes, free, total)
+		if why != "" {
+			short = append(short, fmt.Sprintf("sub-group %s: %s", n.Name, why))
+			continue
+		}
+		if sub != nil {
+			a.SubGroups[n.Name] = sub
+		}
+		fitted++
+	}
+	if fitted < minSubGroups {
+		return nil, fmt.Sprintf("%d of the %d sub-groups it needs fit (%s)", fitted, minSubGroups, strings.Join(short, "; "))
+	}
+	return a, ""
+}
+
+// fitSubGroup chooses the domain of one sub-group among the nodes of its group's domain and
+// takes its members' capacity from free. A sub-group without a topology is fitted across those
+// nodes and gets no domain of its own (nil).
+func fitSubGroup(n Need, nodes []fwk.NodeInfo, free *freeCapacity, total map[corev1.ResourceName]int64) (*domains.Domain, string) {
+	if n.Constraint == nil {
+		if !free.take(nodes, n) {
+			return nil, fmt.Sprintf("the nodes' free capacity does not hold %d more members", n.Missing)
+		}
+		return nil, ""
+	}
+	var whys []string
+	for _, level := range n.Constraint.Levels {
+		values, byValue := domains.At(level, nodes)
+		if len(values) == 0 {
+			whys = append(whys, fmt.Sprintf("no node has the label %s", level))
+			continue
+		}
+		// The domain that holds most of the sub-group's placed members first, then best fit:
+		// the least free capacity left (capacity the sub-groups before it took counts as used).
+		sort.SliceStable(values, func(i, j int) bool {
+			pi, pj := placedIn(byValue[values[i]], n.PlacedOn), placedIn(byValue[values[j]], n.PlacedOn)
+			if pi != pj {
+				return pi > pj
+			}
+			return free.share(byValue[values[i]], total) < free.share(byValue[values[j]], total)
+		})
+		for _, v := range values {
+			if free.take(byValue[v], n) {
+				return domains.Of(level, v, byValue[v]), ""
+			}
+		}
+		whys = append(whys, fmt.Sprintf("no %s domain holds its %d more members", level, n.Missing))
+	}
+	if !n.Constraint.Required && free.take(nodes, n) {
+		return nil, ""
+	}
+	return nil, strings.Join(whys, "; ")
+}
+
+// largestFirst returns the needs largest first (by members, then by name): big sub-groups are the
+// hardest to fit, and fitting them first leaves the gaps to the small ones.
+func largestFirst(needs []Need) []Need {
+	out := append([]Need(nil), needs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Missing != out[j].Missing {
+			return out[i].Missing > out[j].Missing
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func placedIn(nodes []fwk.NodeInfo, placedOn map[string]int) int {
+	placed := 0
+	for _, n := range nodes {
+		placed += placedOn[n.Node().Name]
+	}
+	return placed
+}
+
+// clusterTotals sums the nodes' allocatable capacity of every resource a sub-group asks for, the
+// scale of freeShare.
+func clusterTotals(nodes []fwk.NodeInfo, needs []Need) map[corev1.ResourceName]int64 {
+	total := map[corev1.ResourceName]int64{}
+	for _, need := range needs {
+		for name := range need.Total {
+			total[name] = 0
+		}
+	}
+	for _, n := range nodes {
+		for name := range total {
+			a, _ := capacity.Of(n, name)
+			total[name] += a
+		}
+	}
+	return total
+}
+
