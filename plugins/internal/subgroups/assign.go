@@ -188,4 +188,3 @@ func clusterTotals(nodes []fwk.NodeInfo, needs []Need) map[corev1.ResourceName]i
 	}
 	return total
 }
-
