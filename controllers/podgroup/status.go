@@ -75,14 +75,15 @@ func minMemberOf(group *schedulingv1alpha1.PodGroup) int32 {
 //   - Completed: no member is waiting or running, and at least minMember succeeded.
 //   - Failed: no member is waiting or running, and fewer than minMember succeeded: the group can
 //     no longer complete.
-//   - Running: at least minMember members are running or succeeded. This includes a group whose
-//     minimum has already succeeded while more members wait: it has not finished.
+//   - Running: at least minMember members are running or succeeded, and so are the minimums of
+//     minSubGroups of its sub-groups (subGroups.run). This includes a group whose minimum has
+//     already succeeded while more members wait: it has not finished.
 //   - Unknown: the group has run before and now some, but fewer than minMember, members are
 //     running or succeeded: it lost part of its minimum.
 //   - Inqueue: at least minMember members that can still make up the minimum exist (failed ones
-//     cannot): the gang is being placed.
+//     cannot), and so do the minimums of minSubGroups sub-groups: the gang is being placed.
 //   - Pending: fewer than minMember such members exist; the group waits for more.
-func phaseOf(c memberCounts, minMember int32, hasRun bool) schedulingv1alpha1.PodGroupPhase {
+func phaseOf(c memberCounts, minMember int32, subGroups subGroupMinimums, hasRun bool) schedulingv1alpha1.PodGroupPhase {
 	placed := c.running + c.succeeded
 	switch {
 	case c.total() == 0:
@@ -91,11 +92,11 @@ func phaseOf(c memberCounts, minMember int32, hasRun bool) schedulingv1alpha1.Po
 		return schedulingv1alpha1.PodGroupCompleted
 	case c.waiting == 0 && c.running == 0:
 		return schedulingv1alpha1.PodGroupFailed
-	case placed >= minMember:
+	case placed >= minMember && subGroups.run:
 		return schedulingv1alpha1.PodGroupRunning
 	case hasRun && placed > 0:
 		return schedulingv1alpha1.PodGroupUnknown
-	case c.live() >= minMember:
+	case c.live() >= minMember && subGroups.exist:
 		return schedulingv1alpha1.PodGroupInqueue
 	default:
 		return schedulingv1alpha1.PodGroupPending
@@ -116,7 +117,9 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 	minMember := minMemberOf(group)
 	hasRun := meta.IsStatusConditionTrue(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
 
-	status.Phase = phaseOf(counts, minMember, hasRun)
+	subGroups := subGroupStatuses(group, pods)
+	minimums := subGroupMinimumsOf(group, subGroups)
+	status.Phase = phaseOf(counts, minMember, minimums, hasRun)
 	if phase, ended := phaseOfJob(jobPhase); ended {
 		status.Phase = phase
 	} else if jobPhase == batchv1alpha1.JobCompleting && group.Status.Phase != "" &&
@@ -132,8 +135,9 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		meta.RemoveStatusCondition(&status.Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
 	}
 	status.Running, status.Succeeded, status.Failed = counts.running, counts.succeeded, counts.failed
+	status.SubGroups = subGroups
 
-	scheduled := scheduledCondition(counts, minMember, hasRun)
+	scheduled := scheduledCondition(counts, minMember, minimums.run, hasRun)
 	unschedulable := unschedulableCondition(group, pods, counts, status.Phase, scheduled.Status == metav1.ConditionTrue)
 	if cond, ok := slaCondition(group, status.Phase, now()); ok {
 		cond.ObservedGeneration = group.Generation
@@ -154,6 +158,45 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		meta.RemoveStatusCondition(&status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
 	}
 	return status
+}
+
+// subGroupStatuses counts the members of each of the group's sub-groups (nil without any).
+func subGroupStatuses(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) []schedulingv1alpha1.SubGroupStatus {
+	if len(group.Spec.SubGroups) == 0 {
+		return nil
+	}
+	bySubGroup := map[string][]corev1.Pod{}
+	for i := range pods {
+		sub := schedulingv1alpha1.SubGroupOf(&pods[i])
+		bySubGroup[sub] = append(bySubGroup[sub], pods[i])
+	}
+	out := make([]schedulingv1alpha1.SubGroupStatus, 0, len(group.Spec.SubGroups))
+	for _, sub := range group.Spec.SubGroups {
+		c := countMembers(bySubGroup[sub.Name])
+		out = append(out, schedulingv1alpha1.SubGroupStatus{
+			Name: sub.Name, Pending: c.waiting, Running: c.running, Succeeded: c.succeeded, Failed: c.failed,
+			Whole: c.running+c.succeeded >= max(sub.MinMember, 1),
+		})
+	}
+	return out
+}
+
+// subGroupMinimums says whether the minimums of minSubGroups of a group's sub-groups run (or
+// have succeeded), and whether they exist; both hold for a group without sub-groups.
+type subGroupMinimums struct{ run, exist bool }
+
+func subGroupMinimumsOf(group *schedulingv1alpha1.PodGroup, subGroups []schedulingv1alpha1.SubGroupStatus) subGroupMinimums {
+	run, exist := 0, 0
+	for i, sub := range subGroups {
+		if sub.Whole {
+			run++
+		}
+		if sub.Pending+sub.Running+sub.Succeeded >= max(group.Spec.SubGroups[i].MinMember, 1) {
+			exist++
+		}
+	}
+	want := schedulingv1alpha1.MinSubGroupsOf(group)
+	return subGroupMinimums{run: run >= want, exist: exist >= want}
 }
 
 // phaseOfJob is the phase of a group whose Job has ended. A job ends by its own rules (a
@@ -198,11 +241,12 @@ func minMemberLoweredCondition(group *schedulingv1alpha1.PodGroup) (metav1.Condi
 	return cond, true
 }
 
-// scheduledCondition is True from the first time minMember members are running or succeeded,
+// scheduledCondition is True from the first time minMember members are running or succeeded
+// (and the minimums of minSubGroups sub-groups),
 // and stays True: it records that the gang was placed, which phaseOf needs to tell a group that
 // lost part of its minimum (Unknown) from one that is still being placed.
-func scheduledCondition(c memberCounts, minMember int32, hasRun bool) metav1.Condition {
-	if hasRun || c.running+c.succeeded >= minMember {
+func scheduledCondition(c memberCounts, minMember int32, subGroupsRun, hasRun bool) metav1.Condition {
+	if hasRun || c.running+c.succeeded >= minMember && subGroupsRun {
 		return metav1.Condition{
 			Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue,
 			Reason: ReasonMinMemberRunning, Message: "minMember pods of the group have run",
@@ -293,6 +337,27 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 	for _, task := range tasks {
 		if have, want := perTask[task], group.Spec.MinTaskMember[task]; have < want {
 			fmt.Fprintf(&b, "; task %s: %d of %d pods exist (minTaskMember %d)", task, have, want, want)
+			short = true
+		}
+	}
+	if len(group.Spec.SubGroups) > 0 {
+		perSubGroup := map[string]int32{}
+		for i := range pods {
+			if pods[i].Status.Phase != corev1.PodFailed {
+				perSubGroup[schedulingv1alpha1.SubGroupOf(&pods[i])]++
+			}
+		}
+		whole, want := 0, schedulingv1alpha1.MinSubGroupsOf(group)
+		var lacking []string
+		for _, sub := range group.Spec.SubGroups {
+			if have, need := perSubGroup[sub.Name], max(sub.MinMember, 1); have >= need {
+				whole++
+			} else {
+				lacking = append(lacking, fmt.Sprintf("%s has %d of %d", sub.Name, have, need))
+			}
+		}
+		if whole < want {
+			fmt.Fprintf(&b, "; %d of the %d sub-groups it needs have their minimum of pods (%s)", whole, want, strings.Join(lacking, ", "))
 			short = true
 		}
 	}

@@ -113,7 +113,7 @@ func TestPhaseOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, phaseOf(tc.counts, 4, tc.hasRun))
+			assert.Equal(t, tc.want, phaseOf(tc.counts, 4, subGroupMinimums{run: true, exist: true}, tc.hasRun))
 		})
 	}
 }
@@ -430,4 +430,38 @@ func TestLoweredMinMemberIsSaid(t *testing.T) {
 
 	delete(pg.Annotations, schedulingv1alpha1.JobMinMemberAnnotation)
 	assert.Nil(t, meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered), "a group without a job says nothing")
+}
+
+func inSubGroup(name string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Labels[schedulingv1alpha1.SubGroupLabel] = name }
+}
+
+// Each sub-group's members are counted on their own, and one short of members is named in the
+// Unschedulable message.
+func TestSubGroupsAreCountedEachAndNamedWhenShort(t *testing.T) {
+	pg := group(1, nil)
+	pg.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 2}, {Name: "decode", MinMember: 2}}
+	members := []corev1.Pod{
+		member("p0", corev1.PodRunning, inSubGroup("prefill")), member("p1", corev1.PodRunning, inSubGroup("prefill")),
+		member("d0", corev1.PodPending, inSubGroup("decode")), member("d1", corev1.PodFailed, inSubGroup("decode")),
+	}
+	status := desiredStatus(pg, members, queueHold{}, "")
+	assert.Equal(t, []schedulingv1alpha1.SubGroupStatus{
+		{Name: "prefill", Running: 2, Whole: true},
+		{Name: "decode", Pending: 1, Failed: 1},
+	}, status.SubGroups)
+	unsched := meta.FindStatusCondition(status.Conditions, "Unschedulable")
+	require.NotNil(t, unsched)
+	assert.Contains(t, unsched.Message, "1 of the 2 sub-groups it needs have their minimum of pods (decode has 1 of 2)")
+	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase, "the group's minimum counts its sub-groups': it does not run with one of two")
+	assert.Equal(t, metav1.ConditionFalse, meta.FindStatusCondition(status.Conditions, "Scheduled").Status)
+
+	members[3].Status.Phase = corev1.PodRunning
+	members[2].Status.Phase = corev1.PodRunning
+	status = desiredStatus(pg, members, queueHold{}, "")
+	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase, "both sub-groups run")
+	assert.Equal(t, []schedulingv1alpha1.SubGroupStatus{{Name: "prefill", Running: 2, Whole: true}, {Name: "decode", Running: 2, Whole: true}}, status.SubGroups)
+
+	pg.Spec.SubGroups = nil
+	assert.Nil(t, desiredStatus(pg, members, queueHold{}, "").SubGroups, "a group without sub-groups shows none")
 }

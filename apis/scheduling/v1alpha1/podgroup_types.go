@@ -207,6 +207,32 @@ type PodGroupStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// SubGroups counts the members of each of spec.subGroups, in their order.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	SubGroups []SubGroupStatus `json:"subGroups,omitempty"`
+}
+
+// SubGroupStatus counts the members of one sub-group.
+type SubGroupStatus struct {
+	// Name of the sub-group.
+	Name string `json:"name"`
+	// Pending counts its members that exist and neither run nor have ended.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// Running counts its running members.
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// Succeeded counts its members that ended successfully.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// Failed counts its members that ended in failure.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Whole is true while at least its minMember of members run or have succeeded.
+	// +optional
+	Whole bool `json:"whole,omitempty"`
 }
 
 // PodGroup is a set of pods that must be placed together: none of them is bound before minMember
