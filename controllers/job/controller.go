@@ -362,6 +362,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
 	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
+	want.Spec.SubGroups, want.Spec.MinSubGroups = spec.SubGroups, spec.MinSubGroups
 	for _, key := range passedToGroup {
 		value, has := job.Annotations[key]
 		if old, had := group.Annotations[key]; has && (!had || old != value) {
@@ -418,8 +419,8 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 			}
 			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
 		}
-		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s in queue %s",
-			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), group.Spec.Queue)
+		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s%s in queue %s",
+			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), describeSubGroups(group), group.Spec.Queue)
 		return nil
 	}
 	if err := r.Update(ctx, group); err != nil {
@@ -449,6 +450,19 @@ func describeTaskMembers(m map[string]int32) string {
 		parts = append(parts, fmt.Sprintf("%s %d", t, m[t]))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// describeSubGroups says how many sub-groups a group has and how many its minimum needs: ", 4
+// sub-groups" or ", 3 of 4 sub-groups" ("" without any).
+func describeSubGroups(group *schedulingv1alpha1.PodGroup) string {
+	n := len(group.Spec.SubGroups)
+	if n == 0 {
+		return ""
+	}
+	if need := schedulingv1alpha1.MinSubGroupsOf(group); need < n {
+		return fmt.Sprintf(", %d of %d sub-groups", need, n)
+	}
+	return fmt.Sprintf(", %d sub-groups", n)
 }
 
 // deletePods deletes pods by name and UID: a pod of the same name created since is not touched.

@@ -14,6 +14,11 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
+// SubGroupName names the k-th sub-group of a task (spec.tasks[].subGroups): "<task>-<k>".
+func SubGroupName(task string, k int32) string {
+	return fmt.Sprintf("%s-%d", task, k)
+}
+
 // PodName is the name of a job's pod: <job>-<task>-<index>. Fixed names make creation
 // idempotent: a pod created twice is refused the second time.
 func PodName(job, task string, index int32) string {
@@ -44,6 +49,9 @@ func NewPod(job *batchv1alpha1.Job, task *batchv1alpha1.TaskSpec, index, retry, 
 	pod.Labels[schedulingv1alpha1.TaskLabel] = task.Name
 	pod.Labels[batchv1alpha1.JobNameLabel] = job.Name
 	pod.Labels[batchv1alpha1.TaskIndexLabel] = strconv.Itoa(int(index))
+	if sg := task.SubGroups; sg != nil && sg.Size > 0 {
+		pod.Labels[schedulingv1alpha1.SubGroupLabel] = SubGroupName(task.Name, index/sg.Size)
+	}
 	pod.Labels[JobRetryLabel] = strconv.Itoa(int(retry))
 	pod.Labels[TaskGenerationLabel] = strconv.Itoa(int(generation))
 	pod.Spec.SchedulerName = job.Spec.SchedulerName
@@ -170,6 +178,7 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 	if out.MinMember < 1 {
 		return out, false
 	}
+	out.SubGroups, out.MinSubGroups = subGroupsOf(spec, need)
 	// minResources must not exceed what the minimum really needs, or the scheduler would refuse
 	// a group that fits: beyond the task minimums, count for each resource the smallest requests
 	// that could complete minMember.
@@ -231,4 +240,32 @@ func (m *machine) forceStuck(p *plan) {
 		}
 		p.deletes = append(p.deletes, PodDeletion{Name: pod.Name, UID: pod.UID, Reason: ReasonNodeDown, Force: true})
 	}
+}
+
+// subGroupsOf is the sub-groups of the tasks that split their pods (spec.tasks[].subGroups)
+// and whose whole minimum is still to be placed, and how many of them the minimum needs (nil:
+// all). A task some of whose pods succeeded needs only the pods still to run, which no longer
+// make whole sub-groups: its pods are then counted by the task's minimum alone.
+func subGroupsOf(spec *jobSpec, need map[string]int32) ([]schedulingv1alpha1.SubGroup, *int32) {
+	var out []schedulingv1alpha1.SubGroup
+	var needed int32
+	for i := range spec.tasks {
+		t := &spec.tasks[i]
+		sg := t.spec.SubGroups
+		if sg == nil || sg.Size <= 0 || need[t.name] != t.min || t.min == 0 {
+			continue
+		}
+		minMember := sg.Size
+		if sg.MinMember != nil {
+			minMember = min(*sg.MinMember, sg.Size)
+		}
+		for k := range t.replicas / sg.Size {
+			out = append(out, schedulingv1alpha1.SubGroup{Name: SubGroupName(t.name, k), MinMember: minMember, Topology: sg.Topology.DeepCopy()})
+		}
+		needed += t.min / sg.Size
+	}
+	if needed < int32(len(out)) {
+		return out, &needed
+	}
+	return out, nil
 }

@@ -43,6 +43,11 @@ func TestNewPod(t *testing.T) {
 	assert.Equal(t, "high", pod.Spec.PriorityClassName)
 	assert.Nil(t, pod.Spec.Priority, "priority comes from the class")
 	assert.NotContains(t, job.Spec.Tasks[1].Template.Labels, "scheduling.tephra.dev/task", "the template is not changed")
+
+	job.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+	for index, want := range map[int32]string{0: "worker-0", 1: "worker-0", 2: "worker-1", 3: "worker-1"} {
+		assert.Equal(t, want, NewPod(job, &job.Spec.Tasks[1], index, 0, 1).Labels["scheduling.tephra.dev/subgroup"], "pod %d", index)
+	}
 }
 
 func TestPodGroupSpec(t *testing.T) {
@@ -76,6 +81,31 @@ func TestPodGroupSpec(t *testing.T) {
 		want: &schedulingv1alpha1.PodGroupSpec{
 			MinMember: 3, Queue: "default",
 			MinResources: corev1.ResourceList{"cpu": cpu("4"), "memory": cpu("3Gi")},
+		},
+	}, {
+		name: "a task's sub-groups: each its minimum and topology, all of them needed",
+		job: newJob(func(j *batchv1alpha1.Job) {
+			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, Topology: &schedulingv1alpha1.PodGroupTopology{Required: "rack"}}
+		}),
+		want: &schedulingv1alpha1.PodGroupSpec{
+			MinMember: 6, MinTaskMember: map[string]int32{"ps": 2, "worker": 4}, Queue: "default",
+			MinResources: corev1.ResourceList{"cpu": cpu("10"), "memory": cpu("6Gi")},
+			SubGroups: []schedulingv1alpha1.SubGroup{
+				{Name: "worker-0", MinMember: 2, Topology: &schedulingv1alpha1.PodGroupTopology{Required: "rack"}},
+				{Name: "worker-1", MinMember: 2, Topology: &schedulingv1alpha1.PodGroupTopology{Required: "rack"}},
+			},
+		},
+	}, {
+		name: "a task minAvailable of whole sub-groups needs that many of them",
+		job: newJob(func(j *batchv1alpha1.Job) {
+			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinMember: ptr.To[int32](1)}
+			j.Spec.Tasks[1].MinAvailable = ptr.To[int32](2)
+		}),
+		want: &schedulingv1alpha1.PodGroupSpec{
+			MinMember: 4, MinTaskMember: map[string]int32{"ps": 2, "worker": 2}, Queue: "default",
+			MinResources: corev1.ResourceList{"cpu": cpu("6"), "memory": cpu("4Gi")},
+			SubGroups:    []schedulingv1alpha1.SubGroup{{Name: "worker-0", MinMember: 1}, {Name: "worker-1", MinMember: 1}},
+			MinSubGroups: ptr.To[int32](1),
 		},
 	}, {
 		name: "succeeded pods leave the minimum: the gang counts live pods",

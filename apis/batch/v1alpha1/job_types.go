@@ -103,6 +103,8 @@ type DependsOn struct {
 // TaskSpec is a set of identical pods in a Job, such as its parameter servers or its workers.
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.replicas) || self.minAvailable <= self.replicas",message="task minAvailable must not exceed its replicas",fieldPath=".minAvailable"
 // +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !has(self.dependsOn.name) || !(self.name in self.dependsOn.name)",message="a task cannot depend on itself",fieldPath=".dependsOn.name"
+// +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.replicas) || self.replicas % self.subGroups.size == 0",message="task replicas must be a multiple of subGroups.size",fieldPath=".subGroups.size"
+// +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.minAvailable) || self.minAvailable % self.subGroups.size == 0",message="task minAvailable must be a multiple of subGroups.size: its minimum is made of whole sub-groups",fieldPath=".subGroups.size"
 type TaskSpec struct {
 	// Name of the task, unique in the Job; part of its pods' names.
 	// +kubebuilder:validation:MinLength=1
@@ -131,6 +133,28 @@ type TaskSpec struct {
 	// DependsOn holds this task's pods until the named tasks run.
 	// +optional
 	DependsOn *DependsOn `json:"dependsOn,omitempty"`
+	// SubGroups splits the task's pods into gangs of their own inside the Job's: the replicas of
+	// a training job, say, each placed whole in its own rack (docs/gang.md, "Gangs of gangs").
+	// +optional
+	SubGroups *TaskSubGroups `json:"subGroups,omitempty"`
+}
+
+// TaskSubGroups splits a task's pods into sub-groups of its Job's PodGroup: pods 0 to size-1
+// make sub-group <task>-0, the next size pods <task>-1, and so on.
+// +kubebuilder:validation:XValidation:rule="!has(self.minMember) || self.minMember <= self.size",message="subGroups.minMember must not exceed subGroups.size: a sub-group cannot run more pods than it has",fieldPath=".minMember"
+type TaskSubGroups struct {
+	// Size is how many of the task's pods make one sub-group. The task's replicas, and its
+	// minAvailable if set, must be multiples of it.
+	// +kubebuilder:validation:Minimum=1
+	Size int32 `json:"size"`
+	// MinMember is how many pods of each sub-group must run at once. Defaults to size.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinMember *int32 `json:"minMember,omitempty"`
+	// Topology places each sub-group's minimum in one domain (a rack), inside the Job's topology
+	// domain (a block) when the Job has one.
+	// +optional
+	Topology *schedulingv1alpha1.PodGroupTopology `json:"topology,omitempty"`
 }
 
 // The dependsOn cycle rule of JobSpec works on task indices (ix). succ[i] lists the tasks that
@@ -146,6 +170,7 @@ type TaskSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.taskTopology) || !has(self.tasks) || [(has(self.taskTopology.affinity) ? self.taskTopology.affinity.flatten() : []) + (has(self.taskTopology.antiAffinity) ? self.taskTopology.antiAffinity.flatten() : []) + (has(self.taskTopology.order) ? self.taskTopology.order : [])].all(names, names.all(n, self.tasks.exists(t, t.name == n)))",message="taskTopology names a task that is not in the job",fieldPath=".taskTopology"
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || self.minAvailable <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minAvailable must not exceed the total replicas of the job's tasks",fieldPath=".minAvailable"
 // +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
+// +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.map(t, has(t.subGroups) && has(t.replicas) && t.subGroups.size > 0 ? t.replicas / t.subGroups.size : 0).sum() <= 128",message="the job's tasks make more than 128 sub-groups",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",message="dependsOn names a task that is not in the job",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || !self.tasks.exists(t, has(t.dependsOn) && has(t.dependsOn.name)) || [lists.range(32).filter(i, i < size(self.tasks))].all(ix, [self.tasks.map(t, ix.filter(j, has(t.dependsOn) && has(t.dependsOn.name) && self.tasks[j].name != t.name && self.tasks[j].name in t.dependsOn.name))].all(succ, [ix.map(i, ix.map(j, i == j || j in succ[i]))].all(r1, [r1.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r1[k][j])))[0])].all(r2, [r2 == r1 ? r2 : r2.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r2[k][j])))[0])].all(r4, [r4 == r2 ? r4 : r4.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r4[k][j])))[0])].all(r8, [r8 == r4 ? r8 : r8.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r8[k][j])))[0])].all(r16, [r16 == r8 ? r16 : r16.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r16[k][j])))[0])].all(r32, !ix.exists(i, succ[i].exists(j, r32[j][i]))))))))))",message="dependsOn must not form a cycle: tasks that wait for each other would never start",fieldPath=".tasks"
 type JobSpec struct {
