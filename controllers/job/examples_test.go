@@ -31,7 +31,7 @@ const examplesDir = "../../manifests/examples"
 func TestExamplesAreValid(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, files, 11, "TensorFlow, PyTorch, MPI, restart policy, dependsOn, ps/worker topology, Ray, DRA and shared-GPU jobs, a JobFlow and a CronJob")
+	require.Len(t, files, 12, "TensorFlow, PyTorch, MPI, restart policy, dependsOn, ps/worker topology, Ray, DRA, shared-GPU and replicas (sub-groups) jobs, a JobFlow and a CronJob")
 	kinds := map[string]int{}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestExamplesAreValid(t *testing.T) {
 			}
 		})
 	}
-	assert.Equal(t, map[string]int{"Job": 9, "JobTemplate": 4, "JobFlow": 1, "CronJob": 1, "ResourceClaimTemplate": 2}, kinds)
+	assert.Equal(t, map[string]int{"Job": 10, "JobTemplate": 4, "JobFlow": 1, "CronJob": 1, "ResourceClaimTemplate": 2}, kinds)
 }
 
 // checkExampleJob checks a Job of the examples; requests says whether its tasks must ask for
@@ -154,6 +154,7 @@ func TestExamplesEndAsDescribed(t *testing.T) {
 		"ps-worker.yaml":      batchv1alpha1.JobCompleted,
 		"dra-job.yaml":        batchv1alpha1.JobCompleted,
 		"shared-gpu-job.yaml": batchv1alpha1.JobCompleted,
+		"replicas.yaml":       batchv1alpha1.JobCompleted,
 	} {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(examplesDir, file))

@@ -56,18 +56,6 @@ const JobMinMemberAnnotation = "batch.tephra.dev/min-member"
 // SubGroupLabel names the sub-group of its PodGroup that a pod belongs to (spec.subGroups).
 const SubGroupLabel = "scheduling.tephra.dev/subgroup"
 
-// DisruptionMode is how much of a group with sub-groups one disruption takes.
-// +kubebuilder:validation:Enum=All;Single
-type DisruptionMode string
-
-const (
-	// DisruptionAll takes the whole group whenever one of its pods is preempted, reclaimed or
-	// restarted.
-	DisruptionAll DisruptionMode = "All"
-	// DisruptionSingle takes only the sub-group of the pod disrupted; the others run on.
-	DisruptionSingle DisruptionMode = "Single"
-)
-
 // SubGroup is a gang inside a PodGroup.
 type SubGroup struct {
 	// Name of the sub-group: the value of its pods' label scheduling.tephra.dev/subgroup.
@@ -90,7 +78,6 @@ type SubGroup struct {
 
 // PodGroupSpec says how many pods of a group must be placed together.
 // +kubebuilder:validation:XValidation:rule="!has(self.minSubGroups) || (has(self.subGroups) && self.minSubGroups <= size(self.subGroups))",message="minSubGroups must not exceed the number of subGroups",fieldPath=".minSubGroups"
-// +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode == 'All' || has(self.subGroups)",message="disruptionMode Single needs subGroups: without them the group is one gang",fieldPath=".disruptionMode"
 type PodGroupSpec struct {
 	// MinMember is how many of the group's pods must be placed at once; none is bound before
 	// that many can be.
@@ -164,12 +151,6 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinSubGroups *int32 `json:"minSubGroups,omitempty"`
-
-	// DisruptionMode says what preemption, reclaim and restarts take of a group with
-	// sub-groups: All (the default) takes the whole group; Single takes one sub-group, and the
-	// others run on.
-	// +optional
-	DisruptionMode DisruptionMode `json:"disruptionMode,omitempty"`
 
 	// RuntimeEstimateSeconds is how long the group is expected to run once its minimum runs. A
 	// group that runs longer is not stopped for it: its RuntimeEstimateExceeded condition turns

@@ -52,7 +52,7 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minS
 	ordered := largestFirst(needs)
 	total := clusterTotals(nodes, ordered)
 	if group == nil {
-		a, why := assignWithin(nil, nodes, ordered, minSubGroups, total)
+		a, _, why := assignWithin(nil, nodes, ordered, minSubGroups, total)
 		return a, why
 	}
 	var whys []string
@@ -66,21 +66,23 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minS
 		sort.SliceStable(values, func(i, j int) bool {
 			return domains.FreeShare(byValue[values[i]], total) < domains.FreeShare(byValue[values[j]], total)
 		})
+		// Said of the domain that came closest: the one that holds the most sub-groups.
 		var closest string
+		closestFitted := -1
 		for _, v := range values {
 			d := domains.Of(level, v, byValue[v])
-			a, why := assignWithin(d, byValue[v], ordered, minSubGroups, total)
+			a, fitted, why := assignWithin(d, byValue[v], ordered, minSubGroups, total)
 			if a != nil {
 				return a, ""
 			}
-			if closest == "" {
-				closest = fmt.Sprintf("no %s domain holds them (in %s: %s)", level, d, why)
+			if fitted > closestFitted {
+				closest, closestFitted = fmt.Sprintf("no %s domain holds them (the closest, %s: %s)", level, d, why), fitted
 			}
 		}
 		whys = append(whys, closest)
 	}
 	if !group.Required {
-		if a, _ := assignWithin(nil, nodes, ordered, minSubGroups, total); a != nil {
+		if a, _, _ := assignWithin(nil, nodes, ordered, minSubGroups, total); a != nil {
 			return a, ""
 		}
 	}
@@ -88,8 +90,8 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minS
 }
 
 // assignWithin fits the sub-groups into the nodes of the group's domain d (nil: the whole
-// cluster), largest first, each against what those before it took.
-func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubGroups int, total map[corev1.ResourceName]int64) (*Assignment, string) {
+// cluster), largest first, each against what those before it took, and says how many fit.
+func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubGroups int, total map[corev1.ResourceName]int64) (*Assignment, int, string) {
 	free := newFreeCapacity(nodes, needs)
 	a := &Assignment{Group: d, SubGroups: map[string]*domains.Domain{}}
 	fitted := 0
@@ -106,9 +108,9 @@ func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubG
 		fitted++
 	}
 	if fitted < minSubGroups {
-		return nil, fmt.Sprintf("%d of the %d sub-groups it needs fit (%s)", fitted, minSubGroups, strings.Join(short, "; "))
+		return nil, fitted, fmt.Sprintf("%d of the %d sub-groups it needs fit (%s)", fitted, minSubGroups, strings.Join(short, "; "))
 	}
-	return a, ""
+	return a, fitted, ""
 }
 
 // fitSubGroup chooses the domain of one sub-group among the nodes of its group's domain and

@@ -91,6 +91,11 @@ func TestAssignPlacesEveryLevelWhole(t *testing.T) {
 	assert.Contains(t, why, "no block domain holds them")
 	assert.Contains(t, why, "3 of the 4 sub-groups it needs fit")
 	assert.Contains(t, why, "no rack domain holds its 8 more members")
+
+	// The answer is about the block that came closest, not the fullest one tried first.
+	nodes = cluster(rack("x1", "x", 8), rack("x2", "x", 8), rack("x3", "x", 4), rack("y1", "y", 0))
+	_, why = Assign(inBlock, nodes, replicas(3, 8), 3)
+	assert.Contains(t, why, "no block domain holds them (the closest, block=x: 2 of the 3 sub-groups it needs fit")
 }
 
 // Two sub-groups share a rack that holds both, and each goes where it leaves the least free

@@ -119,6 +119,17 @@ func TestInvalidPodGroupsAreRejected(t *testing.T) {
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, ScheduleTimeoutSeconds: ptr.To[int32](0)},
 		want:    []string{"spec.scheduleTimeoutSeconds", "should be greater than or equal to 1"},
 	}, {
+		mistake: "minSubGroups above the number of sub-groups",
+		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, MinSubGroups: ptr.To[int32](3),
+			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 2}, {Name: "decode", MinMember: 2}}},
+		want: []string{"spec.minSubGroups", "minSubGroups must not exceed the number of subGroups"},
+	}, {
+		mistake: "two sub-groups of one name",
+		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1,
+			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "replica", MinMember: 2}, {Name: "replica", MinMember: 2}}},
+		want: []string{"spec.subGroups[1]", "Duplicate value"},
+
+	}, {
 		mistake: "queue that is not a valid name",
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, Queue: "Team A"},
 		want:    []string{"spec.queue", "should match"},

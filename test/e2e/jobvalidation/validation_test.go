@@ -223,6 +223,33 @@ func TestInvalidJobsAreRejected(t *testing.T) {
 		}),
 		want: []string{"spec.plugins", "a plugin takes at most 16 arguments"},
 	}, {
+		mistake: "a sub-group minimum above its size",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinMember: ptr.To[int32](3)}
+		}),
+		want: []string{"spec.tasks[1].subGroups.minMember", "subGroups.minMember must not exceed subGroups.size"},
+	}, {
+		mistake: "replicas that do not make whole sub-groups",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas = 3
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+		}),
+		want: []string{"spec.tasks[1].subGroups.size", "task replicas must be a multiple of subGroups.size"},
+	}, {
+		mistake: "a task minimum that is not whole sub-groups",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas, s.Tasks[1].MinAvailable = 4, ptr.To[int32](3)
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+		}),
+		want: []string{"spec.tasks[1].subGroups.size", "task minAvailable must be a multiple of subGroups.size"},
+	}, {
+		mistake: "more than 128 sub-groups",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas = 129
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 1}
+		}),
+		want: []string{"spec.tasks", "the job's tasks make more than 128 sub-groups"},
+	}, {
 		mistake: "queue that is not a valid name",
 		spec:    with(func(s *batchv1alpha1.JobSpec) { s.Queue = "Team A" }),
 		want:    []string{"spec.queue", "should match"},
