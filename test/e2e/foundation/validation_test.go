@@ -128,7 +128,6 @@ func TestInvalidPodGroupsAreRejected(t *testing.T) {
 		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1,
 			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "replica", MinMember: 2}, {Name: "replica", MinMember: 2}}},
 		want: []string{"spec.subGroups[1]", "Duplicate value"},
-
 	}, {
 		mistake: "queue that is not a valid name",
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, Queue: "Team A"},
