@@ -241,26 +241,35 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		}
 	}
 	minMember := max(int(group.Spec.MinMember), 1)
+	subGroups := subGroupFactsOf(group, members)
 	members = pendingOf(members)
 	counts := fmt.Sprintf("group %s/%s: %d of minMember %d placed, %d waiting", ns, name, placed, minMember, waiting)
 	if gated > 0 {
 		counts += fmt.Sprintf(", %d behind scheduling gates", gated)
 	}
 	v.Details = append(v.Details, counts)
+	v.Details = append(v.Details, subGroups.lines...)
 	v.Details = append(v.Details, evicted...)
-	if placed < minMember {
+	minimumPlaced := placed >= minMember && subGroups.placed
+	if !minimumPlaced {
 		v.Details = append(v.Details, o.reservationFacts(ns, name)...)
 	}
-	if placed >= minMember && member != nil {
+	if minimumPlaced && member != nil {
 		return o.whyPods(v, ns, queue, []corev1.Pod{*member})
 	}
-	if placed >= minMember {
+	if minimumPlaced {
 		v.Waiting, v.Blocker = false, blockerNone
 		v.Reason = fmt.Sprintf("its minimum is placed (%d of minMember %d; phase %s)", placed, minMember, orNone(string(group.Status.Phase)))
 		if len(members) > 0 {
 			v.Reason += fmt.Sprintf("; %d more members wait for room above the minimum", len(members))
 		}
 		return v, nil
+	}
+	if placed+waiting >= minMember && !subGroups.exist {
+		v.Blocker = schedulingv1alpha1.ReasonWaitingForMembers
+		v.Reason = fmt.Sprintf("%d of the %d sub-groups its minimum needs have their members; the scheduler places none until they exist", subGroups.existing, subGroups.needed)
+		v.Unblock = "create the missing members of the sub-groups above, or lower spec.minSubGroups"
+		return v, o.addQueueFacts(v, ns, queue)
 	}
 	if placed+waiting < minMember {
 		v.Blocker = schedulingv1alpha1.ReasonWaitingForMembers
@@ -276,6 +285,50 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		return o.explain(v, ns, queue, cond.Reason, cond.Message, members)
 	}
 	return o.whyPods(v, ns, queue, members)
+}
+
+// subGroupFacts is what `why` says of a group's sub-groups: a line each, and whether the
+// minimums of the sub-groups the group needs are placed (placed) and exist (exist).
+type subGroupFacts struct {
+	lines            []string
+	placed, exist    bool
+	existing, needed int
+}
+
+func subGroupFactsOf(group *schedulingv1alpha1.PodGroup, members []corev1.Pod) subGroupFacts {
+	f := subGroupFacts{placed: true, exist: true, needed: schedulingv1alpha1.MinSubGroupsOf(group)}
+	if len(group.Spec.SubGroups) == 0 {
+		return f
+	}
+	placedBy, liveBy := map[string]int{}, map[string]int{}
+	for i := range members {
+		pod := &members[i]
+		if _, disrupted := disruption.Of(pod); disrupted || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
+			continue
+		}
+		sub := schedulingv1alpha1.SubGroupOf(pod)
+		liveBy[sub]++
+		if pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded {
+			placedBy[sub]++
+		}
+	}
+	placedWhole := 0
+	for _, sub := range group.Spec.SubGroups {
+		minMember := max(int(sub.MinMember), 1)
+		line := fmt.Sprintf("sub-group %s: %d of minMember %d placed, %d waiting", sub.Name, placedBy[sub.Name], minMember, liveBy[sub.Name]-placedBy[sub.Name])
+		switch {
+		case placedBy[sub.Name] >= minMember:
+			placedWhole++
+			f.existing++
+		case liveBy[sub.Name] >= minMember:
+			f.existing++
+		default:
+			line += fmt.Sprintf(", %d missing", minMember-liveBy[sub.Name])
+		}
+		f.lines = append(f.lines, line)
+	}
+	f.placed, f.exist = placedWhole >= f.needed, f.existing >= f.needed
+	return f
 }
 
 // pendingOf keeps the pods that wait to be placed.

@@ -116,3 +116,29 @@ func TestWhySaysAJobWaitsForKueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, *still.Spec.Suspend, "the Job stays suspended")
 }
+
+// why counts a group's sub-groups each, and a group whose sub-groups lack members waits for them
+// however many members it has in all.
+func TestWhyCountsEachSubGroup(t *testing.T) {
+	member := func(name, sub, node string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{
+				schedulingv1alpha1.PodGroupLabel: "serve", schedulingv1alpha1.SubGroupLabel: sub}},
+			Spec: corev1.PodSpec{NodeName: node},
+		}
+	}
+	group := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "serve", Namespace: "ns"}, Spec: schedulingv1alpha1.PodGroupSpec{
+		MinMember: 3, SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 1}, {Name: "decode", MinMember: 3}},
+	}}
+	o := &Options{Flags: &genericclioptions.ConfigFlags{Namespace: ptr.To("ns")}, Now: func() time.Time { return time.Unix(0, 0) },
+		kube: fake.NewClientset(member("p0", "prefill", "node-1"), member("p1", "prefill", ""), member("d0", "decode", ""), member("d1", "decode", "")),
+		tephra: tephrafake.NewSimpleClientset(group, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "default"}})}
+
+	v, err := o.why("podgroup/serve")
+	require.NoError(t, err)
+	assert.True(t, v.Waiting)
+	assert.Equal(t, schedulingv1alpha1.ReasonWaitingForMembers, v.Blocker)
+	assert.Equal(t, "1 of the 2 sub-groups its minimum needs have their members; the scheduler places none until they exist", v.Reason)
+	assert.Contains(t, v.Details, "sub-group prefill: 1 of minMember 1 placed, 1 waiting")
+	assert.Contains(t, v.Details, "sub-group decode: 0 of minMember 3 placed, 2 waiting, 1 missing")
+}
