@@ -303,6 +303,11 @@ func (o *Options) describeJob(name string) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	if group != nil && len(group.Status.SubGroups) > 0 {
+		if err := o.printSubGroups(group); err != nil {
+			return err
+		}
+	}
 
 	o.printf("Pods:\n")
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
@@ -394,4 +399,19 @@ func (o *Options) printEvents(events []corev1.Event, now time.Time) {
 		t.row("  "+e.Type, e.Reason, ago(now.Sub(eventTime(&e))), strings.TrimSpace(e.Message))
 	}
 	_ = t.flush()
+}
+
+// printSubGroups shows a group's sub-groups as the PodGroup controller counted them.
+func (o *Options) printSubGroups(group *schedulingv1alpha1.PodGroup) error {
+	o.printf("Sub-groups:\n")
+	minOf := map[string]int32{}
+	for _, sub := range group.Spec.SubGroups {
+		minOf[sub.Name] = max(sub.MinMember, 1)
+	}
+	t := newTable(o.Out, "  NAME", "MIN", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "WHOLE")
+	for _, sub := range group.Status.SubGroups {
+		t.row("  "+sub.Name, strconv.Itoa(int(minOf[sub.Name])), strconv.Itoa(int(sub.Pending)), strconv.Itoa(int(sub.Running)),
+			strconv.Itoa(int(sub.Succeeded)), strconv.Itoa(int(sub.Failed)), strconv.FormatBool(sub.Whole))
+	}
+	return t.flush()
 }

@@ -142,3 +142,24 @@ func TestWhyCountsEachSubGroup(t *testing.T) {
 	assert.Contains(t, v.Details, "sub-group prefill: 1 of minMember 1 placed, 1 waiting")
 	assert.Contains(t, v.Details, "sub-group decode: 0 of minMember 3 placed, 2 waiting, 1 missing")
 }
+
+// `kubectl tephra job NAME` shows the sub-groups of the job's PodGroup as its status counts them.
+func TestDescribeJobShowsSubGroups(t *testing.T) {
+	job := &batchv1alpha1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: batchv1alpha1.JobSpec{
+		Tasks: []batchv1alpha1.TaskSpec{{Name: "replica", Replicas: 4, SubGroups: &batchv1alpha1.TaskSubGroups{Size: 2}}},
+	}}
+	group := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4, SubGroups: []schedulingv1alpha1.SubGroup{{Name: "replica-0", MinMember: 2}, {Name: "replica-1", MinMember: 2}}},
+		Status: schedulingv1alpha1.PodGroupStatus{SubGroups: []schedulingv1alpha1.SubGroupStatus{
+			{Name: "replica-0", Running: 2, Whole: true}, {Name: "replica-1", Pending: 1, Failed: 1},
+		}},
+	}
+	o, out := testOptions(nil, job, group)
+	o.Flags.Namespace = ptr.To("ns")
+	require.NoError(t, o.describeJob("train"))
+	assert.Contains(t, out.String(), `Sub-groups:
+  NAME        MIN   PENDING   RUNNING   SUCCEEDED   FAILED   WHOLE
+  replica-0   2     0         2         0           0        true
+  replica-1   2     1         0         0           1        false
+`)
+}
