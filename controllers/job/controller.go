@@ -593,7 +593,7 @@ func (r *Reconciler) recordDecision(job *batchv1alpha1.Job, previous *batchv1alp
 		}
 		r.event(job, eventType, string(a.Action), string(a.Action), "%s", a.Message)
 		switch a.Action {
-		case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartPodAction:
+		case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartSubGroupAction, batchv1alpha1.RestartPodAction:
 			restarts.WithLabelValues(queueOf(job), string(a.Action)).Inc()
 		}
 	}

@@ -155,6 +155,25 @@ func TestDecide(t *testing.T) {
 		deleted: []string{"train-worker-3"},
 		created: []string{"train-worker-0", "train-worker-1"},
 	}, {
+		name: "RestartSubGroup deletes the failed pod's sub-group only, and the other replicas run on",
+		job: newJob(withTaskPolicies(1, onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartSubGroupAction)),
+			func(j *batchv1alpha1.Job) { j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2} }),
+		pods: func(j *batchv1alpha1.Job) []corev1.Pod {
+			return podsOf(j, running(), map[string]podState{"worker-3": failed(1)})
+		},
+		phase: batchv1alpha1.JobRunning, reason: ReasonRunning,
+		deleted: []string{"train-worker-2", "train-worker-3"},
+		actions: []string{"RestartSubGroup"},
+	}, {
+		name: "RestartSubGroup of a task without sub-groups restarts the task",
+		job:  newJob(withTaskPolicies(1, onEvent(batchv1alpha1.PodFailedEvent, batchv1alpha1.RestartSubGroupAction))),
+		pods: func(j *batchv1alpha1.Job) []corev1.Pod {
+			return podsOf(j, running(), map[string]podState{"worker-1": failed(1)})
+		},
+		phase: batchv1alpha1.JobRunning, reason: ReasonRunning,
+		deleted: allWorkers,
+		actions: []string{"RestartTask"},
+	}, {
 		name: "RestartPod records the pod and deletes it",
 		job:  newJob(withPolicies(onExit(3, batchv1alpha1.RestartPodAction))),
 		pods: func(j *batchv1alpha1.Job) []corev1.Pod {

@@ -15,10 +15,10 @@ var jobsDesc = prometheus.NewDesc("tephra_jobs",
 	"Number of Jobs by queue and phase.", []string{"queue", "phase"}, nil)
 
 // restarts counts the restarts the controller decided, by the job's queue and the action
-// (RestartJob, RestartTask, RestartPod). It is counted when the decision is written, once.
+// (RestartJob, RestartTask, RestartSubGroup, RestartPod). It is counted when the decision is written, once.
 var restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "tephra_job_restarts_total",
-	Help: "Restarts of Jobs, their tasks and pods decided by lifecycle policies, by queue and action.",
+	Help: "Restarts of Jobs, their tasks, sub-groups and pods decided by lifecycle policies, by queue and action.",
 }, []string{"queue", "action"})
 
 // registerMetrics registers tephra_jobs and the restart counter.

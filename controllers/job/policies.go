@@ -4,7 +4,9 @@ package job
 // it takes (restarts within their budgets, or a change of the job's phase).
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // isFailure says whether `*` matches the event: it stands for the events that report trouble.
@@ -81,14 +84,16 @@ func describePolicy(p *batchv1alpha1.LifecyclePolicy, owner string) string {
 func actionRank(a batchv1alpha1.Action) int {
 	switch a {
 	case batchv1alpha1.TerminateJobAction:
-		return 6
+		return 7
 	case batchv1alpha1.AbortJobAction:
-		return 5
+		return 6
 	case batchv1alpha1.CompleteJobAction:
-		return 4
+		return 5
 	case batchv1alpha1.RestartJobAction:
-		return 3
+		return 4
 	case batchv1alpha1.RestartTaskAction:
+		return 3
+	case batchv1alpha1.RestartSubGroupAction:
 		return 2
 	case batchv1alpha1.RestartPodAction:
 		return 1
@@ -134,6 +139,7 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 	// Restarts within a task's budget; a task out of restarts raises TaskFailed instead.
 	var jobAction *candidate
 	restartTasks := map[string]candidate{}
+	restartSubGroups := map[subGroupKey]candidate{}
 	var restartPods []candidate
 	consider := func(c candidate) {
 		if jobLevel(c.action) {
@@ -153,6 +159,15 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 				restartPods = append(restartPods, c)
 			} else {
 				// A task event has no pod to restart: restart the task.
+				restartTasks[c.ev.task] = c
+			}
+		case batchv1alpha1.RestartSubGroupAction:
+			if sub := subGroupOf(c.ev.pod); sub != "" {
+				if _, ok := restartSubGroups[subGroupKey{c.ev.task, sub}]; !ok {
+					restartSubGroups[subGroupKey{c.ev.task, sub}] = c
+				}
+			} else if _, ok := restartTasks[c.ev.task]; !ok {
+				// No sub-group to restart (a task event, a task without sub-groups): the task.
 				restartTasks[c.ev.task] = c
 			}
 		default:
@@ -180,9 +195,13 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartTaskAction, Event: c.ev.event, Task: name,
 			Message: fmt.Sprintf("%s: %s restarts task %s (restart %d of %d)", c.ev.describe(), c.why, name, m.rec.Tasks[name].Restarts, t.maxRetry)})
 	}
+	restartingSubGroups := m.restartSubGroups(restartSubGroups, restartTasks, outOfRetries)
 	for _, c := range restartPods {
 		if _, ok := restartTasks[c.ev.task]; ok {
 			continue // its task restarts as a whole
+		}
+		if restartingSubGroups[subGroupKey{c.ev.task, subGroupOf(c.ev.pod)}] {
+			continue // its sub-group restarts as a whole
 		}
 		if !m.spendRestart(c.ev.task) {
 			if _, ok := outOfRetries[c.ev.task]; !ok {
@@ -209,6 +228,52 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 		m.classify() // the restarted tasks' pods are now of an old generation
 	}
 	return handled, nil
+}
+
+// subGroupKey names a sub-group of a task.
+type subGroupKey struct{ task, subGroup string }
+
+// subGroupOf is the sub-group of a job's pod ("" for none, or no pod).
+func subGroupOf(pod *observedPod) string {
+	if pod == nil {
+		return ""
+	}
+	return schedulingv1alpha1.SubGroupOf(pod.Pod)
+}
+
+// restartSubGroups restarts the sub-groups of subGroups whose task does not restart as a whole,
+// each within its task's restart budget (a sub-group restart counts as one restart of its
+// task): their current pods are recorded as restarting, to be deleted and created again. Those
+// past the budget join outOfRetries. It returns the sub-groups restarting.
+func (m *machine) restartSubGroups(subGroups map[subGroupKey]candidate, restartTasks, outOfRetries map[string]candidate) map[subGroupKey]bool {
+	keys := slices.SortedFunc(maps.Keys(subGroups), func(a, b subGroupKey) int {
+		return cmp.Or(cmp.Compare(a.task, b.task), cmp.Compare(a.subGroup, b.subGroup))
+	})
+	restarting := map[subGroupKey]bool{}
+	for _, key := range keys {
+		c := subGroups[key]
+		if _, ok := restartTasks[key.task]; ok {
+			continue // the task restarts as a whole
+		}
+		if !m.spendRestart(key.task) {
+			if _, ok := outOfRetries[key.task]; !ok {
+				outOfRetries[key.task] = c
+			}
+			continue
+		}
+		restarting[key] = true
+		n := 0
+		for _, pod := range m.pods {
+			if pod.kind == current && pod.task == key.task && schedulingv1alpha1.SubGroupOf(pod.Pod) == key.subGroup && !m.rec.restarting(pod.UID) {
+				m.rec.RestartingPods = append(m.rec.RestartingPods, pod.UID)
+				n++
+			}
+		}
+		t, _ := m.spec.task(key.task)
+		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartSubGroupAction, Event: c.ev.event, Task: key.task,
+			Message: fmt.Sprintf("%s: %s restarts sub-group %s (%d pods; restart %d of %d of task %s)", c.ev.describe(), c.why, key.subGroup, n, m.rec.Tasks[key.task].Restarts, t.maxRetry, key.task)})
+	}
+	return restarting
 }
 
 // spendRestart counts a restart of the task if its maxRetry allows it.
@@ -254,7 +319,7 @@ func (m *machine) raiseTaskFailed(tasks map[string]candidate) *change {
 	if best != nil {
 		// The job-level action replaces the restarts decided alongside.
 		m.d.Actions = slices.DeleteFunc(m.d.Actions, func(a ActionTaken) bool {
-			return a.Action == batchv1alpha1.RestartTaskAction || a.Action == batchv1alpha1.RestartPodAction
+			return a.Action == batchv1alpha1.RestartTaskAction || a.Action == batchv1alpha1.RestartSubGroupAction || a.Action == batchv1alpha1.RestartPodAction
 		})
 		return m.takeJobAction(*best)
 	}

@@ -35,7 +35,7 @@ const (
 )
 
 // Action is what the Job controller does when a policy matches.
-// +kubebuilder:validation:Enum=RestartJob;RestartTask;RestartPod;AbortJob;TerminateJob;CompleteJob
+// +kubebuilder:validation:Enum=RestartJob;RestartTask;RestartSubGroup;RestartPod;AbortJob;TerminateJob;CompleteJob
 type Action string
 
 // Actions a policy can take.
@@ -43,6 +43,10 @@ const (
 	RestartJobAction   Action = "RestartJob"
 	RestartTaskAction  Action = "RestartTask"
 	RestartPodAction   Action = "RestartPod"
+	// RestartSubGroupAction restarts the sub-group (spec.tasks[].subGroups) of the pod whose
+	// event matched: a replica, while the job's other replicas run on. For a task without
+	// sub-groups, or an event without a pod, it restarts the task.
+	RestartSubGroupAction Action = "RestartSubGroup"
 	AbortJobAction     Action = "AbortJob"
 	TerminateJobAction Action = "TerminateJob"
 	CompleteJobAction  Action = "CompleteJob"

@@ -350,7 +350,7 @@ func (o *Options) describeJob(name string) error {
 // isPolicyAction says whether an event reason is a lifecycle policy's action.
 func isPolicyAction(reason string) bool {
 	switch batchv1alpha1.Action(reason) {
-	case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartPodAction,
+	case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartSubGroupAction, batchv1alpha1.RestartPodAction,
 		batchv1alpha1.AbortJobAction, batchv1alpha1.TerminateJobAction, batchv1alpha1.CompleteJobAction:
 		return true
 	}
