@@ -34,11 +34,12 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 		sub := v1alpha1.SubGroupOf(pod)
 		unplaced[sub] = append(unplaced[sub], pod)
 	}
-	placedOn := map[string]map[string]int{}
+	placed, placedOn := map[string]int{}, map[string]map[string]int{}
 	for _, pod := range count.placedPods {
 		if pod.Spec.NodeName == "" {
 			continue
 		}
+		placed[pod.Spec.NodeName]++
 		sub := v1alpha1.SubGroupOf(pod)
 		if placedOn[sub] == nil {
 			placedOn[sub] = map[string]int{}
@@ -77,7 +78,7 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 	if len(needs) < want {
 		return nil, "", fmt.Sprintf("%d of the %d sub-groups it needs have the members to be whole", whole+len(needs), v1alpha1.MinSubGroupsOf(pg))
 	}
-	a, why = subgroups.Assign(group, nodes, needs, want)
+	a, why = subgroups.Assign(group, nodes, placed, needs, want)
 	return a, "", why
 }
 

@@ -47,8 +47,10 @@ type Assignment struct {
 // constraint, narrowest first, best fit first (the domain left with the least free capacity,
 // so that whole blocks stay free for the next big gang); in it, sub-groups are fitted largest
 // first, each into the best-fit domain of its own levels, against the capacity the sub-groups
-// before it took. Without an assignment, why says what is short, level by level.
-func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minSubGroups int) (*Assignment, string) {
+// before it took. A group with members placed already (a replica restarted while the others run)
+// stays in the domain that holds them. Without an assignment, why says what is short, level by
+// level.
+func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]int, needs []Need, minSubGroups int) (*Assignment, string) {
 	ordered := largestFirst(needs)
 	total := clusterTotals(nodes, ordered)
 	if group == nil {
@@ -61,6 +63,14 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, needs []Need, minS
 		if len(values) == 0 {
 			whys = append(whys, fmt.Sprintf("no node has the label %s", level))
 			continue
+		}
+		if running := valuesHolding(level, nodes, placed); len(running) > 0 {
+			// The group runs in part: its domain is the one its placed members are in.
+			if len(running) > 1 {
+				whys = append(whys, fmt.Sprintf("its placed members are in %d %s domains", len(running), level))
+				continue
+			}
+			values = running
 		}
 		// Best fit first: the domain with the least free capacity that holds the sub-groups.
 		sort.SliceStable(values, func(i, j int) bool {
@@ -162,6 +172,22 @@ func largestFirst(needs []Need) []Need {
 		}
 		return out[i].Name < out[j].Name
 	})
+	return out
+}
+
+// valuesHolding lists the values of a level whose domains hold placed members.
+func valuesHolding(level string, nodes []fwk.NodeInfo, placed map[string]int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range nodes {
+		if placed[n.Node().Name] == 0 {
+			continue
+		}
+		if v, ok := n.Node().Labels[level]; ok && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
 	return out
 }
 

@@ -75,7 +75,7 @@ func TestAssignPlacesEveryLevelWhole(t *testing.T) {
 		rack("x1", "x", 8), rack("x2", "x", 8), rack("x3", "x", 8), rack("x4", "x", 4), rack("x5", "x", 4),
 		rack("y1", "y", 8), rack("y2", "y", 8), rack("y3", "y", 8), rack("y4", "y", 8),
 	)
-	a, why := Assign(inBlock, nodes, replicas(4, 8), 4)
+	a, why := Assign(inBlock, nodes, nil, replicas(4, 8), 4)
 	require.Empty(t, why)
 	assert.Equal(t, "block=y", a.Group.String())
 	assert.Equal(t, map[string]string{"replica-0": "y1", "replica-1": "y2", "replica-2": "y3", "replica-3": "y4"}, racksOf(a))
@@ -86,7 +86,7 @@ func TestAssignPlacesEveryLevelWhole(t *testing.T) {
 		rack("x1", "x", 8), rack("x2", "x", 8), rack("x3", "x", 8), rack("x4", "x", 4), rack("x5", "x", 4),
 		rack("y1", "y", 8), rack("y2", "y", 8), rack("y3", "y", 8), rack("y4", "y", 7),
 	)
-	a, why = Assign(inBlock, nodes, replicas(4, 8), 4)
+	a, why = Assign(inBlock, nodes, nil, replicas(4, 8), 4)
 	assert.Nil(t, a)
 	assert.Contains(t, why, "no block domain holds them")
 	assert.Contains(t, why, "3 of the 4 sub-groups it needs fit")
@@ -94,7 +94,7 @@ func TestAssignPlacesEveryLevelWhole(t *testing.T) {
 
 	// The answer is about the block that came closest, not the fullest one tried first.
 	nodes = cluster(rack("x1", "x", 8), rack("x2", "x", 8), rack("x3", "x", 4), rack("y1", "y", 0))
-	_, why = Assign(inBlock, nodes, replicas(3, 8), 3)
+	_, why = Assign(inBlock, nodes, nil, replicas(3, 8), 3)
 	assert.Contains(t, why, "no block domain holds them (the closest, block=x: 2 of the 3 sub-groups it needs fit")
 }
 
@@ -105,7 +105,7 @@ func TestAssignIsBestFitAcrossSubGroups(t *testing.T) {
 	for i := range nodes[2:] {
 		nodes[2+i].Node().Labels["rack"] = "b" // rack b: four nodes, 16 CPUs free
 	}
-	a, why := Assign(nil, nodes, replicas(3, 4), 3)
+	a, why := Assign(nil, nodes, nil, replicas(3, 4), 3)
 	require.Empty(t, why)
 	assert.Nil(t, a.Group, "the group has no topology")
 	got := racksOf(a)
@@ -116,10 +116,10 @@ func TestAssignIsBestFitAcrossSubGroups(t *testing.T) {
 // minSubGroups of them suffice: the group is placed when 2 of its 3 replicas fit.
 func TestAssignNeedsOnlyMinSubGroups(t *testing.T) {
 	nodes := cluster(rack("a", "x", 8), rack("b", "x", 8), rack("c", "x", 3))
-	a, why := Assign(inBlock, nodes, replicas(3, 8), 2)
+	a, why := Assign(inBlock, nodes, nil, replicas(3, 8), 2)
 	require.Empty(t, why)
 	assert.Len(t, a.SubGroups, 2)
-	_, why = Assign(inBlock, nodes, replicas(3, 8), 3)
+	_, why = Assign(inBlock, nodes, nil, replicas(3, 8), 3)
 	assert.Contains(t, why, "2 of the 3 sub-groups it needs fit")
 }
 
@@ -130,18 +130,18 @@ func TestAssignFallsBackFromPreferredLevels(t *testing.T) {
 	preferRack := &topology.Constraint{Levels: []string{"rack", "block"}}
 	needs := replicas(1, 8)
 	needs[0].Constraint = preferRack
-	a, why := Assign(nil, nodes, needs, 1)
+	a, why := Assign(nil, nodes, nil, needs, 1)
 	require.Empty(t, why)
 	assert.Equal(t, "block=x", a.SubGroups["replica-0"].String(), "no rack holds 8: the block does")
 
 	needs[0].Constraint = nil
-	a, why = Assign(inBlock, nodes, needs, 1)
+	a, why = Assign(inBlock, nodes, nil, needs, 1)
 	require.Empty(t, why)
 	assert.Equal(t, "block=x", a.Group.String())
 	assert.Empty(t, a.SubGroups, "a sub-group without topology gets no domain of its own")
 
 	needs[0].Missing, needs[0].Total = 9, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("9")}
-	_, why = Assign(inBlock, nodes, needs, 1)
+	_, why = Assign(inBlock, nodes, nil, needs, 1)
 	assert.Contains(t, why, "the nodes' free capacity does not hold 9 more members")
 }
 
@@ -151,7 +151,21 @@ func TestAssignKeepsASubGroupWhereItRuns(t *testing.T) {
 	nodes := cluster(rack("a", "x", 4), rack("b", "x", 8))
 	needs := replicas(1, 4)
 	needs[0].PlacedOn = map[string]int{"b-0": 4}
-	a, why := Assign(nil, nodes, needs, 1)
+	a, why := Assign(nil, nodes, nil, needs, 1)
 	require.Empty(t, why)
 	assert.Equal(t, "rack=b", a.SubGroups["replica-0"].String())
+}
+
+// A group that runs in part (a replica restarted) stays in the block of its placed members, even
+// where another block would be a better fit.
+func TestAssignKeepsTheGroupInTheDomainItRunsIn(t *testing.T) {
+	// Rack x1 runs 4 of the group's pods; x2 is empty.
+	nodes := cluster(rack("x1", "x", 4), rack("x2", "x", 8), rack("y1", "y", 8))
+	a, why := Assign(inBlock, nodes, map[string]int{"x1-0": 4}, replicas(1, 8), 1)
+	require.Empty(t, why)
+	assert.Equal(t, "block=x", a.Group.String(), "block y (8 free, against 12) would fit tighter")
+	assert.Equal(t, "rack=x2", a.SubGroups["replica-0"].String())
+
+	_, why = Assign(inBlock, nodes, map[string]int{"x1-0": 1, "y1-0": 1}, replicas(1, 8), 1)
+	assert.Contains(t, why, "its placed members are in 2 block domains")
 }

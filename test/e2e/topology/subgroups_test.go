@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -36,14 +37,17 @@ func fill(t *testing.T, env *framework.Env, ns, node string, cpus int) {
 }
 
 // replicasJob is a Job of 4 replicas of 8 pods of half a CPU, each replica required in one rack
-// and the whole job in one block.
+// and the whole job in one block; a failed pod restarts its replica.
 func replicasJob(ns, name string) *batchv1alpha1.Job {
 	return &batchv1alpha1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: batchv1alpha1.JobSpec{
 			Topology: &schedulingv1alpha1.PodGroupTopology{Required: blockLabel},
+			MaxRetry: 3,
 			Tasks: []batchv1alpha1.TaskSpec{{
 				Name: "replica", Replicas: 32,
+				// A failed pod restarts its replica, not the job.
+				Policies: []batchv1alpha1.LifecyclePolicy{{Event: batchv1alpha1.PodFailedEvent, Action: batchv1alpha1.RestartSubGroupAction}},
 				SubGroups: &batchv1alpha1.TaskSubGroups{Size: 8, Topology: &schedulingv1alpha1.PodGroupTopology{Required: rackLabel}},
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
@@ -130,6 +134,32 @@ func TestGangsOfGangsPlaceWholeAtEveryLevel(t *testing.T) {
 		return whole == 4 && pg.Status.Phase == schedulingv1alpha1.PodGroupRunning, fmt.Sprintf("%s, %+v", pg.Status.Phase, pg.Status.SubGroups)
 	})
 
+	// A pod of replica-1 fails: its replica restarts, back in one rack, and the others run on.
+	others, restarted := podUIDs(t, env, ns, "train", "replica-1")
+	patch := []byte(`{"metadata":{"annotations":{"sim.tephra.dev/duration":"1s","sim.tephra.dev/exit-code":"1"}}}`)
+	_, err = env.Kube.CoreV1().Pods(ns).Patch(ctx, "train-replica-13", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, 2*time.Minute, "replica-1 restarted and running", func() (bool, string) {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: schedulingv1alpha1.SubGroupLabel + "=replica-1"})
+		if err != nil {
+			return false, err.Error()
+		}
+		fresh := 0
+		for _, p := range pods.Items {
+			if p.UID != restarted[p.Name] && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				fresh++
+			}
+		}
+		return fresh == 8, fmt.Sprintf("%d of 8 pods of replica-1 new and running", fresh)
+	})
+	othersAfter, _ := podUIDs(t, env, ns, "train", "replica-1")
+	assert.Equal(t, others, othersAfter, "the pods of the other replicas run on, untouched")
+	assert.Len(t, others, 24)
+	assert.Len(t, racksOfSubGroup(t, env, ns, "replica-1"), 1, "the restarted replica is in one rack")
+	job, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "train", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, batchv1alpha1.JobRunning, job.Status.State.Phase)
+
 	// Block b1 is full now, and b0 holds three whole replicas: the second job waits whole.
 	_, err = env.Tephra.BatchV1alpha1().Jobs(ns).Create(ctx, replicasJob(ns, "second"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -152,4 +182,44 @@ func TestGangsOfGangsPlaceWholeAtEveryLevel(t *testing.T) {
 	for _, p := range pods.Items {
 		assert.Empty(t, p.Spec.NodeName, "no pod of the second job is placed")
 	}
+}
+
+// podUIDs maps a job's live pods to their UIDs: those of the other sub-groups, and those of sub.
+func podUIDs(t *testing.T, env *framework.Env, ns, job, sub string) (others, of map[string]types.UID) {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: batchv1alpha1.JobNameLabel + "=" + job})
+	require.NoError(t, err)
+	others, of = map[string]types.UID{}, map[string]types.UID{}
+	for _, p := range pods.Items {
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Labels[schedulingv1alpha1.SubGroupLabel] == sub:
+			of[p.Name] = p.UID
+		default:
+			others[p.Name] = p.UID
+		}
+	}
+	return others, of
+}
+
+// racksOfSubGroup lists the racks of a sub-group's bound pods.
+func racksOfSubGroup(t *testing.T, env *framework.Env, ns, sub string) []string {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: schedulingv1alpha1.SubGroupLabel + "=" + sub})
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var racks []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		node, err := env.Kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		if r := node.Labels[rackLabel]; !seen[r] {
+			seen[r] = true
+			racks = append(racks, r)
+		}
+	}
+	return racks
 }
