@@ -246,6 +246,16 @@ const genericWorkloadEnv = "TEPHRA_E2E_GENERIC_WORKLOAD"
 // GenericWorkload says whether the package runs with tephra-scheduler's GenericWorkload gate on.
 func GenericWorkload() bool { return os.Getenv(genericWorkloadEnv) == "true" }
 
+// GateOffOnly skips a test in the run with the GenericWorkload gate on. It is for tests of what
+// the gate does not touch (the Queue controller's usage history, say) that take minutes of wall
+// clock: running them twice would cost CI's time and test nothing more.
+func GateOffOnly(t *testing.T, why string) {
+	t.Helper()
+	if GenericWorkload() {
+		t.Skipf("runs with the GenericWorkload gate off only: %s", why)
+	}
+}
+
 // WithGenericWorkload turns the GenericWorkload gate on in every component of opts, and serves
 // upstream's PodGroup API.
 func WithGenericWorkload(opts localcluster.Options) localcluster.Options {
