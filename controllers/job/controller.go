@@ -362,7 +362,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
 	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
-	want.Spec.SubGroups, want.Spec.MinSubGroups = spec.SubGroups, spec.MinSubGroups
+	want.Spec.SubGroups = spec.SubGroups
 	for _, key := range passedToGroup {
 		value, has := job.Annotations[key]
 		if old, had := group.Annotations[key]; has && (!had || old != value) {
@@ -452,17 +452,12 @@ func describeTaskMembers(m map[string]int32) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-// describeSubGroups says how many sub-groups a group has and how many its minimum needs: ", 4
-// sub-groups" or ", 3 of 4 sub-groups" ("" without any).
+// describeSubGroups says how many sub-groups a group has: ", 4 sub-groups" ("" without any).
 func describeSubGroups(group *schedulingv1alpha1.PodGroup) string {
-	n := len(group.Spec.SubGroups)
-	if n == 0 {
-		return ""
+	if n := len(group.Spec.SubGroups); n > 0 {
+		return fmt.Sprintf(", %d sub-groups", n)
 	}
-	if need := schedulingv1alpha1.MinSubGroupsOf(group); need < n {
-		return fmt.Sprintf(", %d of %d sub-groups", need, n)
-	}
-	return fmt.Sprintf(", %d sub-groups", n)
+	return ""
 }
 
 // deletePods deletes pods by name and UID: a pod of the same name created since is not touched.

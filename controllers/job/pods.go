@@ -178,7 +178,7 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 	if out.MinMember < 1 {
 		return out, false
 	}
-	out.SubGroups, out.MinSubGroups = subGroupsOf(spec, need)
+	out.SubGroups = subGroupsOf(spec, need)
 	// minResources must not exceed what the minimum really needs, or the scheduler would refuse
 	// a group that fits: beyond the task minimums, count for each resource the smallest requests
 	// that could complete minMember.
@@ -243,12 +243,11 @@ func (m *machine) forceStuck(p *plan) {
 }
 
 // subGroupsOf is the sub-groups of the tasks that split their pods (spec.tasks[].subGroups)
-// and whose whole minimum is still to be placed, and how many of them the minimum needs (nil:
-// all). A task some of whose pods succeeded needs only the pods still to run, which no longer
-// make whole sub-groups: its pods are then counted by the task's minimum alone.
-func subGroupsOf(spec *jobSpec, need map[string]int32) ([]schedulingv1alpha1.SubGroup, *int32) {
+// and whose whole minimum is still to be placed. A task some of whose pods succeeded needs only
+// the pods still to run, which no longer make whole sub-groups: its pods are then counted by the
+// task's minimum alone.
+func subGroupsOf(spec *jobSpec, need map[string]int32) []schedulingv1alpha1.SubGroup {
 	var out []schedulingv1alpha1.SubGroup
-	var needed int32
 	for i := range spec.tasks {
 		t := &spec.tasks[i]
 		sg := t.spec.SubGroups
@@ -262,10 +261,6 @@ func subGroupsOf(spec *jobSpec, need map[string]int32) ([]schedulingv1alpha1.Sub
 		for k := range t.replicas / sg.Size {
 			out = append(out, schedulingv1alpha1.SubGroup{Name: SubGroupName(t.name, k), MinMember: minMember, Topology: sg.Topology.DeepCopy()})
 		}
-		needed += t.min / sg.Size
 	}
-	if needed < int32(len(out)) {
-		return out, &needed
-	}
-	return out, nil
+	return out
 }

@@ -96,16 +96,14 @@ func TestPodGroupSpec(t *testing.T) {
 			},
 		},
 	}, {
-		name: "a task minAvailable of whole sub-groups needs that many of them",
+		name: "a sub-group minMember below its size",
 		job: newJob(func(j *batchv1alpha1.Job) {
 			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinMember: ptr.To[int32](1)}
-			j.Spec.Tasks[1].MinAvailable = ptr.To[int32](2)
 		}),
 		want: &schedulingv1alpha1.PodGroupSpec{
-			MinMember: 4, MinTaskMember: map[string]int32{"ps": 2, "worker": 2}, Queue: "default",
-			MinResources: corev1.ResourceList{"cpu": cpu("6"), "memory": cpu("4Gi")},
+			MinMember: 6, MinTaskMember: map[string]int32{"ps": 2, "worker": 4}, Queue: "default",
+			MinResources: corev1.ResourceList{"cpu": cpu("10"), "memory": cpu("6Gi")},
 			SubGroups:    []schedulingv1alpha1.SubGroup{{Name: "worker-0", MinMember: 1}, {Name: "worker-1", MinMember: 1}},
-			MinSubGroups: ptr.To[int32](1),
 		},
 	}, {
 		name: "succeeded pods leave the minimum: the gang counts live pods",

@@ -76,12 +76,12 @@ func minMemberOf(group *schedulingv1alpha1.PodGroup) int32 {
 //   - Failed: no member is waiting or running, and fewer than minMember succeeded: the group can
 //     no longer complete.
 //   - Running: at least minMember members are running or succeeded, and so are the minimums of
-//     minSubGroups of its sub-groups (subGroups.run). This includes a group whose minimum has
+//     all its sub-groups (subGroups.run). This includes a group whose minimum has
 //     already succeeded while more members wait: it has not finished.
 //   - Unknown: the group has run before and now some, but fewer than minMember, members are
 //     running or succeeded: it lost part of its minimum.
 //   - Inqueue: at least minMember members that can still make up the minimum exist (failed ones
-//     cannot), and so do the minimums of minSubGroups sub-groups: the gang is being placed.
+//     cannot), and so do the minimums of all its sub-groups: the gang is being placed.
 //   - Pending: fewer than minMember such members exist; the group waits for more.
 func phaseOf(c memberCounts, minMember int32, subGroups subGroupMinimums, hasRun bool) schedulingv1alpha1.PodGroupPhase {
 	placed := c.running + c.succeeded
@@ -181,7 +181,7 @@ func subGroupStatuses(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) []s
 	return out
 }
 
-// subGroupMinimums says whether the minimums of minSubGroups of a group's sub-groups run (or
+// subGroupMinimums says whether the minimums of all a group's sub-groups run (or
 // have succeeded), and whether they exist; both hold for a group without sub-groups.
 type subGroupMinimums struct{ run, exist bool }
 
@@ -195,7 +195,7 @@ func subGroupMinimumsOf(group *schedulingv1alpha1.PodGroup, subGroups []scheduli
 			exist++
 		}
 	}
-	want := schedulingv1alpha1.MinSubGroupsOf(group)
+	want := len(group.Spec.SubGroups)
 	return subGroupMinimums{run: run >= want, exist: exist >= want}
 }
 
@@ -242,7 +242,7 @@ func minMemberLoweredCondition(group *schedulingv1alpha1.PodGroup) (metav1.Condi
 }
 
 // scheduledCondition is True from the first time minMember members are running or succeeded
-// (and the minimums of minSubGroups sub-groups),
+// (and the minimums of all its sub-groups),
 // and stays True: it records that the gang was placed, which phaseOf needs to tell a group that
 // lost part of its minimum (Unknown) from one that is still being placed.
 func scheduledCondition(c memberCounts, minMember int32, subGroupsRun, hasRun bool) metav1.Condition {
@@ -347,7 +347,7 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 				perSubGroup[schedulingv1alpha1.SubGroupOf(&pods[i])]++
 			}
 		}
-		whole, want := 0, schedulingv1alpha1.MinSubGroupsOf(group)
+		whole, want := 0, len(group.Spec.SubGroups)
 		var lacking []string
 		for _, sub := range group.Spec.SubGroups {
 			if have, need := perSubGroup[sub.Name], max(sub.MinMember, 1); have >= need {

@@ -45,7 +45,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 			clear(s.waiting)
 			s.attempt++
 		}
-		if c := g.countMembersLocked(s, key, pg, nil); c.bound < int(pg.Spec.MinMember) {
+		if c := g.countMembersLocked(s, key, pg, nil); !c.minimumBound(pg) {
 			rollback = g.boundInAttempt(s, key, attempt)
 			// A minimum this scheduler saw bound counts as run before tephra-controllers says so.
 			if !minimumHasRun(pg) && !s.fullObserved {

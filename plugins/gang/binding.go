@@ -67,7 +67,7 @@ func (g *groupManager) unreserve(ctx context.Context, state fwk.CycleState, pod 
 	if err != nil || stale {
 		return
 	}
-	if count.bound >= int(pg.Spec.MinMember) {
+	if count.minimumBound(pg) {
 		return // the gang runs; this member retries on its own
 	}
 	reason := "unreserve"
@@ -179,7 +179,7 @@ func (g *groupManager) postBind(ctx context.Context, state fwk.CycleState, pod *
 		s.bound[pod.UID] = attempt
 		// Bound after its attempt failed (it was past PreBind when a sibling's bind failed): it
 		// is rolled back unless the group's minimum is bound anyway.
-		if allowed && s.hasFailed(attempt) && pg != nil && g.countMembersLocked(s, key, pg, nil).bound < int(pg.Spec.MinMember) {
+		if allowed && s.hasFailed(attempt) && pg != nil && !g.countMembersLocked(s, key, pg, nil).minimumBound(pg) {
 			rollback = true
 		}
 		if pg == nil || s.fullObserved {

@@ -259,7 +259,12 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		waiting = len(s.waiting)
 		unfit = s.keptUnfit(now, freed)
 		reserved = s.reserved
-		assigned, subGroupDomains = s.domain, s.subGroupDomains
+		assigned = s.domain
+		if len(pg.Spec.SubGroups) > 0 {
+			// A group whose spec no longer has sub-groups (a Job's task some of whose pods
+			// succeeded) places by its own domain alone.
+			subGroupDomains = s.subGroupDomains
+		}
 		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
 	if _, refused := admission.Refused(state); refused && reserved != nil && waiting == 0 {
@@ -290,7 +295,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(other)))
 		}
-		if mine := subGroupDomain(pod, assigned, subGroupDomains); mine != nil {
+		if mine := subGroupDomain(pod, assigned, subGroupDomains); mine != nil && (constraint != nil || subGroupDomains != nil) {
 			// It joins its sub-group's or group's domain if that has room for it, else goes
 			// anywhere.
 			return elasticInDomain(pod, nodes, mine), nil
@@ -381,7 +386,7 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 			if why != "" {
 				return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
 			}
-			g.groups.with(key, func(s *groupState) { s.domain = assigned })
+			g.groups.with(key, func(s *groupState) { s.domain, s.subGroupDomains = assigned, nil })
 		}
 		if assigned != nil {
 			nodes = nodesOf(nodes, assigned)
@@ -397,9 +402,9 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
 		smallest := smallestRequests(unplacedRequests)
 		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
-			if constraint == nil && !slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
+			if constraint == nil && !subGrouped && !slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
 				// It fits in total: PostFilter may move pods to make whole nodes for it
-				// (consolidate.go). Not for a topology gang, nor one that claims devices,
+				// (consolidate.go). Not for a topology gang or one with sub-groups, nor one that claims devices,
 				// whose domains and devices the planner does not see.
 				markFragmented(state, unplacedRequests, missing, need)
 			}
@@ -498,7 +503,7 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	count := g.countMembers(key, pg, nil)
-	if count.placed >= int(pg.Spec.MinMember) {
+	if count.placed >= int(pg.Spec.MinMember) && count.subGroupsPlaced(pg) {
 		// The minimum is placed; this member is extra and simply waits for room.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}

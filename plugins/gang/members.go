@@ -21,9 +21,9 @@ type memberCount struct {
 	// placed and placedByTask count members bound or assumed in this attempt.
 	placed       int
 	placedByTask map[string]int
-	// existingBySubGroup and placedBySubGroup count them by sub-group, when the group has
-	// sub-groups.
-	existingBySubGroup, placedBySubGroup map[string]int
+	// existingBySubGroup, placedBySubGroup and boundBySubGroup count them by sub-group, when
+	// the group has sub-groups.
+	existingBySubGroup, placedBySubGroup, boundBySubGroup map[string]int
 	// bound counts members bound to a node.
 	bound int
 	// unplaced are the live members neither bound nor assumed, and placedPods the others.
@@ -53,7 +53,7 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 	}
 	bySubGroup := len(pg.Spec.SubGroups) > 0
 	if bySubGroup {
-		c.existingBySubGroup, c.placedBySubGroup = map[string]int{}, map[string]int{}
+		c.existingBySubGroup, c.placedBySubGroup, c.boundBySubGroup = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	{
 		add := func(pod *corev1.Pod) {
@@ -78,6 +78,9 @@ func (g *groupManager) countMembersLocked(s *groupState, key groupKey, pg *v1alp
 			}
 			if pod.Spec.NodeName != "" {
 				c.bound++
+				if bySubGroup {
+					c.boundBySubGroup[subGroup]++
+				}
 			}
 			// A member this scheduler bound counts as placed before the informer shows its
 			// node: between PostBind and that update, the group's minimum must not look short to
@@ -126,7 +129,7 @@ func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
 	if len(short) > 0 {
 		return fmt.Sprintf("pod group %s/%s: %s (minTaskMember)", pg.Namespace, pg.Name, strings.Join(short, ", "))
 	}
-	if whole, want := wholeSubGroups(pg, c.existingBySubGroup), v1alpha1.MinSubGroupsOf(pg); whole < want {
+	if whole, want := wholeSubGroups(pg, c.existingBySubGroup), len(pg.Spec.SubGroups); whole < want {
 		for _, sub := range pg.Spec.SubGroups {
 			if have := c.existingBySubGroup[sub.Name]; have < int(sub.MinMember) {
 				short = append(short, fmt.Sprintf("%s has %d of %d", sub.Name, have, sub.MinMember))
@@ -135,6 +138,23 @@ func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
 		return fmt.Sprintf("pod group %s/%s: %d of the %d sub-groups it needs have their minimum of pods (%s)", pg.Namespace, pg.Name, whole, want, strings.Join(short, ", "))
 	}
 	return ""
+}
+
+// subGroupsPlaced says whether every sub-group of pg has its minimum placed (true without
+// sub-groups); subGroupsBound, bound.
+func (c memberCount) subGroupsPlaced(pg *v1alpha1.PodGroup) bool {
+	return wholeSubGroups(pg, c.placedBySubGroup) == len(pg.Spec.SubGroups)
+}
+
+func (c memberCount) subGroupsBound(pg *v1alpha1.PodGroup) bool {
+	return wholeSubGroups(pg, c.boundBySubGroup) == len(pg.Spec.SubGroups)
+}
+
+// minimumBound says whether the group's minimum of members, and every sub-group's, is bound:
+// its attempt has nothing left to roll back. (Task minimums are not counted: a member that
+// completes one binds on its own.)
+func (c memberCount) minimumBound(pg *v1alpha1.PodGroup) bool {
+	return c.bound >= int(pg.Spec.MinMember) && c.subGroupsBound(pg)
 }
 
 // wholeSubGroups counts the sub-groups of pg that count holds at least the minimum of.
@@ -149,7 +169,7 @@ func wholeSubGroups(pg *v1alpha1.PodGroup, count map[string]int) int {
 }
 
 // placedMeets says whether the placed members make up the group's minimum, every task's, and
-// the minimum of minSubGroups of its sub-groups.
+// the minimum of every one of its sub-groups.
 func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
 	if c.placed < int(pg.Spec.MinMember) {
 		return false
@@ -159,7 +179,7 @@ func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
 			return false
 		}
 	}
-	return wholeSubGroups(pg, c.placedBySubGroup) >= v1alpha1.MinSubGroupsOf(pg)
+	return c.subGroupsPlaced(pg)
 }
 
 func sortedTasks(pg *v1alpha1.PodGroup) []string {

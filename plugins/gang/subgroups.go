@@ -71,12 +71,12 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 			Smallest: smallestRequests(requests), Total: total, PlacedOn: placedOn[sub.Name],
 		})
 	}
-	want := v1alpha1.MinSubGroupsOf(pg) - whole
+	want := len(pg.Spec.SubGroups) - whole
 	if want <= 0 {
 		return &subgroups.Assignment{}, "", ""
 	}
 	if len(needs) < want {
-		return nil, "", fmt.Sprintf("%d of the %d sub-groups it needs have the members to be whole", whole+len(needs), v1alpha1.MinSubGroupsOf(pg))
+		return nil, "", fmt.Sprintf("%d of the %d sub-groups it needs have the members to be whole", whole+len(needs), len(pg.Spec.SubGroups))
 	}
 	a, why = subgroups.Assign(group, nodes, placed, needs, want)
 	return a, "", why

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -38,12 +37,18 @@ func replicaGroup(t *testing.T, f *fixture, n, size int) [][]*corev1.Pod {
 	return members
 }
 
-// Every member is offered its own sub-group's rack, in the group's block; the group waits at
-// Permit until every sub-group is whole, and none of it is placed when one sub-group has no rack.
+// Every member is offered its own sub-group's rack, in the group's block, as chosen before the
+// first member was placed; the group waits at Permit until every sub-group is whole, though its
+// own minMember is met before, and none of it is placed when one sub-group has no rack.
 func TestSubGroupsArePlacedEachInItsDomain(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	members := replicaGroup(t, f, 2, 4)
+	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
+	require.NoError(t, err)
+	pg = pg.DeepCopy()
+	pg.Spec.MinMember = 4 // met by one replica alone: the sub-groups decide
+	require.NoError(t, f.groups.Update(pg))
 	// Block x: racks of 4 and 3 free CPUs (7 free, but only one rack holds a replica). Block y:
 	// two racks of 4.
 	nodes := []fwk.NodeInfo{
@@ -51,24 +56,32 @@ func TestSubGroupsArePlacedEachInItsDomain(t *testing.T) {
 		rackNode("y1", "y1", "y", 0), rackNode("y2", "y2", "y", 0),
 	}
 	racks := map[string]string{}
-	for _, sub := range members {
-		for _, pod := range sub {
-			result, status := f.gang.PreFilter(ctx, nil, pod, nodes)
-			require.True(t, status.IsSuccess(), "%s: %v", pod.Name, status)
-			require.Len(t, result.NodeNames, 1, "%s is offered its sub-group's rack alone", pod.Name)
-			node := result.NodeNames.UnsortedList()[0]
-			if rack, ok := racks[v1alpha1.SubGroupOf(pod)]; ok {
-				assert.Equal(t, rack, node, "the members of a sub-group share its rack")
+	var last *corev1.Pod
+	for i, pod := range append(members[0], members[1]...) {
+		if i == 1 {
+			// Once the attempt is under way, the members keep the domains chosen for it,
+			// whatever the nodes look like now.
+			nodes = []fwk.NodeInfo{
+				rackNode("x1", "x1", "x", 0), rackNode("x2", "x2", "x", 0),
+				rackNode("y1", "y1", "y", 0), rackNode("y2", "y2", "y", 0),
 			}
-			racks[v1alpha1.SubGroupOf(pod)] = node
 		}
+		result, status := f.gang.PreFilter(ctx, nil, pod, nodes)
+		require.True(t, status.IsSuccess(), "%s: %v", pod.Name, status)
+		require.Len(t, result.NodeNames, 1, "%s is offered its sub-group's rack alone", pod.Name)
+		node := result.NodeNames.UnsortedList()[0]
+		if rack, ok := racks[v1alpha1.SubGroupOf(pod)]; ok {
+			assert.Equal(t, rack, node, "the members of a sub-group share its rack")
+		}
+		racks[v1alpha1.SubGroupOf(pod)] = node
+		if pod == members[1][3] {
+			last = pod
+			break
+		}
+		assert.Equal(t, fwk.Wait, f.permit(t, pod).Code(), "%s waits: a sub-group is not whole", pod.Name)
 	}
 	assert.ElementsMatch(t, []string{"y1", "y2"}, []string{racks["r0"], racks["r1"]}, "block y holds both replicas, one a rack")
-
-	for i, pod := range append(members[0], members[1][:3]...) {
-		assert.Equal(t, fwk.Wait, f.permit(t, pod).Code(), "member %d waits: a sub-group is not whole", i)
-	}
-	assert.True(t, f.permit(t, members[1][3]).IsSuccess(), "the last member makes both sub-groups whole")
+	assert.True(t, f.permit(t, last).IsSuccess(), "the last member makes both sub-groups whole")
 	for _, pod := range append(members[0], members[1][:3]...) {
 		assert.True(t, f.handle.waiting[pod.UID].allowed, "%s is let go with it", pod.Name)
 	}
@@ -105,9 +118,8 @@ func TestSubGroupsShortOfMembersWait(t *testing.T) {
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, "WaitingForMembers: pod group ns/train: 1 of the 2 sub-groups it needs have their minimum of pods (r1 has 1 of 2)", status.Message())
 
-	pg.Spec.MinSubGroups = ptr.To[int32](1)
-	require.NoError(t, f.groups.Update(pg))
-	assert.True(t, f.gang.PreEnqueue(ctx, members[0][0]).IsSuccess(), "one whole sub-group is enough")
+	require.NoError(t, f.pods.Add(members[1][1]))
+	assert.True(t, f.gang.PreEnqueue(ctx, members[0][0]).IsSuccess(), "every sub-group has its members")
 }
 
 // A sub-group topology level that the Topology lacks refuses the group with the reason, and
@@ -124,4 +136,32 @@ func TestASubGroupTopologyThatCannotBeResolvedSaysWhy(t *testing.T) {
 	_, status := f.gang.PreFilter(ctx, nil, members[0][0], []fwk.NodeInfo{rackNode("a", "a", "x", 0)})
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, `InvalidPodGroup: pod group ns/train: sub-group r0: topology: Topology "missing" does not exist`, status.Message())
+}
+
+// A replica restarted while the others run (its group's minMember bound all along) is still a
+// gang: when one of its members is unreserved, the others waiting are released, not bound as a
+// part of a replica.
+func TestARestartedSubGroupIsReleasedWhole(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	members := replicaGroup(t, f, 2, 2)
+	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
+	require.NoError(t, err)
+	pg = pg.DeepCopy()
+	pg.Spec.MinMember = 2
+	pg.Status.Phase = v1alpha1.PodGroupRunning // it ran: r0 runs, and r1 was restarted
+	require.NoError(t, f.groups.Update(pg))
+	for _, pod := range members[0] {
+		f.bind(t, pod, "node")
+	}
+	require.Equal(t, fwk.Wait, f.permit(t, members[1][0]).Code(), "r1 is not whole")
+	f.gang.Unreserve(ctx, nil, members[1][0], "node")
+	select {
+	case event := <-f.handle.recorder.Events:
+		assert.Contains(t, event, "Warning ScheduleTimeout", "the attempt failed")
+	default:
+		t.Fatal("the group's bound minMember kept the attempt of a partial replica")
+	}
+	_, status := f.gang.PreFilter(ctx, nil, members[1][1], nil)
+	assert.Contains(t, status.Message(), "backing off", "the replica's attempt failed and backs off")
 }

@@ -65,15 +65,6 @@ func SubGroupOf(pod *corev1.Pod) string {
 	return pod.Labels[SubGroupLabel]
 }
 
-// MinSubGroupsOf is how many of the group's sub-groups must each have their minimum placed:
-// spec.minSubGroups, else all of them.
-func MinSubGroupsOf(pg *PodGroup) int {
-	if pg.Spec.MinSubGroups != nil {
-		return int(*pg.Spec.MinSubGroups)
-	}
-	return len(pg.Spec.SubGroups)
-}
-
 // Unschedulable reasons that tephra-scheduler puts at the start of its messages
 // ("Reason: details"), so that the PodGroup controller can show them on the group.
 const (

@@ -77,7 +77,6 @@ type SubGroup struct {
 }
 
 // PodGroupSpec says how many pods of a group must be placed together.
-// +kubebuilder:validation:XValidation:rule="!has(self.minSubGroups) || (has(self.subGroups) && self.minSubGroups <= size(self.subGroups))",message="minSubGroups must not exceed the number of subGroups",fieldPath=".minSubGroups"
 type PodGroupSpec struct {
 	// MinMember is how many of the group's pods must be placed at once; none is bound before
 	// that many can be.
@@ -138,19 +137,13 @@ type PodGroupSpec struct {
 	// SubGroups divide the group into gangs of its own pods (docs/gang.md, "Gangs of gangs"): a
 	// pod belongs to the sub-group its label scheduling.tephra.dev/subgroup names. Each sub-group
 	// is placed all or nothing, at least its minMember at once and in one domain of its own
-	// topology; the group's topology bounds them all. The group runs when minSubGroups of them
-	// each have their minimum placed, and its own minMember and minTaskMember are met.
+	// topology; the group's topology bounds them all. The group runs when every sub-group has
+	// its minimum placed, and its own minMember and minTaskMember are met.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	// +optional
 	SubGroups []SubGroup `json:"subGroups,omitempty"`
-
-	// MinSubGroups is how many of the sub-groups must each have their minimum placed for the
-	// group to run. Defaults to all of them.
-	// +kubebuilder:validation:Minimum=1
-	// +optional
-	MinSubGroups *int32 `json:"minSubGroups,omitempty"`
 
 	// RuntimeEstimateSeconds is how long the group is expected to run once its minimum runs. A
 	// group that runs longer is not stopped for it: its RuntimeEstimateExceeded condition turns

@@ -268,7 +268,7 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 	if placed+waiting >= minMember && !subGroups.exist {
 		v.Blocker = schedulingv1alpha1.ReasonWaitingForMembers
 		v.Reason = fmt.Sprintf("%d of the %d sub-groups its minimum needs have their members; the scheduler places none until they exist", subGroups.existing, subGroups.needed)
-		v.Unblock = "create the missing members of the sub-groups above, or lower spec.minSubGroups"
+		v.Unblock = "create the missing members of the sub-groups above"
 		return v, o.addQueueFacts(v, ns, queue)
 	}
 	if placed+waiting < minMember {
@@ -296,7 +296,7 @@ type subGroupFacts struct {
 }
 
 func subGroupFactsOf(group *schedulingv1alpha1.PodGroup, members []corev1.Pod) subGroupFacts {
-	f := subGroupFacts{placed: true, exist: true, needed: schedulingv1alpha1.MinSubGroupsOf(group)}
+	f := subGroupFacts{placed: true, exist: true, needed: len(group.Spec.SubGroups)}
 	if len(group.Spec.SubGroups) == 0 {
 		return f
 	}

@@ -131,7 +131,7 @@ func TestWhyCountsEachSubGroup(t *testing.T) {
 		MinMember: 3, SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 1}, {Name: "decode", MinMember: 3}},
 	}}
 	o := &Options{Flags: &genericclioptions.ConfigFlags{Namespace: ptr.To("ns")}, Now: func() time.Time { return time.Unix(0, 0) },
-		kube: fake.NewClientset(member("p0", "prefill", "node-1"), member("p1", "prefill", ""), member("d0", "decode", ""), member("d1", "decode", "")),
+		kube:   fake.NewClientset(member("p0", "prefill", "node-1"), member("p1", "prefill", ""), member("d0", "decode", ""), member("d1", "decode", "")),
 		tephra: tephrafake.NewSimpleClientset(group, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "default"}})}
 
 	v, err := o.why("podgroup/serve")

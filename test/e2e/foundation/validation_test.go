@@ -119,10 +119,10 @@ func TestInvalidPodGroupsAreRejected(t *testing.T) {
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, ScheduleTimeoutSeconds: ptr.To[int32](0)},
 		want:    []string{"spec.scheduleTimeoutSeconds", "should be greater than or equal to 1"},
 	}, {
-		mistake: "minSubGroups above the number of sub-groups",
-		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, MinSubGroups: ptr.To[int32](3),
-			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 2}, {Name: "decode", MinMember: 2}}},
-		want: []string{"spec.minSubGroups", "minSubGroups must not exceed the number of subGroups"},
+		mistake: "a sub-group minMember below 1",
+		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1,
+			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: -1}}},
+		want: []string{"spec.subGroups[0].minMember", "should be greater than or equal to 1"},
 	}, {
 		mistake: "two sub-groups of one name",
 		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1,

@@ -236,12 +236,26 @@ func TestInvalidJobsAreRejected(t *testing.T) {
 		}),
 		want: []string{"spec.tasks[1].subGroups.size", "task replicas must be a multiple of subGroups.size"},
 	}, {
-		mistake: "a task minimum that is not whole sub-groups",
+		mistake: "a task minimum below its sub-groups",
 		spec: with(func(s *batchv1alpha1.JobSpec) {
-			s.Tasks[1].Replicas, s.Tasks[1].MinAvailable = 4, ptr.To[int32](3)
+			s.Tasks[1].Replicas, s.Tasks[1].MinAvailable = 4, ptr.To[int32](2)
 			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
 		}),
-		want: []string{"spec.tasks[1].subGroups.size", "task minAvailable must be a multiple of subGroups.size"},
+		want: []string{"spec.tasks[1].minAvailable", "a task with subGroups runs all of them"},
+	}, {
+		mistake: "a job minimum with sub-groups",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.MinAvailable = ptr.To[int32](2)
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+		}),
+		want: []string{"spec.minAvailable", "a job whose tasks have subGroups runs all of them: minAvailable cannot be set"},
+	}, {
+		mistake: "a task name too long for its sub-groups' names",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Name = strings.Repeat("w", 60)
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+		}),
+		want: []string{"spec.tasks[1].name", "a task with subGroups has a name of at most 59 characters"},
 	}, {
 		mistake: "more than 128 sub-groups",
 		spec: with(func(s *batchv1alpha1.JobSpec) {

@@ -47,7 +47,7 @@ func replicasJob(ns, name string) *batchv1alpha1.Job {
 			Tasks: []batchv1alpha1.TaskSpec{{
 				Name: "replica", Replicas: 32,
 				// A failed pod restarts its replica, not the job.
-				Policies: []batchv1alpha1.LifecyclePolicy{{Event: batchv1alpha1.PodFailedEvent, Action: batchv1alpha1.RestartSubGroupAction}},
+				Policies:  []batchv1alpha1.LifecyclePolicy{{Event: batchv1alpha1.PodFailedEvent, Action: batchv1alpha1.RestartSubGroupAction}},
 				SubGroups: &batchv1alpha1.TaskSubGroups{Size: 8, Topology: &schedulingv1alpha1.PodGroupTopology{Required: rackLabel}},
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
