@@ -172,7 +172,7 @@ clean: down ## Remove built binaries and local cluster state.
 ##@ Benchmark
 
 .PHONY: bench
-bench: ## Benchmark L, B0, B1, C and CU on local control planes, 25-35 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
+bench: ## Benchmark L, B0, B1, C, CU and CG on local control planes, about 80 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
 	$(GO) run ./cmd/tephra-bench
 
 # Upstream's scheduler_perf, run by test/benchupstream: its workload files, upstream's default
