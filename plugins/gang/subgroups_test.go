@@ -14,9 +14,9 @@ import (
 )
 
 // replicaGroup is a group of n sub-groups ("r0", "r1", ...) of size members of 1 CPU each, each
-// sub-group required in one rack and the group in one block; it returns the members by
-// sub-group.
-func replicaGroup(t *testing.T, f *fixture, n, size int) [][]*corev1.Pod {
+// sub-group required in one rack and the group in one block, changed by mutate; it returns the
+// members by sub-group.
+func replicaGroup(t *testing.T, f *fixture, n, size int, mutate ...func(*v1alpha1.PodGroup)) [][]*corev1.Pod {
 	t.Helper()
 	pg := f.group(t, "train", int32(n*size), nil, f.now)
 	pg.Spec.Topology = &v1alpha1.PodGroupTopology{Required: "block"}
@@ -33,6 +33,9 @@ func replicaGroup(t *testing.T, f *fixture, n, size int) [][]*corev1.Pod {
 		}
 		members = append(members, pods)
 	}
+	for _, m := range mutate {
+		m(pg)
+	}
 	require.NoError(t, f.groups.Update(pg))
 	return members
 }
@@ -43,12 +46,9 @@ func replicaGroup(t *testing.T, f *fixture, n, size int) [][]*corev1.Pod {
 func TestSubGroupsArePlacedEachInItsDomain(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	members := replicaGroup(t, f, 2, 4)
-	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
-	require.NoError(t, err)
-	pg = pg.DeepCopy()
-	pg.Spec.MinMember = 4 // met by one replica alone: the sub-groups decide
-	require.NoError(t, f.groups.Update(pg))
+	members := replicaGroup(t, f, 2, 4, func(pg *v1alpha1.PodGroup) {
+		pg.Spec.MinMember = 4 // met by one replica alone: the sub-groups decide
+	})
 	// Block x: racks of 4 and 3 free CPUs (7 free, but only one rack holds a replica). Block y:
 	// two racks of 4.
 	nodes := []fwk.NodeInfo{
@@ -107,12 +107,9 @@ func TestSubGroupsThatDoNotAllFitPlaceNothing(t *testing.T) {
 func TestSubGroupsShortOfMembersWait(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	members := replicaGroup(t, f, 2, 2)
-	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
-	require.NoError(t, err)
-	pg = pg.DeepCopy()
-	pg.Spec.MinMember = 1
-	require.NoError(t, f.groups.Update(pg))
+	members := replicaGroup(t, f, 2, 2, func(pg *v1alpha1.PodGroup) {
+		pg.Spec.MinMember = 1
+	})
 	require.NoError(t, f.pods.Delete(members[1][1]))
 	status := f.gang.PreEnqueue(ctx, members[0][0])
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
@@ -127,12 +124,9 @@ func TestSubGroupsShortOfMembersWait(t *testing.T) {
 func TestASubGroupTopologyThatCannotBeResolvedSaysWhy(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	members := replicaGroup(t, f, 1, 2)
-	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
-	require.NoError(t, err)
-	pg = pg.DeepCopy()
-	pg.Spec.SubGroups[0].Topology = &v1alpha1.PodGroupTopology{Name: "missing", Required: "rack"}
-	require.NoError(t, f.groups.Update(pg))
+	members := replicaGroup(t, f, 1, 2, func(pg *v1alpha1.PodGroup) {
+		pg.Spec.SubGroups[0].Topology = &v1alpha1.PodGroupTopology{Name: "missing", Required: "rack"}
+	})
 	_, status := f.gang.PreFilter(ctx, nil, members[0][0], []fwk.NodeInfo{rackNode("a", "a", "x", 0)})
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, `InvalidPodGroup: pod group ns/train: sub-group r0: topology: Topology "missing" does not exist`, status.Message())
@@ -144,13 +138,10 @@ func TestASubGroupTopologyThatCannotBeResolvedSaysWhy(t *testing.T) {
 func TestARestartedSubGroupIsReleasedWhole(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	members := replicaGroup(t, f, 2, 2)
-	pg, err := f.gang.podGroups.PodGroups("ns").Get("train")
-	require.NoError(t, err)
-	pg = pg.DeepCopy()
-	pg.Spec.MinMember = 2
-	pg.Status.Phase = v1alpha1.PodGroupRunning // it ran: r0 runs, and r1 was restarted
-	require.NoError(t, f.groups.Update(pg))
+	members := replicaGroup(t, f, 2, 2, func(pg *v1alpha1.PodGroup) {
+		pg.Spec.MinMember = 2
+		pg.Status.Phase = v1alpha1.PodGroupRunning // it ran: r0 runs, and r1 was restarted
+	})
 	for _, pod := range members[0] {
 		f.bind(t, pod, "node")
 	}
