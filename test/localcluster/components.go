@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -378,13 +379,23 @@ func (c *Cluster) RBACDenials() ([]string, error) {
 			return nil, err
 		}
 		for line := range strings.SplitSeq(string(data), "\n") {
-			if strings.Contains(line, "forbidden") && strings.Contains(line, "cannot") {
+			if isRBACDenial(line) {
 				denials = append(denials, filepath.Base(path)+": "+line)
 			}
 		}
 	}
 	return denials, nil
 }
+
+// rbacDenial is how the apiserver's authorizer words a refusal: `... is forbidden: User
+// "system:serviceaccount:tephra-system:tephra-scheduler" cannot create resource ...`. Other
+// refusals also say "forbidden" (an event into a namespace being deleted: "... is forbidden:
+// unable to create new content in namespace ... because it is being terminated") and are no
+// missing rule. Logs quote the error, so the user's quotes may be escaped.
+var rbacDenial = regexp.MustCompile(`forbidden: User \\?"[^"\\]*\\?" cannot `)
+
+// isRBACDenial says whether a log line reports a refusal by the apiserver's authorizer.
+func isRBACDenial(line string) bool { return rbacDenial.MatchString(line) }
 
 // Leader returns the running replica of a component that holds its leader-election lease: the
 // one whose current run logged client-go's "successfully acquired lease" ("" if none has).
