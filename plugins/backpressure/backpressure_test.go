@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 )
 
 // atPermit stands for the framework's pods waiting at Permit.
@@ -169,4 +170,43 @@ func TestADeletedPodIsNoLongerInFlight(t *testing.T) {
 	b.podDeleted(cache.DeletedFinalStateUnknown{Key: "ns/p0", Obj: pod(0)})
 	_, full := b.full()
 	assert.False(t, full)
+}
+
+// A pod-group cycle reserves every member of an upstream PodGroup before it sends any to bind: a
+// member waiting there for binds would wait for its own group's, which cannot land until the
+// cycle ends. Its members go on; the pods after it wait for the group's binds.
+func TestMembersOfAPodGroupCycleNeverWaitForTheirOwnGroupsBinds(t *testing.T) {
+	ctx := context.Background()
+	member := func(i int) *corev1.Pod {
+		p := pod(i)
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("big")}
+		return p
+	}
+	for _, gateOn := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GenericWorkload=%v", gateOn), func(t *testing.T) {
+			b := plugin(t, 2, time.Minute, &atPermit{})
+			b.podGroupCycles = gateOn
+			require.Nil(t, b.Reserve(ctx, nil, member(0), "n"))
+			require.Nil(t, b.Reserve(ctx, nil, member(1), "n"))
+
+			done := prefilter(b, member(2))
+			select {
+			case <-done:
+				assert.True(t, gateOn, "with the gate off TephraGang gangs the group's pods one cycle each: they wait like any pod")
+			case <-time.After(200 * time.Millisecond):
+				assert.False(t, gateOn, "with the gate on the third member is in the cycle that holds the other two: it must go on")
+			}
+			plain := prefilter(b, pod(3))
+			select {
+			case <-plain:
+				t.Fatal("a pod outside the group waits while the group's two members are in flight")
+			case <-time.After(100 * time.Millisecond):
+			}
+			b.Unreserve(ctx, nil, member(0), "n")
+			<-plain
+			if !gateOn {
+				<-done
+			}
+		})
+	}
 }
