@@ -489,5 +489,25 @@ func (b *benchCluster) writeUnbound(ctx context.Context, ns string) string {
 	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
 		return err.Error()
 	}
-	return fmt.Sprintf("%d pods unbound; why: %s", len(pods.Items), path)
+	return fmt.Sprintf("%d pods unbound; why: %s; %s", len(pods.Items), path, b.writeSchedulerGoroutines(ctx))
+}
+
+// writeSchedulerGoroutines writes the scheduler's goroutines (with their stacks and how long each
+// has waited) to scheduler-goroutines.txt in the cluster's folder, and says where: a drain that
+// binds nothing and leaves no PodScheduled condition means a scheduler that stopped trying, and
+// its stacks say where it stopped.
+func (b *benchCluster) writeSchedulerGoroutines(ctx context.Context) string {
+	client, err := b.schedulerClient(30 * time.Second)
+	if err != nil {
+		return fmt.Sprintf("the scheduler's goroutines: %v", err)
+	}
+	data, err := client.Get().AbsPath("/debug/pprof/goroutine").Param("debug", "2").DoRaw(ctx)
+	if err != nil {
+		return fmt.Sprintf("the scheduler's goroutines: %v", err)
+	}
+	path := filepath.Join(b.Dir(), "scheduler-goroutines.txt")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err.Error()
+	}
+	return "the scheduler's goroutines: " + path
 }
