@@ -362,7 +362,7 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
 	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
 	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
-	want.Spec.SubGroups = spec.SubGroups
+	want.Spec.SubGroups, want.Spec.DisruptionMode = spec.SubGroups, spec.DisruptionMode
 	for _, key := range passedToGroup {
 		value, has := job.Annotations[key]
 		if old, had := group.Annotations[key]; has && (!had || old != value) {

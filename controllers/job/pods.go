@@ -179,6 +179,11 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 		return out, false
 	}
 	out.SubGroups = subGroupsOf(spec, need)
+	if len(out.SubGroups) > 0 {
+		// Without sub-groups left to place (their pods succeeded) the group can only go whole,
+		// and the PodGroup refuses Single.
+		out.DisruptionMode = job.Spec.DisruptionMode
+	}
 	// minResources must not exceed what the minimum really needs, or the scheduler would refuse
 	// a group that fits: beyond the task minimums, count for each resource the smallest requests
 	// that could complete minMember.

@@ -106,6 +106,31 @@ func TestPodGroupSpec(t *testing.T) {
 			SubGroups:    []schedulingv1alpha1.SubGroup{{Name: "worker-0", MinMember: 1}, {Name: "worker-1", MinMember: 1}},
 		},
 	}, {
+		name: "disruptionMode Single goes to the group with its sub-groups",
+		job: newJob(func(j *batchv1alpha1.Job) {
+			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+			j.Spec.DisruptionMode = schedulingv1alpha1.DisruptionSingle
+		}),
+		want: &schedulingv1alpha1.PodGroupSpec{
+			MinMember: 6, MinTaskMember: map[string]int32{"ps": 2, "worker": 4}, Queue: "default",
+			MinResources:   corev1.ResourceList{"cpu": cpu("10"), "memory": cpu("6Gi")},
+			SubGroups:      []schedulingv1alpha1.SubGroup{{Name: "worker-0", MinMember: 2}, {Name: "worker-1", MinMember: 2}},
+			DisruptionMode: schedulingv1alpha1.DisruptionSingle,
+		},
+	}, {
+		name: "without sub-groups left to place, the group goes whole (the PodGroup refuses Single without sub-groups)",
+		job: newJob(func(j *batchv1alpha1.Job) {
+			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+			j.Spec.DisruptionMode = schedulingv1alpha1.DisruptionSingle
+		}),
+		pods: func(j *batchv1alpha1.Job) []corev1.Pod {
+			return podsOf(j, running(), map[string]podState{"worker-0": succeeded()})
+		},
+		want: &schedulingv1alpha1.PodGroupSpec{
+			MinMember: 5, MinTaskMember: map[string]int32{"ps": 2, "worker": 3}, Queue: "default",
+			MinResources: corev1.ResourceList{"cpu": cpu("8"), "memory": cpu("5Gi")},
+		},
+	}, {
 		name: "succeeded pods leave the minimum: the gang counts live pods",
 		job:  newJob(),
 		pods: func(j *batchv1alpha1.Job) []corev1.Pod {

@@ -331,10 +331,13 @@ type planTaken struct {
 	elastic map[string]int
 }
 
-// unitKey names a unit however it was built: a whole gang is met on each node one of its members
-// runs on, with its members in any order.
+// unitKey names a unit however it was built: a whole gang (or sub-group) is met on each node one
+// of its members runs on, with its members in any order.
 func unitKey(u *unit) string {
 	if u.group != "" && !u.elastic {
+		if u.subGroup != "" {
+			return "subgroup/" + u.group + "/" + u.subGroup
+		}
 		return "group/" + u.group
 	}
 	return "pod/" + string(u.pods[0].UID)

@@ -25,11 +25,15 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
-// unit is what is evicted together: one pod, or a whole gang whose minimum would break.
+// unit is what is evicted together: one pod, a whole gang whose minimum would break, or one
+// sub-group of a gang that is disrupted a sub-group at a time.
 type unit struct {
 	pods  []*corev1.Pod
 	queue string
 	group string
+	// subGroup: the unit is this sub-group of a running minimum, which goes alone (the group's
+	// disruptionMode is Single); "" for a whole group or a pod.
+	subGroup string
 	// spare is, for an elastic pod, how many pods its group runs above its minimum; taskSpare how
 	// many its task runs above the task's minTaskMember (-1: the task has none).
 	spare     int
@@ -256,18 +260,21 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: freed,
 			elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
 		if e.group != "" && !elastic {
-			// A member of a running minimum goes only with its whole gang.
-			if seenGroups[e.group] {
+			// A member of a running minimum goes only with its whole gang, or with its
+			// sub-group when the gang is disrupted a sub-group at a time.
+			u.subGroup, members = r.disruptedTogether(e.group, pod, members)
+			seen := e.group + "\x00" + u.subGroup
+			if seenGroups[seen] {
 				continue
 			}
-			seenGroups[e.group] = true
+			seenGroups[seen] = true
 			if len(members) == 0 {
 				// Its members are in the scheduler's snapshot (assumed) but not bound yet as the
 				// informer shows them: there is nothing to evict yet.
 				continue
 			}
 			u.pods, u.freed = members, quota.Amounts{}
-			// The whole gang goes: the claims its members share are freed too.
+			// The whole unit goes: the claims its members share are freed too.
 			for _, m := range members {
 				if me, ok := r.q.ledger.entry(m.UID); ok {
 					u.freed.Add(me.requests)
@@ -336,6 +343,29 @@ func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*
 		return true, len(bound) - int(pg.Spec.MinMember), nil, spareByTask
 	}
 	return false, 0, bound, nil
+}
+
+// disruptedTogether narrows the bound members of a running minimum to those that go with pod: its
+// sub-group's when the group's disruptionMode is Single (the other sub-groups run on, and the
+// sub-group's controller replaces its pods), else all of them. It returns the sub-group's name
+// ("" for the whole group).
+func (r *reclaimer) disruptedTogether(group string, pod *corev1.Pod, members []*corev1.Pod) (string, []*corev1.Pod) {
+	sub := v1alpha1.SubGroupOf(pod)
+	if sub == "" {
+		return "", members
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(group)
+	pg, err := r.q.podGroups.PodGroups(ns).Get(name)
+	if err != nil || pg.Spec.DisruptionMode != v1alpha1.DisruptionSingle || !slices.ContainsFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub }) {
+		return "", members
+	}
+	var same []*corev1.Pod
+	for _, m := range members {
+		if v1alpha1.SubGroupOf(m) == sub {
+			same = append(same, m)
+		}
+	}
+	return sub, same
 }
 
 // reclaimable says whether the queue lets others take back what it borrowed.

@@ -177,6 +177,7 @@ type TaskSubGroups struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.map(t, has(t.subGroups) && has(t.replicas) && t.subGroups.size > 0 ? t.replicas / t.subGroups.size : 0).sum() <= 128",message="the job's tasks make more than 128 sub-groups",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || !self.tasks.exists(t, has(t.subGroups))",message="a job whose tasks have subGroups runs all of them: minAvailable cannot be set",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode != 'Single' || (has(self.tasks) && self.tasks.exists(t, has(t.subGroups)))",message="disruptionMode Single disrupts one sub-group at a time: it needs a task with subGroups",fieldPath=".disruptionMode"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",message="dependsOn names a task that is not in the job",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || !self.tasks.exists(t, has(t.dependsOn) && has(t.dependsOn.name)) || [lists.range(32).filter(i, i < size(self.tasks))].all(ix, [self.tasks.map(t, ix.filter(j, has(t.dependsOn) && has(t.dependsOn.name) && self.tasks[j].name != t.name && self.tasks[j].name in t.dependsOn.name))].all(succ, [ix.map(i, ix.map(j, i == j || j in succ[i]))].all(r1, [r1.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r1[k][j])))[0])].all(r2, [r2 == r1 ? r2 : r2.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r2[k][j])))[0])].all(r4, [r4 == r2 ? r4 : r4.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r4[k][j])))[0])].all(r8, [r8 == r4 ? r8 : r8.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r8[k][j])))[0])].all(r16, [r16 == r8 ? r16 : r16.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r16[k][j])))[0])].all(r32, !ix.exists(i, succ[i].exists(j, r32[j][i]))))))))))",message="dependsOn must not form a cycle: tasks that wait for each other would never start",fieldPath=".tasks"
 type JobSpec struct {
@@ -261,6 +262,12 @@ type JobSpec struct {
 	// -task-order are read instead (docs/job.md).
 	// +optional
 	TaskTopology *TaskTopology `json:"taskTopology,omitempty"`
+	// DisruptionMode says what preemption and reclaim take of the Job once it runs: All (the
+	// default) every pod, Single the pods of one sub-group of a task with subGroups, which the
+	// Job then replaces while the others run on. The Job's PodGroup carries it.
+	// +kubebuilder:validation:Enum=All;Single
+	// +optional
+	DisruptionMode schedulingv1alpha1.DisruptionMode `json:"disruptionMode,omitempty"`
 	// Tasks of the Job.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32

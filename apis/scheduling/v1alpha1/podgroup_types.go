@@ -76,7 +76,18 @@ type SubGroup struct {
 	Topology *PodGroupTopology `json:"topology,omitempty"`
 }
 
+// DisruptionMode is what preemption and reclaim take of a group whose minimum runs.
+type DisruptionMode string
+
+const (
+	// DisruptionAll: the group goes whole, all its sub-groups together.
+	DisruptionAll DisruptionMode = "All"
+	// DisruptionSingle: one sub-group goes alone; the others run on.
+	DisruptionSingle DisruptionMode = "Single"
+)
+
 // PodGroupSpec says how many pods of a group must be placed together.
+// +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode != 'Single' || (has(self.subGroups) && size(self.subGroups) > 0)",message="disruptionMode Single disrupts one sub-group at a time: it needs subGroups",fieldPath=".disruptionMode"
 type PodGroupSpec struct {
 	// MinMember is how many of the group's pods must be placed at once; none is bound before
 	// that many can be.
@@ -144,6 +155,14 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:MaxItems=128
 	// +optional
 	SubGroups []SubGroup `json:"subGroups,omitempty"`
+
+	// DisruptionMode says what preemption and reclaim take of the group once its minimum runs:
+	// All (the default) the whole group, Single one sub-group, whose pods their controller
+	// replaces while the other sub-groups run on (upstream's CompositePodGroup disruptionMode).
+	// Single needs subGroups.
+	// +kubebuilder:validation:Enum=All;Single
+	// +optional
+	DisruptionMode DisruptionMode `json:"disruptionMode,omitempty"`
 
 	// RuntimeEstimateSeconds is how long the group is expected to run once its minimum runs. A
 	// group that runs longer is not stopped for it: its RuntimeEstimateExceeded condition turns

@@ -129,6 +129,10 @@ func TestInvalidPodGroupsAreRejected(t *testing.T) {
 			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "replica", MinMember: 2}, {Name: "replica", MinMember: 2}}},
 		want: []string{"spec.subGroups[1]", "Duplicate value"},
 	}, {
+		mistake: "disruptionMode Single without sub-groups",
+		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, DisruptionMode: schedulingv1alpha1.DisruptionSingle},
+		want:    []string{"spec.disruptionMode", "disruptionMode Single disrupts one sub-group at a time: it needs subGroups"},
+	}, {
 		mistake: "queue that is not a valid name",
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, Queue: "Team A"},
 		want:    []string{"spec.queue", "should match"},

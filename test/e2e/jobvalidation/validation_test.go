@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 	"github.com/tephra-dev/tephra/test/localcluster"
 )
@@ -263,6 +264,17 @@ func TestInvalidJobsAreRejected(t *testing.T) {
 			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 1}
 		}),
 		want: []string{"spec.tasks", "the job's tasks make more than 128 sub-groups"},
+	}, {
+		mistake: "disruptionMode Single without a task with sub-groups",
+		spec:    with(func(s *batchv1alpha1.JobSpec) { s.DisruptionMode = schedulingv1alpha1.DisruptionSingle }),
+		want:    []string{"spec.disruptionMode", "disruptionMode Single disrupts one sub-group at a time: it needs a task with subGroups"},
+	}, {
+		mistake: "disruptionMode that is neither All nor Single",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2}
+			s.DisruptionMode = "Pod"
+		}),
+		want: []string{"spec.disruptionMode", "supported values: \"All\", \"Single\""},
 	}, {
 		mistake: "queue that is not a valid name",
 		spec:    with(func(s *batchv1alpha1.JobSpec) { s.Queue = "Team A" }),
