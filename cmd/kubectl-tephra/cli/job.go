@@ -403,7 +403,12 @@ func (o *Options) printEvents(events []corev1.Event, now time.Time) {
 
 // printSubGroups shows a group's sub-groups as the PodGroup controller counted them.
 func (o *Options) printSubGroups(group *schedulingv1alpha1.PodGroup) error {
-	o.printf("Sub-groups:\n")
+	// What preemption and reclaim take of the group once it runs: a replica, or all of it.
+	disruption := "All (preemption and reclaim take the whole group)"
+	if group.Spec.DisruptionMode == schedulingv1alpha1.DisruptionSingle {
+		disruption = "Single (preemption and reclaim take one sub-group; the others run on)"
+	}
+	o.printf("Sub-groups (disruption: %s):\n", disruption)
 	minOf := map[string]int32{}
 	for _, sub := range group.Spec.SubGroups {
 		minOf[sub.Name] = max(sub.MinMember, 1)

@@ -157,9 +157,15 @@ func TestDescribeJobShowsSubGroups(t *testing.T) {
 	o, out := testOptions(nil, job, group)
 	o.Flags.Namespace = ptr.To("ns")
 	require.NoError(t, o.describeJob("train"))
-	assert.Contains(t, out.String(), `Sub-groups:
+	assert.Contains(t, out.String(), `Sub-groups (disruption: All (preemption and reclaim take the whole group)):
   NAME        MIN   PENDING   RUNNING   SUCCEEDED   FAILED   WHOLE
   replica-0   2     0         2         0           0        true
   replica-1   2     1         0         0           1        false
 `)
+
+	group.Spec.DisruptionMode = schedulingv1alpha1.DisruptionSingle
+	o, out = testOptions(nil, job, group)
+	o.Flags.Namespace = ptr.To("ns")
+	require.NoError(t, o.describeJob("train"))
+	assert.Contains(t, out.String(), "Sub-groups (disruption: Single (preemption and reclaim take one sub-group; the others run on)):\n")
 }
