@@ -89,6 +89,9 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
 		return fmt.Errorf("foreign adapters: %w", err)
 	}
+	if err := compositeAdapter(mgr); err != nil {
+		return err
+	}
 	if err := upstreamAdapter(mgr); err != nil {
 		return fmt.Errorf("upstream PodGroup adapter: %w", err)
 	}
@@ -109,6 +112,30 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("kueue adapter: %w", err)
 	}
 	return nil
+}
+
+// compositeAdapter runs the adapter for upstream CompositePodGroups (scheduling.k8s.io/v1alpha3)
+// only when the apiserver serves them, and their child PodGroups (v1beta1).
+func compositeAdapter(mgr ctrl.Manager) error {
+	log := ctrl.Log.WithName("setup")
+	var workloads bool
+	return whenserved.Start(mgr, log, whenserved.Adapter{
+		Name: upstream.CompositeControllerName,
+		GVK:  upstream.CompositeGroupVersion.WithKind("CompositePodGroup"),
+		Served: func() (bool, error) {
+			composites, err := upstream.CompositeServed(mgr.GetConfig())
+			if err != nil || !composites {
+				return false, err
+			}
+			podGroups, w, err := upstream.Served(mgr.GetConfig())
+			workloads = w
+			return podGroups, err
+		},
+		Setup: func() error {
+			r := &upstream.CompositeReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(upstream.CompositeControllerName), Workloads: workloads}
+			return r.SetupWithManager(mgr)
+		},
+	})
 }
 
 // upstreamAdapter runs the adapter for upstream scheduling.k8s.io/v1beta1 PodGroups only when the

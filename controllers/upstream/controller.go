@@ -121,6 +121,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// wait for their group again (PodGroupNotFound) without holding capacity.
 		return reconcile.Result{}, r.deleteMirror(ctx, &up)
 	}
+	if isCompositeChild(&up) {
+		// Its CompositePodGroup's mirror, with a sub-group for it, stands for it (composite.go).
+		return reconcile.Result{}, nil
+	}
 	spec, invalid, err := r.desiredSpec(ctx, &up)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -133,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || group == nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, &up, group)
+	return reconcile.Result{}, writeInitiallyScheduled(ctx, r.Client, &up, group)
 }
 
 // deleteMirror deletes the mirror of an upstream PodGroup that is being deleted.
@@ -183,8 +187,9 @@ func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGro
 	return spec, "", nil
 }
 
-// writeStatus sets PodGroupInitiallyScheduled on the upstream PodGroup from the mirror's status.
-func (r *Reconciler) writeStatus(ctx context.Context, up *upstreamv1beta1.PodGroup, group *schedulingv1alpha1.PodGroup) error {
+// writeInitiallyScheduled sets PodGroupInitiallyScheduled on the upstream PodGroup from its
+// mirror's status (its CompositePodGroup's mirror for a child).
+func writeInitiallyScheduled(ctx context.Context, c client.Client, up *upstreamv1beta1.PodGroup, group *schedulingv1alpha1.PodGroup) error {
 	if meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
 		return nil // terminal
 	}
@@ -202,5 +207,5 @@ func (r *Reconciler) writeStatus(ctx context.Context, up *upstreamv1beta1.PodGro
 		return nil
 	}
 	meta.SetStatusCondition(&up.Status.Conditions, want)
-	return client.IgnoreNotFound(r.Status().Update(ctx, up))
+	return client.IgnoreNotFound(c.Status().Update(ctx, up))
 }

@@ -35,8 +35,9 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
 		// TopologyAwareWorkloadScheduling serves schedulingConstraints, and with the gate-on run
 		// lets kube-scheduler's pod-group cycles try placements (TephraGang's, docs/topology.md).
-		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// CompositePodGroup serves upstream's composite groups (v1alpha3) for the gate-on run.
+		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 		// As installed, tephra-scheduler runs without the gate; make test runs the package again
 		// with it on (TEPHRA_E2E_GENERIC_WORKLOAD, docs/gang.md).
 		TephraSchedulerWithoutFeatureGates: true,
@@ -524,7 +525,7 @@ func TestPlainPodsBindBesideAnUpstreamGangThatNeverFits(t *testing.T) {
 	for i := range members {
 		linkedPod(t, env, ns, fmt.Sprintf("never-%03d", i), "never", "10m", nodes)
 	}
-	framework.Eventually(t, time.Minute, "the gang to be found Unschedulable", func() (bool, string) {
+	framework.Eventually(t, 70*time.Second, "the gang to be found Unschedulable", func() (bool, string) {
 		pg, err := mirror(ctx, env, ns, "never")
 		if err != nil {
 			return false, err.Error()
@@ -549,9 +550,11 @@ func TestPlainPodsBindBesideAnUpstreamGangThatNeverFits(t *testing.T) {
 		_, err := env.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	// A cycle of the gang with the members past the 256th waiting a second each takes 74 s: the
-	// plain pods queued behind it would not bind in 30.
-	framework.Eventually(t, 30*time.Second, "the plain pods to bind beside the gang", func() (bool, string) {
+	// A cycle of the gang with the members past the 256th waiting a second each takes 75 s (the
+	// wait for Unschedulable above would not have ended): the plain pods queued behind it would
+	// not bind in 60. Without that wait, a failed cycle costs kube-scheduler a status write per
+	// member (331), seconds on a loaded machine.
+	framework.Eventually(t, 60*time.Second, "the plain pods to bind beside the gang", func() (bool, string) {
 		n := boundPods(t, env, ns)
 		return n == plain, fmt.Sprintf("%d of %d bound", n, plain)
 	})
