@@ -90,7 +90,7 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("foreign adapters: %w", err)
 	}
 	if err := compositeAdapter(mgr); err != nil {
-		return err
+		return fmt.Errorf("upstream composite adapter: %w", err)
 	}
 	if err := upstreamAdapter(mgr); err != nil {
 		return fmt.Errorf("upstream PodGroup adapter: %w", err)
