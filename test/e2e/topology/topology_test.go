@@ -192,9 +192,29 @@ func TestInvalidTopologyIsRefused(t *testing.T) {
 	ns := env.Namespace(t)
 	gang(t, env, ns, "row", 1, schedulingv1alpha1.PodGroupTopology{Required: "example.com/row"})
 	gang(t, env, ns, "inverted", 1, schedulingv1alpha1.PodGroupTopology{Required: rackLabel, Preferred: blockLabel})
+	// A sub-group's level is checked as the group's.
+	ctx := context.Background()
+	_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "sub-row", Namespace: ns},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, SubGroups: []schedulingv1alpha1.SubGroup{
+			{Name: "replica", MinMember: 1, Topology: &schedulingv1alpha1.PodGroupTopology{Required: "example.com/row"}},
+		}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sub-row-0", Namespace: ns, Labels: map[string]string{
+			schedulingv1alpha1.PodGroupLabel: "sub-row", schedulingv1alpha1.SubGroupLabel: "replica"}},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+			NodeSelector: map[string]string{framework.PoolLabel: pool},
+			Containers:   []corev1.Container{{Name: "work", Image: "busybox"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	for group, want := range map[string]string{
 		"row":      `topology: required "example.com/row" is not a level of Topology "default"`,
 		"inverted": `topology: preferred "example.com/block" is wider than required "example.com/rack" in Topology "default"`,
+		"sub-row":  `sub-group replica: topology: required "example.com/row" is not a level of Topology "default"`,
 	} {
 		framework.Eventually(t, time.Minute, group+" refused", func() (bool, string) {
 			pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), group, metav1.GetOptions{})
@@ -208,4 +228,8 @@ func TestInvalidTopologyIsRefused(t *testing.T) {
 			return cond.Reason == schedulingv1alpha1.ReasonInvalidPodGroup && strings.Contains(cond.Message, want), cond.Reason + ": " + cond.Message
 		})
 	}
+	framework.Eventually(t, time.Minute, "the sub-group's pod told why", func() (bool, string) {
+		events := env.Events(ns, "sub-row-0")
+		return strings.Contains(events, `sub-group replica: topology: required "example.com/row" is not a level`), events
+	})
 }
