@@ -29,11 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	upstreamv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,23 +52,8 @@ var CompositeGroupVersion = upstreamv1alpha3.SchemeGroupVersion
 // CompositeServed says whether the apiserver serves scheduling.k8s.io/v1alpha3
 // compositepodgroups (the CompositePodGroup gate and --runtime-config).
 func CompositeServed(config *rest.Config) (bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(config)
-	if err != nil {
-		return false, err
-	}
-	list, err := dc.ServerResourcesForGroupVersion(CompositeGroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", CompositeGroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "compositepodgroups" {
-			return true, nil
-		}
-	}
-	return false, nil
+	served, err := servedResources(config, CompositeGroupVersion.String())
+	return served["compositepodgroups"], err
 }
 
 // CompositeReconciler mirrors CompositePodGroups and labels their children's pods.
@@ -129,7 +111,7 @@ func (r *CompositeReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if composite.DeletionTimestamp != nil {
-		return reconcile.Result{}, r.deleteMirror(ctx, &composite)
+		return reconcile.Result{}, deleteMirrorOf(ctx, r.Client, &composite)
 	}
 	var list upstreamv1beta1.PodGroupList
 	if err := r.List(ctx, &list, client.InNamespace(composite.Namespace)); err != nil {
@@ -211,19 +193,13 @@ func (r *CompositeReconciler) compositeSpec(ctx context.Context, composite *upst
 		spec.SubGroups = append(spec.SubGroups, sub)
 		spec.MinMember += size
 	}
-	queue, from := composite.Labels[schedulingv1alpha1.QueueLabel], "the CompositePodGroup"
-	if _, ok := composite.Labels[schedulingv1alpha1.QueueLabel]; !ok && r.Workloads && composite.Spec.WorkloadRef != nil {
-		var w upstreamv1beta1.Workload
-		err := r.Get(ctx, types.NamespacedName{Namespace: composite.Namespace, Name: composite.Spec.WorkloadRef.WorkloadName}, &w)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, "", err
-		}
-		queue, from = w.Labels[schedulingv1alpha1.QueueLabel], "Workload "+w.Name
+	workload := ""
+	if composite.Spec.WorkloadRef != nil {
+		workload = composite.Spec.WorkloadRef.WorkloadName
 	}
-	if queue != "" {
-		if errs := validation.IsDNS1123Subdomain(queue); len(errs) > 0 {
-			return nil, fmt.Sprintf("label %s=%q on %s is not a queue name: %s", schedulingv1alpha1.QueueLabel, queue, from, errs[0]), nil
-		}
+	queue, invalid, err := queueOf(ctx, r.Client, r.Workloads, composite, "the CompositePodGroup", workload)
+	if err != nil || invalid != "" {
+		return nil, invalid, err
 	}
 	spec.Queue = queue
 	return spec, "", nil
@@ -260,18 +236,6 @@ func (r *CompositeReconciler) labelPods(ctx context.Context, composite *upstream
 		}
 	}
 	return nil
-}
-
-// deleteMirror deletes the mirror of a CompositePodGroup that is being deleted.
-func (r *CompositeReconciler) deleteMirror(ctx context.Context, composite *upstreamv1alpha3.CompositePodGroup) error {
-	var group schedulingv1alpha1.PodGroup
-	if err := r.Get(ctx, client.ObjectKeyFromObject(composite), &group); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&group, composite) || group.DeletionTimestamp != nil {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Delete(ctx, &group, client.Preconditions{UID: &group.UID}))
 }
 
 // isCompositeChild says whether an upstream PodGroup belongs to a CompositePodGroup, whose mirror

@@ -10,13 +10,10 @@ import (
 	upstreamv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -53,13 +50,8 @@ func childPod(name, group string) *corev1.Pod {
 
 func setupComposite(t *testing.T, objs ...client.Object) (*CompositeReconciler, *Reconciler, *events.FakeRecorder) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	require.NoError(t, schedulingv1alpha1.AddToScheme(scheme))
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&upstreamv1beta1.PodGroup{}, &schedulingv1alpha1.PodGroup{}).Build()
-	rec := events.NewFakeRecorder(20)
-	return &CompositeReconciler{Client: c, Recorder: rec, Workloads: true}, &Reconciler{Client: c, Recorder: rec, Workloads: true}, rec
+	r, rec := setup(t, objs...)
+	return &CompositeReconciler{Client: r.Client, Recorder: rec, Workloads: true}, r, rec
 }
 
 // A composite of a prefill gang of 2 (each in a rack) and a decode gang of 3, all in a block, is

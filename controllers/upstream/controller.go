@@ -50,26 +50,29 @@ var GroupVersion = upstreamv1beta1.SchemeGroupVersion
 // the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true), and
 // workloads beside them.
 func Served(config *rest.Config) (podGroups, workloads bool, err error) {
+	served, err := servedResources(config, GroupVersion.String())
+	return served["podgroups"], served["workloads"], err
+}
+
+// servedResources lists the resources the apiserver serves in a group version (none when it
+// does not serve the group version).
+func servedResources(config *rest.Config, groupVersion string) (map[string]bool, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(config)
 	if err != nil {
-		return false, false, err
+		return nil, err
 	}
-	list, err := dc.ServerResourcesForGroupVersion(GroupVersion.String())
+	list, err := dc.ServerResourcesForGroupVersion(groupVersion)
 	if apierrors.IsNotFound(err) {
-		return false, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("discover %s: %w", GroupVersion, err)
+		return nil, fmt.Errorf("discover %s: %w", groupVersion, err)
 	}
+	served := map[string]bool{}
 	for _, r := range list.APIResources {
-		switch r.Name {
-		case "podgroups":
-			podGroups = true
-		case "workloads":
-			workloads = true
-		}
+		served[r.Name] = true
 	}
-	return podGroups, workloads, nil
+	return served, nil
 }
 
 // Reconciler mirrors upstream PodGroups into Tephra PodGroups and writes their status back.
@@ -119,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// kube-controller-manager's PodGroup protection keeps a deleted PodGroup until its pods
 		// have ended; its gang is over now, so the mirror goes at once and the members it held
 		// wait for their group again (PodGroupNotFound) without holding capacity.
-		return reconcile.Result{}, r.deleteMirror(ctx, &up)
+		return reconcile.Result{}, deleteMirrorOf(ctx, r.Client, &up)
 	}
 	if isCompositeChild(&up) {
 		// Its CompositePodGroup's mirror, with a sub-group for it, stands for it (composite.go).
@@ -140,18 +143,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, writeInitiallyScheduled(ctx, r.Client, &up, group)
 }
 
-// deleteMirror deletes the mirror of an upstream PodGroup that is being deleted.
-func (r *Reconciler) deleteMirror(ctx context.Context, up *upstreamv1beta1.PodGroup) error {
-	var group schedulingv1alpha1.PodGroup
-	if err := r.Get(ctx, client.ObjectKeyFromObject(up), &group); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !metav1.IsControlledBy(&group, up) || group.DeletionTimestamp != nil {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Delete(ctx, &group, client.Preconditions{UID: &group.UID}))
-}
-
 // MirrorLabel marks the Tephra PodGroups that mirror an upstream PodGroup.
 const MirrorLabel = "scheduling.tephra.dev/mirror-of-upstream"
 
@@ -164,19 +155,13 @@ func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGro
 		}
 		spec.MinMember = gang.MinCount
 	}
-	queue, from := up.Labels[schedulingv1alpha1.QueueLabel], "the PodGroup"
-	if _, ok := up.Labels[schedulingv1alpha1.QueueLabel]; !ok && r.Workloads && up.Spec.WorkloadRef != nil {
-		var w upstreamv1beta1.Workload
-		err := r.Get(ctx, types.NamespacedName{Namespace: up.Namespace, Name: up.Spec.WorkloadRef.WorkloadName}, &w)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return spec, "", err
-		}
-		queue, from = w.Labels[schedulingv1alpha1.QueueLabel], "Workload "+w.Name
+	workload := ""
+	if up.Spec.WorkloadRef != nil {
+		workload = up.Spec.WorkloadRef.WorkloadName
 	}
-	if queue != "" {
-		if errs := validation.IsDNS1123Subdomain(queue); len(errs) > 0 {
-			return spec, fmt.Sprintf("label %s=%q on %s is not a queue name: %s", schedulingv1alpha1.QueueLabel, queue, from, errs[0]), nil
-		}
+	queue, invalid, err := queueOf(ctx, r.Client, r.Workloads, up, "the PodGroup", workload)
+	if err != nil || invalid != "" {
+		return spec, invalid, err
 	}
 	spec.Queue = queue
 	// The upstream constraint is one node label whose domain must hold the whole group: Tephra's
@@ -185,6 +170,40 @@ func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGro
 		spec.Topology = &schedulingv1alpha1.PodGroupTopology{Required: c.Topology[0].Key}
 	}
 	return spec, "", nil
+}
+
+// queueOf is the queue an upstream object names: its label scheduling.tephra.dev/queue, else the
+// label of the Workload it was made from (when Workloads are read), else "" (the default queue);
+// or why the label cannot name a queue.
+func queueOf(ctx context.Context, c client.Reader, readWorkloads bool, obj client.Object, what, workload string) (queue, invalid string, err error) {
+	queue, has := obj.GetLabels()[schedulingv1alpha1.QueueLabel]
+	from := what
+	if !has && readWorkloads && workload != "" {
+		var w upstreamv1beta1.Workload
+		err := c.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: workload}, &w)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", "", err
+		}
+		queue, from = w.Labels[schedulingv1alpha1.QueueLabel], "Workload "+w.Name
+	}
+	if queue != "" {
+		if errs := validation.IsDNS1123Subdomain(queue); len(errs) > 0 {
+			return "", fmt.Sprintf("label %s=%q on %s is not a queue name: %s", schedulingv1alpha1.QueueLabel, queue, from, errs[0]), nil
+		}
+	}
+	return queue, "", nil
+}
+
+// deleteMirrorOf deletes the mirror that owner controls, once owner is being deleted.
+func deleteMirrorOf(ctx context.Context, c client.Client, owner client.Object) error {
+	var group schedulingv1alpha1.PodGroup
+	if err := c.Get(ctx, client.ObjectKeyFromObject(owner), &group); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&group, owner) || group.DeletionTimestamp != nil {
+		return nil
+	}
+	return client.IgnoreNotFound(c.Delete(ctx, &group, client.Preconditions{UID: &group.UID}))
 }
 
 // writeInitiallyScheduled sets PodGroupInitiallyScheduled on the upstream PodGroup from its
