@@ -135,11 +135,15 @@ func (r *CompositeReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if spec == nil {
 		return reconcile.Result{}, nil // waiting for its children
 	}
-	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &composite, CompositeGroupVersion.WithKind("CompositePodGroup"), *spec, map[string]string{MirrorLabel: "true"})
-	if err != nil || group == nil {
+	// The pods first: a pod that names the mirror before it exists waits for it at PreEnqueue
+	// (PodGroupNotFound), and the mirror's creation brings it back, as it does the members of any
+	// PodGroup created after its pods. Labelled after the mirror's creation, a pod the scheduler
+	// had held for its child's name could see the label before the mirror and wait on.
+	if err := r.labelPods(ctx, &composite, children); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.labelPods(ctx, &composite, children); err != nil {
+	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &composite, CompositeGroupVersion.WithKind("CompositePodGroup"), *spec, map[string]string{MirrorLabel: "true"})
+	if err != nil || group == nil {
 		return reconcile.Result{}, err
 	}
 	for i := range children {

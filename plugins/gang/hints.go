@@ -23,6 +23,10 @@ func (g *groupManager) eventsToRegister(context.Context) ([]fwk.ClusterEventWith
 	return []fwk.ClusterEventWithHint{
 		// A new member may complete its group's minimum.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.isSchedulableAfterMemberAdded))},
+		// A pod relabelled into another group, sub-group or task (upstream composites' pods,
+		// which the adapter labels after their creation) is decided again: kube-scheduler reports
+		// a pod's own update as TargetPod, never to the UnscheduledPod hint above.
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel}, QueueingHintFn: g.unlessBackingOff(isSchedulableAfterMembershipChanged)},
 		// A pod that stops frees capacity a group may need.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.unlessBackingOff(g.forgettingUnfit(g.unlessHeldAtPreEnqueue(g.isSchedulableAfterPodDeleted)))},
 		// A node added or grown adds capacity; so does a node relabelled or untainted into the
@@ -200,6 +204,23 @@ func (g *groupManager) isSchedulableAfterPodDeleted(logger klog.Logger, pod *cor
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// isSchedulableAfterMembershipChanged queues a pod whose own labels moved it to another group,
+// sub-group or task: PreEnqueue held it for the group it named before (PodGroupNotFound, or short
+// of members), and no other event would bring it back.
+func isSchedulableAfterMembershipChanged(_ klog.Logger, _ *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	old, ok := oldObj.(*corev1.Pod)
+	updated, ok2 := newObj.(*corev1.Pod)
+	if !ok || !ok2 {
+		return fwk.Queue, nil
+	}
+	oldGroup, _ := v1alpha1.PodGroupNameOf(old)
+	newGroup, _ := v1alpha1.PodGroupNameOf(updated)
+	if oldGroup != newGroup || v1alpha1.SubGroupOf(old) != v1alpha1.SubGroupOf(updated) || v1alpha1.TaskOf(old) != v1alpha1.TaskOf(updated) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }
 
 // isSchedulableAfterPilotDeleted queues a group's members when the member they wait for at

@@ -10,9 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 // With kube-scheduler's pod-group cycles (GenericWorkload on), a pod naming an upstream PodGroup
@@ -149,4 +152,34 @@ func TestElasticPodsWaitForMinimumsInPodGroupCycles(t *testing.T) {
 	assert.Equal(t, fwk.Unschedulable, status.Code())
 	_, status = f.gang.PreFilter(ctx, cycle(), extra, nodes)
 	assert.True(t, status.IsSuccess() || status.IsSkip(), "the minimum's cycle failed: the elastic pod goes: %v", status)
+}
+
+// A pod relabelled into a group (an upstream composite's pod, labelled by the adapter after the
+// scheduler held it for its child's name) is queued: its own update reaches the hints as
+// TargetPod. A label change that leaves its group, sub-group and task alone is not.
+func TestAPodRelabelledIntoAGroupIsDecidedAgain(t *testing.T) {
+	f := newFixture(t)
+	events, err := f.gang.EventsToRegister(context.Background())
+	require.NoError(t, err)
+	var hint fwk.QueueingHintFn
+	for _, e := range events {
+		if e.Event.Resource == fwk.TargetPod && e.Event.ActionType&fwk.UpdatePodLabel != 0 {
+			hint = e.QueueingHintFn
+		}
+	}
+	require.NotNil(t, hint, "TephraGang registers the pod's own label updates")
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{
+		SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("serve-decode")},
+	}}
+	relabelled := old.DeepCopy()
+	relabelled.Labels = map[string]string{v1alpha1.PodGroupLabel: "serve", v1alpha1.SubGroupLabel: "serve-decode"}
+	h, err := hint(klog.Background(), relabelled, old, relabelled)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.Queue, h)
+
+	other := relabelled.DeepCopy()
+	other.Labels["app"] = "x"
+	h, err = hint(klog.Background(), other, relabelled, other)
+	require.NoError(t, err)
+	assert.Equal(t, fwk.QueueSkip, h)
 }

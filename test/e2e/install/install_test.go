@@ -31,9 +31,10 @@ func TestMain(m *testing.M) {
 	os.Exit(framework.Main(m, localcluster.Options{
 		Manifests:   localcluster.KustomizeManifests("test/e2e/install/testdata/ha"),
 		AuditTephra: true,
-		// Upstream's gang API, so that the upstream PodGroup adapter runs and its RBAC is audited.
-		FeatureGates:  "GenericWorkload=true",
-		RuntimeConfig: "scheduling.k8s.io/v1beta1=true",
+		// Upstream's gang API and composite groups (which need TopologyAwareWorkloadScheduling), so
+		// that the upstream PodGroup and composite adapters run and their RBAC is audited.
+		FeatureGates:  "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
+		RuntimeConfig: "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 		// As installed, tephra-scheduler runs without the gate: no upstream pod-group cycle,
 		// which would hold pods of a missing PodGroup without a word (docs/gang.md).
 		TephraSchedulerWithoutFeatureGates: true,

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	upstreamv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 	exerciseForeignAdapters(t, env, ns)
 	exerciseFlowsAndCronJobs(t, env, ns, pool)
 	upstreamGangRuns(t, env, ns, pool)
+	upstreamCompositeRuns(t, env, ns, pool)
 	unreadyGangIsEvicted(t, env, ns, pool)
 	devicePodRuns(t, env, ns, pool)
 	webhookCertificateIsRenewed(t, env)
@@ -311,6 +313,54 @@ func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[stri
 		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// upstreamCompositeRuns has the composite adapter mirror a CompositePodGroup of one child gang and
+// label the child's pod, which then runs.
+func upstreamCompositeRuns(t *testing.T, env *framework.Env, ns string, pool map[string]string) {
+	t.Helper()
+	ctx := framework.Context(t, 2*time.Minute)
+	gang := upstreamv1beta1.PodGroupSchedulingPolicy{Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: 1}}
+	_, err := env.Kube.SchedulingV1beta1().Workloads(ns).Create(ctx, &upstreamv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "composite", Namespace: ns},
+		Spec: upstreamv1beta1.WorkloadSpec{CompositePodGroupTemplates: []upstreamv1beta1.CompositePodGroupTemplate{{
+			Name:              "serve",
+			SchedulingPolicy:  upstreamv1beta1.CompositePodGroupSchedulingPolicy{Gang: &upstreamv1beta1.CompositeGangSchedulingPolicy{MinGroupCount: 1}},
+			PodGroupTemplates: []upstreamv1beta1.PodGroupTemplate{{Name: "decode", SchedulingPolicy: gang}},
+		}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, &upstreamv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "composite", Namespace: ns},
+		Spec: upstreamv1alpha3.CompositePodGroupSpec{
+			WorkloadRef:      &upstreamv1alpha3.WorkloadReference{WorkloadName: "composite", TemplateName: "serve"},
+			SchedulingPolicy: upstreamv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &upstreamv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 1}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.SchedulingV1beta1().PodGroups(ns).Create(ctx, &upstreamv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "composite-decode", Namespace: ns},
+		Spec: upstreamv1beta1.PodGroupSpec{
+			ParentCompositePodGroupName: ptr.To("composite"),
+			WorkloadRef:                 &upstreamv1beta1.WorkloadReference{WorkloadName: "composite", TemplateName: "decode"},
+			SchedulingPolicy:            gang,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "composite-0", Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever, NodeSelector: pool,
+			SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("composite-decode")},
+			Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	pod := env.WaitPod(t, ns, "composite-0", time.Minute, "the composite's pod bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	assert.Equal(t, "composite", pod.Labels[schedulingv1alpha1.PodGroupLabel], "labelled a member of the composite's mirror")
+	assert.Equal(t, "composite-decode", pod.Labels[schedulingv1alpha1.SubGroupLabel])
 }
 
 // devicePodRuns runs a pod that claims a device through a ResourceClaimTemplate, on the node of
