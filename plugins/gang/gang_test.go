@@ -1009,6 +1009,45 @@ func TestAPilotIsTriedFirstAndTheOthersFollowOnceItFindsRoom(t *testing.T) {
 	assert.True(t, f.gang.PreEnqueue(ctx, m2).IsSuccess())
 }
 
+// A group whose minimum is pilotedFromStart or more has a pilot from its first attempt: a
+// minimum that cannot fit costs one member's cycle, not a cycle, a status write and an event for
+// every member. A smaller group goes on whole the first time (the test above).
+func TestABigGroupIsPilotedFromItsFirstAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.group(t, "big", pilotedFromStart, nil, f.now)
+	var members []*corev1.Pod
+	for i := range pilotedFromStart {
+		members = append(members, f.member(t, fmt.Sprintf("m%d", i), "big", ""))
+	}
+	require.True(t, f.gang.PreEnqueue(ctx, members[0]).IsSuccess(), "the first member to get there pilots")
+	for _, m := range members[1:] {
+		status := f.gang.PreEnqueue(ctx, m)
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%s waits for the pilot", m.Name)
+		require.Contains(t, status.Message(), "WaitingForPilot: pod m0 of pod group ns/big is tried first")
+	}
+
+	// The pilot finds no room (the minimum needs 100 CPUs): nobody else is tried or brought.
+	_, status := f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{bigNode()})
+	require.Equal(t, fwk.Unschedulable, status.Code(), "100 CPUs do not fit 64")
+	_, _ = f.gang.PostFilter(ctx, nil, members[0], nil)
+	assert.Empty(t, f.handle.activated, "the pilot waits for an event, the others for the pilot")
+
+	// A node is added: the pilot is queued for it, the others are not; with room for the
+	// minimum, the pilot brings the other 99.
+	more := cpuNode("more", 64)
+	hint, err := f.registeredHint(t, fwk.Node)(klog.Background(), members[1], nil, more.Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.QueueSkip, hint, "a member waits for its pilot, not for capacity")
+	hint, err = f.registeredHint(t, fwk.Node)(klog.Background(), members[0], nil, more.Node())
+	require.NoError(t, err)
+	require.Equal(t, fwk.Queue, hint)
+	_, status = f.gang.PreFilter(ctx, nil, members[0], []fwk.NodeInfo{bigNode(), more})
+	require.True(t, status.IsSuccess(), "%v", status)
+	assert.Len(t, f.handle.activated, pilotedFromStart-1)
+	assert.True(t, f.gang.PreEnqueue(ctx, members[1]).IsSuccess(), "admitted: the others go on")
+}
+
 // A member refused after its group was found unfit goes back through PreEnqueue (Activate), to be
 // held for the group's pilot instead of waiting among the unschedulable pods; the pilot does not.
 func TestRefusedMembersGoBackToWaitForThePilot(t *testing.T) {

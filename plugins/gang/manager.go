@@ -167,6 +167,9 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 		s.wantsMinimum, s.stalled, s.lastActive, s.short = true, false, now, false
 		s.priority = corev1helpers.PodPriority(pod)
 		armed, s.slaArmed = s.slaArmed, true
+		if int(pg.Spec.MinMember) >= pilotedFromStart {
+			s.piloted = true
+		}
 		pilot = g.pilotLocked(s, pod)
 	})
 	if !armed {
@@ -178,6 +181,15 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	}
 	return nil
 }
+
+// pilotedFromStart is the smallest minimum for which a group's first attempt already has a
+// pilot. A minimum that cannot fit otherwise costs every member a scheduling cycle, a status
+// write and a FailedScheduling event, which the scheduler's event cache keeps for six minutes:
+// for two gangs of 1001 that never fit (make bench GI), 2002 failures in the first 30 s, plain
+// pods waiting behind them, and a fifth of the scheduler's memory. Below it, members go to the
+// active queue whole: a backlog of small gangs held for their pilots fills the scheduling
+// queue's unschedulable pods, which the queue walks on every bind (see groupState.piloted).
+const pilotedFromStart = 100
 
 // pilotLocked makes pod its group's pilot unless the group needs none (see groupState.piloted),
 // has a pending one or was admitted, and returns the name of the pilot pod waits for ("" when it

@@ -102,10 +102,11 @@ type groupState struct {
 	pilotName string
 	admitted  bool
 	// piloted: the group's minimum was found unable to fit, or an attempt failed, since its
-	// minimum was last placed; only then do its members wait for a pilot. A group tried for the
-	// first time goes to the active queue whole, its members one after another (QueueSort), and
-	// its first member's PreFilter admits it or finds it unfit, after which the others are
-	// refused with that verdict, once. Holding every group's members for a pilot from the start
+	// minimum was last placed, or its minimum is pilotedFromStart or more; only then do its
+	// members wait for a pilot. A smaller group tried for the first time goes to the active
+	// queue whole, its members one after another (QueueSort), and its first member's PreFilter
+	// admits it or finds it unfit, after which the others are refused with that verdict, once.
+	// Holding every group's members for a pilot from the start
 	// kept them among the scheduling queue's unschedulable pods, which the queue walks on every
 	// bind of every pod: with 30 000 pods of gangs of 8 on 5000 nodes, gangs bound at a third of
 	// plain pods' rate.

@@ -80,6 +80,54 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 	assert.Contains(t, metrics, "tephra_gang_waiting_pods")
 }
 
+// A gang of 100 (TephraGang's pilotedFromStart) is tried by one member, its pilot, while its
+// minimum does not fit: the other 99 wait at PreEnqueue, with no scheduling cycle, status write or
+// FailedScheduling event of their own (each used to get one, 2002 of them for make bench GI's two
+// gangs of 1001). Once a node makes room, the pilot brings them and all 100 bind.
+func TestBigGangIsTriedByItsPilotAlone(t *testing.T) {
+	env := framework.Shared(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	nodes := env.Pool(t, "big-gang", 3, 32)
+
+	// The members exist before their group, as a Job's pods may: the group's creation sends all
+	// 100 to the active queue at once.
+	for i := range 100 {
+		createPod(t, env, newPod(ns, podSpec{name: fmt.Sprintf("big-%d", i), group: "big", cpu: "1", pool: nodes}))
+	}
+	createPodGroup(t, env, ns, "big", 100, nil)
+	framework.Eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
+			fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
+	})
+	// Time for members that were tried to show it: the pilot's retries come with events.
+	time.Sleep(3 * time.Second)
+	refused := refusedMembers(t, env, ns)
+	require.Equal(t, 1, len(refused), "one member, the pilot, is tried and refused")
+	for pilot, msg := range refused {
+		assert.Contains(t, msg, "NotEnoughResources", "the pilot %s says why", pilot)
+	}
+	events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	require.NoError(t, err)
+	failed := map[string]bool{}
+	for _, e := range events.Items {
+		failed[e.Regarding.Name] = true
+	}
+	assert.Equal(t, 1, len(failed), "FailedScheduling events for the pilot alone")
+	assert.Equal(t, 0, boundPods(t, env, ns))
+
+	addNode(t, env, nodes, "big-gang-extra", 8)
+	framework.Eventually(t, time.Minute, "all 100 members to be bound", func() (bool, string) {
+		n := boundPods(t, env, ns)
+		return n == 100, fmt.Sprintf("%d bound", n)
+	})
+}
+
 // A gang of 3 members that each take 5 of a node's 8 "wide" slots: two nodes hold 16 slots, more
 // than the 15 asked, but one member each. The scheduler places none of them (it used to place two,
 // hold them at Permit and release them after every backoff) and says why; a third node lets all
