@@ -39,13 +39,7 @@ func TestGangBindsNoneUntilAllFit(t *testing.T) {
 	// The group is refused and says why; no member is bound meanwhile.
 	framework.Eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
-		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
-		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
-			fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
+		return unschedulableForResources(ctx, env, ns, "train")
 	})
 	for range 8 {
 		require.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
@@ -97,13 +91,7 @@ func TestBigGangIsTriedByItsPilotAlone(t *testing.T) {
 	}
 	createPodGroup(t, env, ns, "big", 100, nil)
 	framework.Eventually(t, time.Minute, "the PodGroup to be Unschedulable for lack of resources", func() (bool, string) {
-		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "big", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
-		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
-			fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
+		return unschedulableForResources(ctx, env, ns, "big")
 	})
 	// Time for members that were tried to show it: the pilot's retries come with events.
 	time.Sleep(3 * time.Second)
@@ -459,6 +447,18 @@ func TestMissingPodGroupAndForeignLinks(t *testing.T) {
 		}
 		return jobs["later"].running == 3, describe(jobs)
 	})
+}
+
+// unschedulableForResources says whether a PodGroup's Unschedulable condition is true for lack of
+// resources, and what its status shows.
+func unschedulableForResources(ctx context.Context, env *framework.Env, ns, name string) (bool, string) {
+	pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	cond := apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
+		fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
 }
 
 // refusedMembers maps each pod of the namespace that the scheduler refused (PodScheduled False) to

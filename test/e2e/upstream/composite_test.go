@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1"
 	upstreamv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,15 +138,7 @@ func TestUpstreamCompositeOfTwoGangsBindsBothOrNeither(t *testing.T) {
 func TestUpstreamCompositeIsDisruptedByItsMode(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 4*time.Minute)
-	for name, value := range map[string]int32{"e2e-cpg-low": 0, "e2e-cpg-high": 1000} {
-		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingapi.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	priorityClasses(t, env, map[string]int32{"e2e-cpg-low": 0, "e2e-cpg-high": 1000})
 	for _, tc := range []struct {
 		mode       string
 		disruption *upstreamv1alpha3.CompositeDisruptionMode

@@ -274,15 +274,7 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
 	nodes := env.Pool(t, "up-preempt", 2, 4)
-	for name, value := range map[string]int32{"e2e-up-low": 0, "e2e-up-high": 1000} {
-		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, &schedulingapi.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	priorityClasses(t, env, map[string]int32{"e2e-up-low": 0, "e2e-up-high": 1000})
 	for i := range 8 {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("low-%d", i), Namespace: ns},
@@ -330,6 +322,20 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 	assert.Len(t, preempted, 6, "exactly the 6 CPUs the gang needs were freed: %v", preempted)
 	for name := range preempted {
 		assert.True(t, strings.HasPrefix(name, "low-"), "only low-priority pods are preempted: %s", name)
+	}
+}
+
+// priorityClasses creates PriorityClasses of the given values for the test.
+func priorityClasses(t *testing.T, env *framework.Env, values map[string]int32) {
+	t.Helper()
+	for name, value := range values {
+		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 }
 
