@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -274,7 +273,8 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
 	nodes := env.Pool(t, "up-preempt", 2, 4)
-	priorityClasses(t, env, map[string]int32{"e2e-up-low": 0, "e2e-up-high": 1000})
+	framework.PriorityClass(t, env, "e2e-up-low", 0)
+	framework.PriorityClass(t, env, "e2e-up-high", 1000)
 	for i := range 8 {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("low-%d", i), Namespace: ns},
@@ -322,20 +322,6 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 	assert.Len(t, preempted, 6, "exactly the 6 CPUs the gang needs were freed: %v", preempted)
 	for name := range preempted {
 		assert.True(t, strings.HasPrefix(name, "low-"), "only low-priority pods are preempted: %s", name)
-	}
-}
-
-// priorityClasses creates PriorityClasses of the given values for the test.
-func priorityClasses(t *testing.T, env *framework.Env, values map[string]int32) {
-	t.Helper()
-	for name, value := range values {
-		_, err := env.Kube.SchedulingV1().PriorityClasses().Create(context.Background(), &schedulingapi.PriorityClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = env.Kube.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
 	}
 }
 
