@@ -26,6 +26,12 @@ type Binaries struct {
 	// Kueue is Kueue's controller manager and KueueModule its module's folder (for its
 	// manifests), set by BuildKueue; only clusters with Options.Kueue need them.
 	Kueue, KueueModule string
+	// LWS is LeaderWorkerSet's controller manager and LWSModule its module's folder (for its
+	// chart), set by BuildLWS; only clusters with Options.LWS need them.
+	LWS, LWSModule string
+	// JobSet is JobSet's controller manager and JobSetModule its module's folder (for its
+	// manifests), set by BuildJobSet; only clusters with Options.JobSet need them.
+	JobSet, JobSetModule string
 }
 
 // RepoRoot finds the Tephra checkout that holds the working directory.
@@ -190,6 +196,31 @@ func goInstall(ctx context.Context, root, out, pkgAtVersion string, log io.Write
 	}
 	pkg, _, _ := strings.Cut(pkgAtVersion, "@")
 	return os.Rename(filepath.Join(gobin, filepath.Base(pkg)), out)
+}
+
+// buildInModule builds a program of a module with `go build -o out PKG` run in the module's own
+// folder (moduleDir), in the module's own graph: for releases whose `go install MODULE@VERSION`
+// the module proxy refuses (their version list is not served).
+func buildInModule(ctx context.Context, module, version, pkg, out string, log io.Writer) error {
+	dir, err := moduleDir(ctx, module, version)
+	if err != nil {
+		return err
+	}
+	tmp := out + ".tmp"
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("go build %s in %s@%s: %w", pkg, module, version, err)
+	}
+	// At the lowest priority, as goInstall.
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, 19)
+	if err := cmd.Wait(); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("go build %s in %s@%s: %w", pkg, module, version, err)
+	}
+	return os.Rename(tmp, out)
 }
 
 // moduleDir downloads a module (`go mod download -json`) and returns its folder in the module

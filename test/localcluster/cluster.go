@@ -114,6 +114,12 @@ type Options struct {
 	// Kueue, if set, runs Kueue (KueueVersion) beside Tephra, installed from its module's
 	// manifests (kueue.go); it starts before Tephra's controllers.
 	Kueue *KueueOptions
+	// LWS, if set, runs LeaderWorkerSet's controller manager (LWSVersion) beside Tephra,
+	// installed from its module's Helm chart with gang scheduling on (lws.go).
+	LWS *LWSOptions
+	// JobSet, if set, runs JobSet's controller manager (JobSetVersion) beside Tephra, installed
+	// from its module's manifests (jobset.go).
+	JobSet *JobSetOptions
 }
 
 // Cluster is a running local control plane.
@@ -146,7 +152,7 @@ type Cluster struct {
 	proxyMu sync.Mutex
 	proxy   *tcpProxy // with Options.SchedulerThroughProxy, once the scheduler started
 
-	kueue *kueueInstall // with Options.Kueue, once installed; guarded by mu
+	peerInstalls map[string]*peerInstall // the peers installed (peers.go), by name; guarded by mu
 }
 
 // Start brings up a cluster: etcd, the apiserver, Tephra's CRDs, the controller manager, kwok,
@@ -190,6 +196,20 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		bins = &withKueue
 	}
+	if opts.LWS != nil && bins.LWS == "" {
+		withLWS := *bins
+		if withLWS.LWS, withLWS.LWSModule, err = BuildLWS(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withLWS
+	}
+	if opts.JobSet != nil && bins.JobSet == "" {
+		withJobSet := *bins
+		if withJobSet.JobSet, withJobSet.JobSetModule, err = BuildJobSet(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withJobSet
+	}
 	for _, sub := range []string{"logs", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, sub), 0o755); err != nil {
 			return nil, err
@@ -230,8 +250,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if !opts.WithoutKwok {
 		steps = append(steps, Kwok)
 	}
-	if opts.Kueue != nil {
-		steps = append(steps, "kueue-manifests", Kueue)
+	for _, p := range c.peers() {
+		steps = append(steps, peerManifestsStep+p.name, p.name)
 	}
 	if !opts.WithoutControllers {
 		steps = append(steps, c.ReplicaNames(Controllers)...)
@@ -244,9 +264,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		switch step {
 		case "manifests":
 			err = c.install(ctx, c.installation)
-		case "kueue-manifests":
-			err = c.installKueue(ctx)
 		default:
+			if name, ok := strings.CutPrefix(step, peerManifestsStep); ok {
+				err = c.installPeer(ctx, peerNamed(name))
+				break
+			}
 			err = c.StartComponent(ctx, step)
 		}
 		if err != nil {
@@ -328,15 +350,10 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.mu.Unlock()
-	for _, name := range append(tephra, Kueue, Kwok, ControllerManager, APIServer, Etcd) {
+	for _, name := range append(tephra, JobSet, LWS, Kueue, Kwok, ControllerManager, APIServer, Etcd) {
 		c.StopComponent(name)
 	}
-	c.mu.Lock()
-	if c.kueue != nil {
-		c.kueue.proxy.close()
-		c.kueue.stopCerts()
-	}
-	c.mu.Unlock()
+	c.stopPeers()
 	c.releasePorts()
 }
 
@@ -365,6 +382,9 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			}
 		}
 		return c.deploymentCommand(ctx, name, component)
+	}
+	if p := peerNamed(name); p != nil {
+		return c.peerCommand(ctx, p)
 	}
 	switch name {
 	case Etcd:
@@ -446,8 +466,6 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			args = append(args, "--feature-gates="+c.opts.FeatureGates)
 		}
 		return c.bins.ControllerManager, append(args, c.opts.ControllerManagerArgs...), nil, nil
-	case Kueue:
-		return c.kueueCommand(ctx)
 	case Kwok:
 		return c.bins.Kwok, []string{
 			"--kubeconfig=" + c.Kubeconfig,
@@ -475,8 +493,9 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 		url = fmt.Sprintf("https://127.0.0.1:%d/healthz", c.Port(ControllerManager))
 	case Kwok:
 		url = fmt.Sprintf("http://127.0.0.1:%d/healthz", c.Port(Kwok))
-	case Kueue:
-		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Port(Kueue+"/probe"))
+	}
+	if peerNamed(name) != nil {
+		url = fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Port(name+"/probe"))
 	}
 	switch component, _ := componentOf(name); component {
 	case Scheduler:
@@ -516,6 +535,14 @@ func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) erro
 				return false, nil
 			}
 			_ = conn.Close()
+		}
+		if peer := peerNamed(name); peer != nil {
+			// Some answer /readyz before their webhooks can be called (LeaderWorkerSet's is a
+			// ping): a test's first object would be refused.
+			if err := c.peerWebhooksServed(ctx, peer); err != nil {
+				lastErr = err
+				return false, nil
+			}
 		}
 		return true, nil
 	})

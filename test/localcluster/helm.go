@@ -123,13 +123,18 @@ func HelmManifests(args ...string) Manifests {
 func HelmTemplate(ctx context.Context, helm, root string, args ...string) ([]byte, error) {
 	full := append([]string{"template", "tephra", filepath.Join(root, "charts", "tephra"),
 		"--namespace", ChartNamespace, "--include-crds"}, args...)
-	cmd := exec.CommandContext(ctx, helm, full...)
-	cmd.Dir = root
+	return helmRender(ctx, helm, root, full...)
+}
+
+// helmRender runs helm with args in dir and returns what it prints.
+func helmRender(ctx context.Context, helm, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("helm %s: %w: %s", strings.Join(full, " "), err, stderr.String())
+		return nil, fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return out, nil
 }

@@ -26,7 +26,7 @@ func TestKueueManifestsCallTheProxy(t *testing.T) {
 	require.Len(t, k.deployments, 1)
 	require.Equal(t, "kueue-controller-manager", k.deployments[0].Name)
 	require.Equal(t, kueueNamespace, k.deployments[0].Namespace)
-	require.Equal(t, kueueCertSecret, k.certSecret, "the Secret Kueue's Deployment mounts where Kueue reads its certificate")
+	require.Equal(t, kueueCertSecret, k.mountedSecret, "the Secret Kueue's Deployment mounts where Kueue reads its certificate")
 	webhooks, conversions := 0, 0
 	for _, obj := range k.objects {
 		require.NotEqual(t, "APIService", obj.GetKind())

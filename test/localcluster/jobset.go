@@ -1,0 +1,73 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// JobSet (sigs.k8s.io/jobset) runs beside Tephra where a test needs it (Options.JobSet), as a
+// peer (peers.go): built with `go build` in its module's folder (the module proxy serves no
+// version list for it, so `go install @version` is refused), installed from the kustomization its
+// module ships (config/default, which its release manifests are built from).
+//
+// JobSet's certificate rotator keeps its certificate in a fixed folder
+// (/tmp/k8s-webhook-server/serving-certs, whatever its configuration says), so on one host one
+// cluster at a time runs JobSet: the others wait for it (a file lock).
+
+const (
+	// JobSetVersion is the JobSet release that runs beside Tephra where a test needs it.
+	JobSetVersion = "v0.10.1"
+	// JobSet names JobSet's controller manager: its process and log file.
+	JobSet = "jobset"
+
+	jobSetModule = "sigs.k8s.io/jobset"
+)
+
+// JobSetOptions runs JobSet beside Tephra (Options.JobSet).
+type JobSetOptions struct{}
+
+// BuildJobSet builds JobSet's controller manager under root/bin (once per version, kept) and
+// returns it with its module's folder, which holds its manifests.
+func BuildJobSet(ctx context.Context, root string, log io.Writer) (bin, module string, err error) {
+	binDir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", "", err
+	}
+	unlock, err := lockFile(filepath.Join(binDir, ".build.lock"))
+	if err != nil {
+		return "", "", err
+	}
+	defer unlock()
+	bin = filepath.Join(binDir, "jobset-"+JobSetVersion)
+	if _, err := os.Stat(bin); err != nil {
+		fmt.Fprintf(log, "building jobset %s (once; cached in bin/)\n", JobSetVersion)
+		if err := buildInModule(ctx, jobSetModule, JobSetVersion, ".", bin, log); err != nil {
+			return "", "", err
+		}
+	}
+	if module, err = moduleDir(ctx, jobSetModule, JobSetVersion); err != nil {
+		return "", "", err
+	}
+	return bin, module, nil
+}
+
+// jobSetPeer is JobSet as the local cluster runs it.
+var jobSetPeer = &peer{
+	name:           JobSet,
+	namespace:      "jobset-system",
+	configMap:      "jobset-manager-config",
+	configKey:      "controller_manager_config.yaml",
+	certSecret:     "jobset-webhook-server-cert",
+	webhookService: "jobset-webhook-service",
+	defaultCertDir: "/tmp/k8s-webhook-server/serving-certs",
+	// Its rotator's folder (pkg/util/cert): see above.
+	fixedCertDir: "/tmp/k8s-webhook-server/serving-certs",
+	container:    "manager",
+	binary:       func(b *Binaries) string { return b.JobSet },
+	render: func(ctx context.Context, c *Cluster) ([]byte, error) {
+		return KustomizeManifests(filepath.Join(c.bins.JobSetModule, "config", "default"))(ctx, "")
+	},
+}
