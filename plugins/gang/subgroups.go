@@ -69,6 +69,7 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 		needs = append(needs, subgroups.Need{
 			Name: sub.Name, Constraint: c, Missing: missing,
 			Smallest: smallestRequests(requests), Total: total, PlacedOn: placedOn[sub.Name],
+			Exclusive: sub.Exclusive,
 		})
 	}
 	want := len(pg.Spec.SubGroups) - whole

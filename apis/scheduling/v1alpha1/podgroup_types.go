@@ -57,6 +57,7 @@ const JobMinMemberAnnotation = "batch.tephra.dev/min-member"
 const SubGroupLabel = "scheduling.tephra.dev/subgroup"
 
 // SubGroup is a gang inside a PodGroup.
+// +kubebuilder:validation:XValidation:rule="!has(self.exclusive) || !self.exclusive || (has(self.topology) && has(self.topology.required))",message="an exclusive sub-group has a domain of its required topology level to itself: it needs topology.required",fieldPath=".exclusive"
 type SubGroup struct {
 	// Name of the sub-group: the value of its pods' label scheduling.tephra.dev/subgroup.
 	// +kubebuilder:validation:MinLength=1
@@ -74,6 +75,12 @@ type SubGroup struct {
 	// domain (a block) when the group has a topology too.
 	// +optional
 	Topology *PodGroupTopology `json:"topology,omitempty"`
+
+	// Exclusive gives the sub-group a domain of its topology's required level to itself: no
+	// other sub-group of the group is placed in it (JobSet's exclusive placement, one child Job
+	// per rack). Needs topology.required.
+	// +optional
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // DisruptionMode is what preemption and reclaim take of a group whose minimum runs.

@@ -6,10 +6,12 @@ package subgroups
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/internal/capacity"
@@ -31,6 +33,10 @@ type Need struct {
 	// PlacedOn counts the sub-group's members already placed per node, so that a sub-group
 	// partly running (a replica restarted, an elastic one growing) stays in its domain.
 	PlacedOn map[string]int
+	// Exclusive gives the sub-group a domain to itself: one that no other sub-group of the group
+	// runs in or is placed in by this assignment (JobSet's exclusive placement). Exclusive
+	// sub-groups are fitted before the others, which then keep out of their domains.
+	Exclusive bool
 }
 
 // Assignment is where a group's minimum goes: the group's domain (nil when the group has no
@@ -54,7 +60,7 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]
 	ordered := largestFirst(needs)
 	total := clusterTotals(nodes, ordered)
 	if group == nil {
-		a, _, why := assignWithin(nil, nodes, ordered, minSubGroups, total)
+		a, _, why := assignWithin(nil, nodes, placed, ordered, minSubGroups, total)
 		return a, why
 	}
 	var whys []string
@@ -81,7 +87,7 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]
 		closestFitted := -1
 		for _, v := range values {
 			d := domains.Of(level, v, byValue[v])
-			a, fitted, why := assignWithin(d, byValue[v], ordered, minSubGroups, total)
+			a, fitted, why := assignWithin(d, byValue[v], placed, ordered, minSubGroups, total)
 			if a != nil {
 				return a, ""
 			}
@@ -92,7 +98,7 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]
 		whys = append(whys, closest)
 	}
 	if !group.Required {
-		if a, _, _ := assignWithin(nil, nodes, ordered, minSubGroups, total); a != nil {
+		if a, _, _ := assignWithin(nil, nodes, placed, ordered, minSubGroups, total); a != nil {
 			return a, ""
 		}
 	}
@@ -100,20 +106,30 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]
 }
 
 // assignWithin fits the sub-groups into the nodes of the group's domain d (nil: the whole
-// cluster), largest first, each against what those before it took, and says how many fit.
-func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubGroups int, total map[corev1.ResourceName]int64) (*Assignment, int, string) {
+// cluster), exclusive ones first, each kind largest first, each against what those before it
+// took, and says how many fit. placed counts the group's members placed per node.
+func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, placed map[string]int, needs []Need, minSubGroups int, total map[corev1.ResourceName]int64) (*Assignment, int, string) {
 	free := newFreeCapacity(nodes, needs)
 	a := &Assignment{Group: d, SubGroups: map[string]*domains.Domain{}}
 	fitted := 0
 	var short []string
-	for _, n := range needs {
-		sub, why := fitSubGroup(n, nodes, free, total)
+	// The nodes of the domains that exclusive sub-groups took: no other sub-group goes there.
+	claimed := sets.New[string]()
+	for _, n := range exclusiveFirst(needs) {
+		available := nodes
+		if claimed.Len() > 0 {
+			available = slices.DeleteFunc(slices.Clone(nodes), func(node fwk.NodeInfo) bool { return claimed.Has(node.Node().Name) })
+		}
+		sub, why := fitSubGroup(n, available, placed, free, total)
 		if why != "" {
 			short = append(short, fmt.Sprintf("sub-group %s: %s", n.Name, why))
 			continue
 		}
 		if sub != nil {
 			a.SubGroups[n.Name] = sub
+			if n.Exclusive {
+				claimed = claimed.Union(sub.Nodes)
+			}
 		}
 		fitted++
 	}
@@ -125,8 +141,9 @@ func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, needs []Need, minSubG
 
 // fitSubGroup chooses the domain of one sub-group among the nodes of its group's domain and
 // takes its members' capacity from free. A sub-group without a topology is fitted across those
-// nodes and gets no domain of its own (nil).
-func fitSubGroup(n Need, nodes []fwk.NodeInfo, free *freeCapacity, total map[corev1.ResourceName]int64) (*domains.Domain, string) {
+// nodes and gets no domain of its own (nil). An exclusive one is offered no domain in which
+// members of the group's other sub-groups are placed (placed counts the group's per node).
+func fitSubGroup(n Need, nodes []fwk.NodeInfo, placed map[string]int, free *freeCapacity, total map[corev1.ResourceName]int64) (*domains.Domain, string) {
 	if n.Constraint == nil {
 		if !free.take(nodes, n) {
 			return nil, fmt.Sprintf("the nodes' free capacity does not hold %d more members", n.Missing)
@@ -136,6 +153,10 @@ func fitSubGroup(n Need, nodes []fwk.NodeInfo, free *freeCapacity, total map[cor
 	var whys []string
 	for _, level := range n.Constraint.Levels {
 		values, byValue := domains.At(level, nodes)
+		if len(values) == 0 && n.Exclusive && len(nodes) == 0 {
+			whys = append(whys, fmt.Sprintf("no %s domain to itself holds its %d more members (the group's other sub-groups took every one)", level, n.Missing))
+			continue
+		}
 		if len(values) == 0 {
 			whys = append(whys, fmt.Sprintf("no node has the label %s", level))
 			continue
@@ -149,10 +170,23 @@ func fitSubGroup(n Need, nodes []fwk.NodeInfo, free *freeCapacity, total map[cor
 			}
 			return free.share(byValue[values[i]], total) < free.share(byValue[values[j]], total)
 		})
+		shared := 0
 		for _, v := range values {
+			if n.Exclusive && placedIn(byValue[v], placed) > placedIn(byValue[v], n.PlacedOn) {
+				shared++
+				continue
+			}
 			if free.take(byValue[v], n) {
 				return domains.Of(level, v, byValue[v]), ""
 			}
+		}
+		if n.Exclusive {
+			why := fmt.Sprintf("no %s domain to itself holds its %d more members", level, n.Missing)
+			if shared > 0 {
+				why += fmt.Sprintf(" (%d hold other sub-groups of the group)", shared)
+			}
+			whys = append(whys, why)
+			continue
 		}
 		whys = append(whys, fmt.Sprintf("no %s domain holds its %d more members", level, n.Missing))
 	}
@@ -160,6 +194,14 @@ func fitSubGroup(n Need, nodes []fwk.NodeInfo, free *freeCapacity, total map[cor
 		return nil, ""
 	}
 	return nil, strings.Join(whys, "; ")
+}
+
+// exclusiveFirst returns the needs with the exclusive ones first, each kind in its order: the
+// others then keep out of the domains the exclusive ones took.
+func exclusiveFirst(needs []Need) []Need {
+	out := append([]Need(nil), needs...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Exclusive && !out[j].Exclusive })
+	return out
 }
 
 // largestFirst returns the needs largest first (by members, then by name): big sub-groups are the

@@ -169,3 +169,40 @@ func TestAssignKeepsTheGroupInTheDomainItRunsIn(t *testing.T) {
 	_, why = Assign(inBlock, nodes, map[string]int{"x1-0": 1, "y1-0": 1}, replicas(1, 8), 1)
 	assert.Contains(t, why, "its placed members are in 2 block domains")
 }
+
+// Exclusive sub-groups take a rack each, even where one rack holds two of them; the others keep
+// out of their racks; a rack where another sub-group of the group runs is not one to itself.
+func TestAssignGivesExclusiveSubGroupsARackEach(t *testing.T) {
+	exclusive := func(needs []Need) []Need {
+		for i := range needs {
+			needs[i].Exclusive = true
+		}
+		return needs
+	}
+	nodes := cluster(rack("a", "x", 8), rack("b", "x", 8), rack("c", "x", 4))
+	a, why := Assign(nil, nodes, nil, exclusive(replicas(3, 4)), 3)
+	require.Empty(t, why)
+	got := racksOf(a)
+	assert.Len(t, map[string]bool{got["replica-0"]: true, got["replica-1"]: true, got["replica-2"]: true}, 3,
+		"three exclusive replicas of 4 in three racks, where a and b hold two each: %v", got)
+
+	// Two racks for three exclusive replicas: nothing, and the answer says why.
+	_, why = Assign(nil, cluster(rack("a", "x", 8), rack("b", "x", 8)), nil, exclusive(replicas(3, 4)), 3)
+	assert.Contains(t, why, "2 of the 3 sub-groups it needs fit")
+	assert.Contains(t, why, "no rack domain to itself holds its 4 more members")
+
+	// A replica that is not exclusive keeps out of the exclusive ones' racks.
+	needs := append(exclusive(replicas(1, 4)), Need{
+		Name: "other", Constraint: inRack, Missing: 2,
+		Smallest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		Total:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+	})
+	a, why = Assign(nil, cluster(rack("a", "x", 8), rack("b", "x", 8)), nil, needs, 2)
+	require.Empty(t, why)
+	assert.NotEqual(t, a.SubGroups["replica-0"].Value, a.SubGroups["other"].Value, "rack %s is replica-0's alone", a.SubGroups["replica-0"].Value)
+
+	// Rack a runs 2 pods of another sub-group of the group: replica-0 goes to b.
+	a, why = Assign(nil, cluster(rack("a", "x", 8), rack("b", "x", 8)), map[string]int{"a-0": 2}, exclusive(replicas(1, 4)), 1)
+	require.Empty(t, why)
+	assert.Equal(t, "rack=b", a.SubGroups["replica-0"].String())
+}
