@@ -84,9 +84,9 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	if err := crons.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("cronjob controller: %w", err)
 	}
-	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues: only those whose
-	// CRDs are installed run.
-	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup")); err != nil {
+	// The adapters of scheduler-plugins' and Volcano's PodGroups and Queues, and of JobSets: only
+	// those whose CRDs are installed run.
+	if err := foreign.Setup(mgr, ctrl.Log.WithName("setup"), opts.SchedulerNames); err != nil {
 		return fmt.Errorf("foreign adapters: %w", err)
 	}
 	if err := compositeAdapter(mgr); err != nil {

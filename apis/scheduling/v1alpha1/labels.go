@@ -19,6 +19,21 @@ const (
 	// VolcanoTaskSpecKey is Volcano's task label or annotation, accepted as TaskLabel.
 	VolcanoTaskSpecKey = "volcano.sh/task-spec"
 
+	// JobSetNameLabel is JobSet's label on the pods of its child Jobs: a JobSet is a gang of its
+	// Jobs, its pods members of the PodGroup of the JobSet's name that tephra-controllers' JobSet
+	// adapter creates (after every other group label or annotation).
+	JobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
+	// JobSetReplicatedJobLabel and JobSetJobIndexLabel are JobSet's labels of a pod's child Job:
+	// its replicated job and its index there. They name the pod's sub-group in its JobSet's
+	// group, "<replicated job>-<index>" (JobSetSubGroup).
+	JobSetReplicatedJobLabel = "jobset.sigs.k8s.io/replicatedjob-name"
+	JobSetJobIndexLabel      = "jobset.sigs.k8s.io/job-index"
+	// ExclusiveTopologyAnnotation, on a JobSet or on the Job template of one of its replicated
+	// jobs (where JobSet reads its own alpha.jobset.sigs.k8s.io/exclusive-topology), is a node
+	// label: each child Job is placed whole in a domain of it that no other child Job of the
+	// JobSet shares (an exclusive sub-group, docs/gang.md).
+	ExclusiveTopologyAnnotation = "scheduling.tephra.dev/exclusive-topology"
+
 	// SLAWaitingTimeAnnotation, on a PodGroup (or a Job, which passes it on), is how long the
 	// group may wait for its minimum before tephra-scheduler reserves nodes for it, as a Go
 	// duration ("30s", "10m").

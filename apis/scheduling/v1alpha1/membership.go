@@ -15,27 +15,37 @@ const SystemCriticalPriority int32 = 2000000000
 
 // PodGroupNameOf returns the name of the PodGroup (in the pod's namespace) that a pod belongs to,
 // by Tephra's label or, for manifests written for other schedulers, upstream Kubernetes'
-// spec.schedulingGroup.podGroupName (scheduling.k8s.io/v1beta1), scheduler-plugins' label or
-// Volcano's annotations (scheduling.k8s.io/group-name, then scheduling.volcano.sh/group-name), in
-// that order. Tephra's label wins so that a user can always override; the upstream field comes
-// next because it is part of the pod's spec, set by the controller that created the pod and
-// immutable, where the labels and annotations are free-form. ok is false for a pod that names no
-// group: it is a group of one.
+// spec.schedulingGroup.podGroupName (scheduling.k8s.io/v1beta1), scheduler-plugins' label,
+// Volcano's annotations (scheduling.k8s.io/group-name, then scheduling.volcano.sh/group-name) or,
+// for a pod of a JobSet, its JobSet's name, in that order. Tephra's label wins so that a user can
+// always override; the upstream field comes next because it is part of the pod's spec, set by the
+// controller that created the pod and immutable, where the labels and annotations are free-form;
+// JobSet's label comes last because operators that build on JobSet (Kubeflow Trainer) name a
+// group of their own. ok is false for a pod that names no group: it is a group of one.
 func PodGroupNameOf(pod *corev1.Pod) (name string, ok bool) {
+	name, ok, _ = podGroupOf(pod)
+	return name, ok
+}
+
+// podGroupOf is PodGroupNameOf, and whether the group is the pod's JobSet's.
+func podGroupOf(pod *corev1.Pod) (name string, ok, jobSet bool) {
 	if name, ok = pod.Labels[PodGroupLabel]; ok {
-		return name, true
+		return name, true, false
 	}
 	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
-		return *g.PodGroupName, true
+		return *g.PodGroupName, true, false
 	}
 	if name, ok = pod.Labels[CoschedulingPodGroupLabel]; ok {
-		return name, true
+		return name, true, false
 	}
 	if name, ok = pod.Annotations[VolcanoGroupNameAnnotation]; ok {
-		return name, true
+		return name, true, false
 	}
-	name, ok = pod.Annotations[VolcanoOwnGroupNameAnnotation]
-	return name, ok
+	if name, ok = pod.Annotations[VolcanoOwnGroupNameAnnotation]; ok {
+		return name, true, false
+	}
+	name, ok = pod.Labels[JobSetNameLabel]
+	return name, ok, ok
 }
 
 // InvalidPodGroupName says why a group name taken from a pod cannot name a PodGroup, or "" if
@@ -60,9 +70,26 @@ func TaskOf(pod *corev1.Pod) string {
 }
 
 // SubGroupOf returns the sub-group of its group that a pod belongs to ("" if none): its label
-// scheduling.tephra.dev/subgroup.
+// scheduling.tephra.dev/subgroup, else, for a pod in its JobSet's group, its child Job
+// (JobSetSubGroup).
 func SubGroupOf(pod *corev1.Pod) string {
-	return pod.Labels[SubGroupLabel]
+	if sub, ok := pod.Labels[SubGroupLabel]; ok {
+		return sub
+	}
+	replicatedJob, index := pod.Labels[JobSetReplicatedJobLabel], pod.Labels[JobSetJobIndexLabel]
+	if replicatedJob == "" || index == "" {
+		return ""
+	}
+	if _, _, jobSet := podGroupOf(pod); !jobSet {
+		return ""
+	}
+	return JobSetSubGroup(replicatedJob, index)
+}
+
+// JobSetSubGroup names the sub-group of a JobSet's child Job in the JobSet's group: its
+// replicated job and its index there ("workers-0").
+func JobSetSubGroup(replicatedJob, index string) string {
+	return replicatedJob + "-" + index
 }
 
 // Unschedulable reasons that tephra-scheduler puts at the start of its messages
@@ -114,9 +141,10 @@ func DeclaresMovable(annotations map[string]string) bool {
 // CountsInQueues says whether a pod's requests count against Tephra's queues: pods of a scheduler
 // that serves queues (schedulerNames: the profiles of tephra-scheduler that enable TephraQueue,
 // "default-scheduler" too when Tephra replaces the default scheduler), and pods of any scheduler
-// that name a queue or a pod group. System pods never count (IsSystemPod). The scheduler's ledger
-// and the Queue controller both use this rule, with the same names, so they agree on every
-// queue's usage.
+// that name a queue or a pod group (a JobSet's group aside: every JobSet's pods carry its label,
+// whichever scheduler they ask for). System pods never count (IsSystemPod). The scheduler's
+// ledger and the Queue controller both use this rule, with the same names, so they agree on
+// every queue's usage.
 func CountsInQueues(pod *corev1.Pod, schedulerNames []string) bool {
 	if IsSystemPod(pod) {
 		return false
@@ -127,8 +155,8 @@ func CountsInQueues(pod *corev1.Pod, schedulerNames []string) bool {
 	if _, ok := pod.Labels[QueueLabel]; ok {
 		return true
 	}
-	_, ok := PodGroupNameOf(pod)
-	return ok
+	_, ok, jobSet := podGroupOf(pod)
+	return ok && !jobSet
 }
 
 // IsSystemPod says whether a pod keeps the cluster itself running: it is in kube-system, or its

@@ -31,6 +31,8 @@ func TestCountsInQueues(t *testing.T) {
 		{"other scheduler's pod", pod("ns", "volcano", nil, nil), replacing, false},
 		{"other scheduler's pod naming a queue", pod("ns", "volcano", nil, inQueue), tephraOnly, true},
 		{"other scheduler's pod naming a group", pod("ns", "volcano", nil, inGroup), tephraOnly, true},
+		{"other scheduler's pod of a JobSet", pod("ns", "default-scheduler", nil, map[string]string{JobSetNameLabel: "js"}), tephraOnly, false},
+		{"tephra-scheduler pod of a JobSet", pod("ns", SchedulerName, nil, map[string]string{JobSetNameLabel: "js"}), tephraOnly, true},
 		{"high user priority", pod("ns", "default-scheduler", new(int32(1000000000)), nil), replacing, true},
 		{"kube-system pod", pod(metav1.NamespaceSystem, "default-scheduler", nil, nil), replacing, false},
 		{"kube-system pod naming a queue", pod(metav1.NamespaceSystem, SchedulerName, nil, inQueue), replacing, false},
@@ -103,6 +105,9 @@ func TestPodGroupNameOf(t *testing.T) {
 		{name: "Tephra's label wins over the upstream field", labels: map[string]string{PodGroupLabel: "a"}, group: upstream("u"), want: "a", wantOK: true},
 		{name: "upstream field wins over scheduler-plugins' label", labels: map[string]string{CoschedulingPodGroupLabel: "c"}, group: upstream("u"), want: "u", wantOK: true},
 		{name: "upstream field wins over Volcano's annotation", annotations: map[string]string{VolcanoGroupNameAnnotation: "v"}, group: upstream("u"), want: "u", wantOK: true},
+		{name: "a JobSet's pod", labels: map[string]string{JobSetNameLabel: "js"}, want: "js", wantOK: true},
+		{name: "scheduler-plugins' label wins over the JobSet (Kubeflow Trainer)", labels: map[string]string{JobSetNameLabel: "js", CoschedulingPodGroupLabel: "train"}, want: "train", wantOK: true},
+		{name: "Volcano's annotation wins over the JobSet", labels: map[string]string{JobSetNameLabel: "js"}, annotations: map[string]string{VolcanoGroupNameAnnotation: "v"}, want: "v", wantOK: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{
@@ -112,6 +117,41 @@ func TestPodGroupNameOf(t *testing.T) {
 			got, ok := PodGroupNameOf(pod)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("PodGroupNameOf = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// A JobSet's pod is in the sub-group of its child Job, "<replicated job>-<index>", when its group
+// is its JobSet's; Tephra's label names another; a pod grouped otherwise has none.
+func TestSubGroupOf(t *testing.T) {
+	jobSet := map[string]string{JobSetNameLabel: "js", JobSetReplicatedJobLabel: "workers", JobSetJobIndexLabel: "1"}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range jobSet {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+	}{
+		{"no sub-group", nil, ""},
+		{"Tephra's label", map[string]string{SubGroupLabel: "prefill"}, "prefill"},
+		{"a JobSet's child Job", jobSet, "workers-1"},
+		{"Tephra's label over the child Job", with(map[string]string{SubGroupLabel: "mine"}), "mine"},
+		{"a JobSet's pod in another group (Kubeflow Trainer's)", with(map[string]string{CoschedulingPodGroupLabel: "train"}), ""},
+		{"a JobSet's pod in a group named by Tephra's label", with(map[string]string{PodGroupLabel: "js"}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: tc.labels}}
+			if got := SubGroupOf(pod); got != tc.want {
+				t.Errorf("SubGroupOf = %q; want %q", got, tc.want)
 			}
 		})
 	}
