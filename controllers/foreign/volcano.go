@@ -124,6 +124,9 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	admitted := false
 	if group.Status.Phase == "" || group.Status.Phase == schedulingv1alpha1.PodGroupPending {
+		if err := r.warnLWSExclusiveTopology(ctx, &pg); err != nil {
+			return ctrl.Result{}, err
+		}
 		var queues schedulingv1alpha1.QueueList
 		if err := r.List(ctx, &queues); err != nil {
 			return ctrl.Result{}, err
