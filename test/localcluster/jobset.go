@@ -2,9 +2,7 @@ package localcluster
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 )
 
@@ -32,26 +30,9 @@ type JobSetOptions struct{}
 // BuildJobSet builds JobSet's controller manager under root/bin (once per version, kept) and
 // returns it with its module's folder, which holds its manifests.
 func BuildJobSet(ctx context.Context, root string, log io.Writer) (bin, module string, err error) {
-	binDir := filepath.Join(root, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", "", err
-	}
-	unlock, err := lockFile(filepath.Join(binDir, ".build.lock"))
-	if err != nil {
-		return "", "", err
-	}
-	defer unlock()
-	bin = filepath.Join(binDir, "jobset-"+JobSetVersion)
-	if _, err := os.Stat(bin); err != nil {
-		fmt.Fprintf(log, "building jobset %s (once; cached in bin/)\n", JobSetVersion)
-		if err := buildInModule(ctx, jobSetModule, JobSetVersion, ".", bin, log); err != nil {
-			return "", "", err
-		}
-	}
-	if module, err = moduleDir(ctx, jobSetModule, JobSetVersion); err != nil {
-		return "", "", err
-	}
-	return bin, module, nil
+	return buildPeer(ctx, root, log, JobSet, jobSetModule, JobSetVersion, func(out string) error {
+		return buildInModule(ctx, jobSetModule, JobSetVersion, ".", out, log)
+	})
 }
 
 // jobSetPeer is JobSet as the local cluster runs it.

@@ -2,11 +2,9 @@ package localcluster
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // JobSet's own manifests, made local: its webhooks call the proxy, and its Deployment mounts
@@ -27,19 +25,6 @@ func TestJobSetManifestsCallTheProxy(t *testing.T) {
 	require.Len(t, in.deployments, 1)
 	require.Equal(t, jobSetPeer.namespace, in.deployments[0].Namespace)
 	require.Equal(t, jobSetPeer.certSecret, in.mountedSecret)
-	webhooks := 0
-	for _, obj := range in.objects {
-		switch obj.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			require.Contains(t, []string{"jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration"}, obj.GetName(),
-				"JobSet's certificate rotator injects its CA into these names")
-			list, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
-			for _, w := range list {
-				url, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "url")
-				require.True(t, strings.HasPrefix(url, proxy+"/"), "webhook %v calls %q", w.(map[string]any)["name"], url)
-				webhooks++
-			}
-		}
-	}
+	webhooks := webhooksCallingTheProxy(t, in, proxy, "jobset")
 	require.Equal(t, 4, webhooks, "JobSet's mutating and validating webhooks for JobSets and pods")
 }

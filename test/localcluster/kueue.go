@@ -2,9 +2,7 @@ package localcluster
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,26 +49,9 @@ type KueueOptions struct {
 // BuildKueue builds Kueue's controller manager under root/bin (once per version, kept) and
 // returns it with its module's folder, which holds the manifests it ships.
 func BuildKueue(ctx context.Context, root string, log io.Writer) (bin, module string, err error) {
-	binDir := filepath.Join(root, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", "", err
-	}
-	unlock, err := lockFile(filepath.Join(binDir, ".build.lock"))
-	if err != nil {
-		return "", "", err
-	}
-	defer unlock()
-	bin = filepath.Join(binDir, "kueue-"+KueueVersion)
-	if _, err := os.Stat(bin); err != nil {
-		fmt.Fprintf(log, "building kueue %s (once; cached in bin/)\n", KueueVersion)
-		if err := goInstall(ctx, root, bin, kueueModule+"/cmd/kueue@"+KueueVersion, log); err != nil {
-			return "", "", err
-		}
-	}
-	if module, err = moduleDir(ctx, kueueModule, KueueVersion); err != nil {
-		return "", "", err
-	}
-	return bin, module, nil
+	return buildPeer(ctx, root, log, Kueue, kueueModule, KueueVersion, func(out string) error {
+		return goInstall(ctx, root, out, kueueModule+"/cmd/kueue@"+KueueVersion, log)
+	})
 }
 
 // kueuePeer is Kueue as the local cluster runs it.

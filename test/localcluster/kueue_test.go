@@ -27,19 +27,11 @@ func TestKueueManifestsCallTheProxy(t *testing.T) {
 	require.Equal(t, "kueue-controller-manager", k.deployments[0].Name)
 	require.Equal(t, kueueNamespace, k.deployments[0].Namespace)
 	require.Equal(t, kueueCertSecret, k.mountedSecret, "the Secret Kueue's Deployment mounts where Kueue reads its certificate")
-	webhooks, conversions := 0, 0
+	webhooks := webhooksCallingTheProxy(t, k, proxy, "kueue")
+	conversions := 0
 	for _, obj := range k.objects {
 		require.NotEqual(t, "APIService", obj.GetKind())
 		switch obj.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			require.Contains(t, []string{"kueue-mutating-webhook-configuration", "kueue-validating-webhook-configuration"}, obj.GetName(),
-				"Kueue's certificate rotator injects its CA into these names")
-			list, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
-			for _, w := range list {
-				url, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "url")
-				require.True(t, strings.HasPrefix(url, proxy+"/"), "webhook %v calls %q", w.(map[string]any)["name"], url)
-				webhooks++
-			}
 		case "CustomResourceDefinition":
 			if url, found, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "webhook", "clientConfig", "url"); found {
 				require.Equal(t, proxy+"/convert", url)
@@ -51,4 +43,26 @@ func TestKueueManifestsCallTheProxy(t *testing.T) {
 	require.Equal(t, 5, conversions, "localqueues, clusterqueues, cohorts, workloads and multikueueclusters convert between versions")
 	frameworks, _, _ := unstructured.NestedStringSlice(k.config, "integrations", "frameworks")
 	require.Contains(t, frameworks, "batch/job")
+}
+
+// webhooksCallingTheProxy checks that every webhook of a peer's configurations calls the proxy,
+// and that the configurations are the two its certificate rotator injects its CA into
+// (<prefix>-mutating-webhook-configuration and -validating-), and counts the webhooks.
+func webhooksCallingTheProxy(t *testing.T, in *peerInstall, proxy, prefix string) int {
+	t.Helper()
+	webhooks := 0
+	for _, obj := range in.objects {
+		if kind := obj.GetKind(); kind != "MutatingWebhookConfiguration" && kind != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		require.Contains(t, []string{prefix + "-mutating-webhook-configuration", prefix + "-validating-webhook-configuration"}, obj.GetName(),
+			"the certificate rotator injects its CA into these names")
+		list, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+		for _, w := range list {
+			url, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "url")
+			require.True(t, strings.HasPrefix(url, proxy+"/"), "webhook %v calls %q", w.(map[string]any)["name"], url)
+			webhooks++
+		}
+	}
+	return webhooks
 }

@@ -2,9 +2,7 @@ package localcluster
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 )
 
@@ -38,26 +36,9 @@ type LWSOptions struct {
 // BuildLWS builds LeaderWorkerSet's controller manager under root/bin (once per version, kept)
 // and returns it with its module's folder, which holds its chart.
 func BuildLWS(ctx context.Context, root string, log io.Writer) (bin, module string, err error) {
-	binDir := filepath.Join(root, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", "", err
-	}
-	unlock, err := lockFile(filepath.Join(binDir, ".build.lock"))
-	if err != nil {
-		return "", "", err
-	}
-	defer unlock()
-	bin = filepath.Join(binDir, "lws-"+LWSVersion)
-	if _, err := os.Stat(bin); err != nil {
-		fmt.Fprintf(log, "building lws %s (once; cached in bin/)\n", LWSVersion)
-		if err := buildInModule(ctx, lwsModule, LWSVersion, "./cmd", bin, log); err != nil {
-			return "", "", err
-		}
-	}
-	if module, err = moduleDir(ctx, lwsModule, LWSVersion); err != nil {
-		return "", "", err
-	}
-	return bin, module, nil
+	return buildPeer(ctx, root, log, LWS, lwsModule, LWSVersion, func(out string) error {
+		return buildInModule(ctx, lwsModule, LWSVersion, "./cmd", out, log)
+	})
 }
 
 // lwsPeer is LeaderWorkerSet as the local cluster runs it.

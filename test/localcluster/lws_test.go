@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,26 +34,17 @@ func TestLWSChartCallsTheProxyWithGangSchedulingOn(t *testing.T) {
 	require.Equal(t, lwsPeer.certSecret, in.mountedSecret, "the Secret LWS's Deployment mounts where LWS reads its certificate")
 	provider, _, _ := unstructured.NestedString(in.config, "gangSchedulingManagement", "schedulerProvider")
 	require.Equal(t, "volcano", provider)
-	webhooks, podGroupRule := 0, false
+	webhooks, podGroupRule := webhooksCallingTheProxy(t, in, proxy, "lws"), false
 	for _, obj := range in.objects {
-		switch obj.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			require.Contains(t, []string{"lws-mutating-webhook-configuration", "lws-validating-webhook-configuration"}, obj.GetName(),
-				"LWS's certificate rotator injects its CA into these names")
-			list, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
-			for _, w := range list {
-				url, _, _ := unstructured.NestedString(w.(map[string]any), "clientConfig", "url")
-				require.True(t, strings.HasPrefix(url, proxy+"/"), "webhook %v calls %q", w.(map[string]any)["name"], url)
-				webhooks++
-			}
-		case "ClusterRole":
-			rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
-			for _, r := range rules {
-				groups, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "apiGroups")
-				resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
-				if len(groups) == 1 && groups[0] == "scheduling.volcano.sh" && len(resources) == 1 && resources[0] == "podgroups" {
-					podGroupRule = true
-				}
+		if obj.GetKind() != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+		for _, r := range rules {
+			groups, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "apiGroups")
+			resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+			if len(groups) == 1 && groups[0] == "scheduling.volcano.sh" && len(resources) == 1 && resources[0] == "podgroups" {
+				podGroupRule = true
 			}
 		}
 	}

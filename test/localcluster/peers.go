@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -95,6 +96,31 @@ func (c *Cluster) certDir(p *peer) string {
 		return p.fixedCertDir
 	}
 	return filepath.Join(c.opts.Dir, "pods", p.name, "certs")
+}
+
+// buildPeer builds a peer's controller manager under root/bin as name-version (once per version,
+// kept) with build, and returns it with its module's folder, which holds what it ships.
+func buildPeer(ctx context.Context, root string, log io.Writer, name, module, version string, build func(out string) error) (bin, dir string, err error) {
+	binDir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", "", err
+	}
+	unlock, err := lockFile(filepath.Join(binDir, ".build.lock"))
+	if err != nil {
+		return "", "", err
+	}
+	defer unlock()
+	bin = filepath.Join(binDir, name+"-"+version)
+	if _, err := os.Stat(bin); err != nil {
+		fmt.Fprintf(log, "building %s %s (once; cached in bin/)\n", name, version)
+		if err := build(bin); err != nil {
+			return "", "", err
+		}
+	}
+	if dir, err = moduleDir(ctx, module, version); err != nil {
+		return "", "", err
+	}
+	return bin, dir, nil
 }
 
 // peers are the peers this cluster runs, in the order they start.
