@@ -173,11 +173,8 @@ func (c *Cluster) installPeer(ctx context.Context, p *peer) error {
 		if in.unlock, err = lockFile(filepath.Join(os.TempDir(), "tephra-"+p.name+"-certs.lock")); err != nil {
 			return err
 		}
-		// A folder left by an earlier cluster holds another CA's certificate.
-		if err := os.RemoveAll(p.fixedCertDir); err != nil {
-			in.unlock()
-			return err
-		}
+		// Files an earlier cluster left there are overwritten by this one's Secret (mountSecret);
+		// until then the rotator finds them stale and waits.
 	}
 	if in.proxy, err = c.startWebhookProxy(p); err != nil {
 		in.unlock()
