@@ -52,3 +52,13 @@ var jobSetPeer = &peer{
 		return KustomizeManifests(filepath.Join(c.bins.JobSetModule, "config", "default"))(ctx, "")
 	},
 }
+
+// JobSetCRD is the path of the JobSet CRD in JobSet's module, for a cluster that serves the API
+// without running JobSet (ApplyFile), e.g. to exercise tephra-controllers' JobSet adapter.
+func JobSetCRD(ctx context.Context) (string, error) {
+	module, err := moduleDir(ctx, jobSetModule, JobSetVersion)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(module, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"), nil
+}

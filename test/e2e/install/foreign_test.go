@@ -10,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +22,7 @@ import (
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
+	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // exerciseForeignAdapters makes the adapters of controllers/foreign use every verb of their
@@ -76,5 +80,45 @@ func exerciseForeignAdapters(t *testing.T, env *framework.Env, ns string) {
 			return false, err.Error()
 		}
 		return q.Spec.Capability.Cpu().Equal(resource.MustParse("5")), fmt.Sprint(q.Spec.Capability)
+	})
+}
+
+// exerciseJobSetAdapter serves JobSet's API (its CRD, from its module; JobSet itself does not
+// run here) and has the JobSet adapter mirror a JobSet whose pods Tephra schedules: it lists and
+// watches JobSets.
+func exerciseJobSetAdapter(t *testing.T, env *framework.Env, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	crd, err := localcluster.JobSetCRD(ctx)
+	require.NoError(t, err)
+	require.NoError(t, env.Cluster.ApplyFile(ctx, crd))
+	dyn, err := dynamic.NewForConfig(env.Cluster.Config)
+	require.NoError(t, err)
+	js := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2",
+		"kind":       "JobSet",
+		"metadata":   map[string]any{"name": "rbac-jobset"},
+		"spec": map[string]any{"replicatedJobs": []any{map[string]any{
+			"name": "workers", "replicas": int64(2),
+			"template": map[string]any{"spec": map[string]any{
+				"parallelism": int64(2), "completions": int64(2),
+				"template": map[string]any{"spec": map[string]any{
+					"schedulerName": schedulingv1alpha1.SchedulerName,
+					"restartPolicy": "Never",
+					"containers":    []any{map[string]any{"name": "work", "image": "busybox"}},
+				}},
+			}},
+		}}},
+	}}
+	jobSets := schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	// The adapter starts once the API is served (tephra-controllers checks every 10 s).
+	_, err = dyn.Resource(jobSets).Namespace(ns).Create(ctx, js, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, time.Minute, "the JobSet's PodGroup", func() (bool, string) {
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "rbac-jobset", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return pg.Spec.MinMember == 4 && len(pg.Spec.SubGroups) == 2, fmt.Sprintf("minMember %d, sub-groups %v", pg.Spec.MinMember, pg.Spec.SubGroups)
 	})
 }

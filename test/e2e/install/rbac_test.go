@@ -57,8 +57,8 @@ const listedByWatch = "list"
 // Tephra's shipped RBAC grants exactly what its components use: a Job with the svc and ssh plugins
 // runs, is restarted by its policy, has its Service, hosts ConfigMap and PodGroup put back after a
 // user edits them, completes and is deleted by its TTL; the webhooks' certificate is renewed; a
-// JobFlow runs and is deleted, a CronJob is created; meanwhile the controllers' metrics are
-// scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
+// JobFlow runs and is deleted, a CronJob is created; a JobSet is mirrored; meanwhile the
+// controllers' metrics are scraped. Every verb of the controllers' and the scheduler's own ClusterRoles and Roles then
 // appears in the apiserver's audit log of their requests (the suite already fails on any request
 // they were refused).
 func TestRBACIsWhatTheComponentsUse(t *testing.T) {
@@ -119,6 +119,7 @@ func TestRBACIsWhatTheComponentsUse(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	exerciseForeignAdapters(t, env, ns)
+	exerciseJobSetAdapter(t, env, ns)
 	exerciseFlowsAndCronJobs(t, env, ns, pool)
 	upstreamGangRuns(t, env, ns, pool)
 	upstreamCompositeRuns(t, env, ns, pool)
