@@ -23,8 +23,17 @@ type state struct {
 	// pendingFits returns a queue's pending workload that fits in room and on the nodes as
 	// placeable says (ledger), for the rule that keeps idle capacity from being held for queues
 	// that could not use it; placeable (nil: any) reads the scheduler's snapshot (placeable.go).
-	pendingFits func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) string
+	pendingFits func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload
 	placeable   func() func(e *podEntry, count int) bool
+}
+
+// verdict is a decision on a need: why it cannot be admitted ("" if it can), and, for a refusal
+// by share outside preemption, the other queue's workload that the room is kept for.
+type verdict struct {
+	msg         string
+	reason      string
+	yieldsTo    waitingWorkload
+	yieldsQueue string
 }
 
 // snapshot reads the tree and the ledger, computing deserved shares only when either changed
@@ -94,12 +103,17 @@ func demandOf(v view) map[string]quota.Amounts {
 	return demand
 }
 
-// admit says why need cannot be admitted into leaf ("" if it can). freed is what victims would
-// give back, by leaf queue (nil outside preemption). withNominated counts the queue's pods that
-// wait for victims to go: a preemption must not make room beyond the queue's share for them
-// and the preemptor together; placing a pod, though, must not wait on them, or several
-// nominated pods of one queue could hold each other back forever.
+// admit says why need cannot be admitted into leaf ("" if it can): decide's message.
 func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quota.Amounts, withNominated bool) string {
+	return s.decide(leaf, need, freed, withNominated).msg
+}
+
+// decide decides whether need can be admitted into leaf. freed is what victims would give back,
+// by leaf queue (nil outside preemption). withNominated counts the queue's pods that wait for
+// victims to go: a preemption must not make room beyond the queue's share for them and the
+// preemptor together; placing a pod, though, must not wait on them, or several nominated pods of
+// one queue could hold each other back forever.
+func (s state) decide(leaf *quota.Node, need quota.Amounts, freed map[string]quota.Amounts, withNominated bool) verdict {
 	for _, n := range leaf.Ancestry() {
 		if n.Capability == nil {
 			continue
@@ -107,14 +121,14 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 		used := s.usedUnder(n, freed)
 		used.Add(relevant(need, n.Capability))
 		if over := used.Exceeding(n.Capability); over != "" {
-			return fmt.Sprintf("%s: queue %q would exceed its capability (%s)", v1alpha1.ReasonQueueCapability, n.Name, over)
+			return verdict{reason: v1alpha1.ReasonQueueCapability, msg: fmt.Sprintf("%s: queue %q would exceed its capability (%s)", v1alpha1.ReasonQueueCapability, n.Name, over)}
 		}
 	}
 	// The deserved share bounds a queue only in the resources the pod asks for and the cluster
 	// has; a share is already capped at the queue's demand, so when nobody else waits, a queue
 	// deserves all it asks for and borrows freely.
 	if !s.othersWait(leaf.Name, need) {
-		return ""
+		return verdict{}
 	}
 	used := s.view.allocated[leaf.Name].Clone()
 	if withNominated {
@@ -132,21 +146,27 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 		}
 	}
 	if len(over) == 0 {
-		return ""
+		return verdict{}
 	}
-	msg := fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))
+	v := verdict{reason: v1alpha1.ReasonQueueOverShare, msg: fmt.Sprintf("%s: queue %q would use more than its deserved share while other queues wait (%s)", v1alpha1.ReasonQueueOverShare, leaf.Name, joinComma(over))}
 	if freed != nil || withNominated {
-		return msg
+		return v
 	}
-	if who := s.othersCouldUse(leaf.Name, need); who != "" {
-		return msg + "; it yields to " + who
+	v.yieldsTo, v.yieldsQueue = s.othersCouldUse(leaf.Name, need)
+	switch {
+	case v.yieldsQueue != "":
+		v.msg += fmt.Sprintf("; it yields to %s of queue %q, which could use the room", v.yieldsTo.name, v.yieldsQueue)
+	case v.yieldsTo.name != "":
+		v.msg += "; it yields to " + v.yieldsTo.name
+	default:
+		return verdict{}
 	}
-	return ""
+	return v
 }
 
 // othersCouldUse returns another queue's waiting workload, for a resource of need, whose next
-// step fits in what is left of its queue's deserved share and on the nodes' free capacity, as
-// "pod group ns/name of queue q" ("" if there is none). A queue over its share is held back only
+// step fits in what is left of its queue's deserved share and on the nodes' free capacity, and
+// that queue ("" if there is none). A queue over its share is held back only
 // for such a workload: when each waiting queue's next workload is larger than what its share has
 // left (gangs of 64 GPUs in three queues of 128 GPUs, each deserving 42), holding every queue to
 // its share would leave the cluster idle for good (make replay found it); and when it fits in its
@@ -155,9 +175,9 @@ func (s state) admit(leaf *quota.Node, need quota.Amounts, freed map[string]quot
 // its share; it is placed, never preempted for (reclaim keeps the strict rule, with freed or
 // nominated pods, so that no queue reclaims back what another just took this way), and it may be
 // reclaimed like any pod of a queue above its share.
-func (s state) othersCouldUse(leaf string, need quota.Amounts) string {
+func (s state) othersCouldUse(leaf string, need quota.Amounts) (waitingWorkload, string) {
 	if s.pendingFits == nil {
-		return "another queue's workload"
+		return waitingWorkload{name: "another queue's workload"}, ""
 	}
 	var placeable func(e *podEntry, count int) bool
 	if s.placeable != nil {
@@ -174,11 +194,11 @@ func (s state) othersCouldUse(leaf string, need quota.Amounts) string {
 			held := s.view.allocated[queue][name] - s.view.terminating[queue][name] + s.view.nominated[queue][name]
 			room[name] = max(v-held, 0)
 		}
-		if who := s.pendingFits(queue, room, placeable); who != "" {
-			return fmt.Sprintf("%s of queue %q, which could use the room", who, queue)
+		if w := s.pendingFits(queue, room, placeable); w.name != "" {
+			return w, queue
 		}
 	}
-	return ""
+	return waitingWorkload{}, ""
 }
 
 // asksFor says whether pending asks for a resource of need.

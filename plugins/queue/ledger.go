@@ -574,12 +574,20 @@ type view struct {
 	allocated, terminating, pending, nominated map[string]quota.Amounts
 }
 
+// waitingWorkload is a queue's pending workload that a share hold keeps room for: a pod of its
+// own or a gang, named for messages, and one of its pending pods (the gang's first found).
+type waitingWorkload struct {
+	name string
+	uid  types.UID
+}
+
 // pendingFits returns a pending workload of the queue whose next step fits in room and, when
-// placeable is not nil, on the nodes as placeable says ("" if there is none): a pod of its own,
-// or for a gang whose minimum is not placed, the pod's requests times the members its minimum
-// still misses, less those nominated to room their preemption freed (the caller counts that room
-// as the queue's already). Gated pods and the groups short of members are no demand (view).
-func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) string {
+// placeable is not nil, on the nodes as placeable says (none: the zero value): a pod of its
+// own, or for a gang whose minimum is not placed, the pod's requests times the members its
+// minimum still misses, less those nominated to room their preemption freed (the caller counts
+// that room as the queue's already). Gated pods and the groups short of members are no demand
+// (view).
+func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	// The workloads that fit the room are tried on the nodes in a fixed order (highest priority,
@@ -588,47 +596,28 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e 
 	// whichever workload the map gave first wrote it on every attempt.
 	type candidate struct {
 		e     *podEntry
+		uid   types.UID
 		count int
 		name  string
 	}
 	var candidates []candidate
 	tried := map[string]bool{} // a group's members are one workload
-	for _, e := range l.pods {
+	for uid, e := range l.pods {
 		if e.queue != queue || e.placed() || e.terminating || e.gated || tried[e.group] {
 			continue
 		}
-		unit, count := e.requests, 1
 		if e.group != "" {
 			tried[e.group] = true
-			if _, short := l.short[e.group]; short {
-				continue
-			}
-			if l.minMember != nil {
-				minimum := l.minMember(e.group)
-				missing := minimum - l.groupCount[e.group] - l.groupNominated[e.group]
-				if minimum > 0 && missing <= 0 {
-					// Its minimum is placed: what waits is above it, and only takes what is free
-					// once other groups' minimums are placed (TephraGang's ElasticWaiting), so a
-					// queue held for it and it would wait for each other beside the idle room.
-					continue
-				}
-				if missing > 1 {
-					count = missing
-					unit = e.requests.Clone()
-					for name, v := range unit {
-						unit[name] = v * int64(missing)
-					}
-				}
-			}
 		}
-		if !fitsIn(unit, room, l.total) {
+		count, ok := l.nextStepFits(e, room)
+		if !ok {
 			continue
 		}
 		name := "pod " + e.namespace + "/" + e.name
 		if e.group != "" {
 			name = "pod group " + e.group
 		}
-		candidates = append(candidates, candidate{e: e, count: count, name: name})
+		candidates = append(candidates, candidate{e: e, uid: uid, count: count, name: name})
 	}
 	slices.SortFunc(candidates, func(a, b candidate) int {
 		if a.e.priority != b.e.priority {
@@ -638,10 +627,57 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e 
 	})
 	for _, c := range candidates {
 		if placeable == nil || placeable(c.e, c.count) {
-			return c.name
+			return waitingWorkload{name: c.name, uid: c.uid}
 		}
 	}
-	return ""
+	return waitingWorkload{}
+}
+
+// stillFits says whether a workload pendingFits returned for the queue still waits there and its
+// next step still fits in room (the nodes aside: a share hold checks them when it is decided
+// again, in PreFilter).
+func (l *ledger) stillFits(w waitingWorkload, queue string, room quota.Amounts) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, ok := l.pods[w.uid]
+	if !ok || e.queue != queue {
+		return false
+	}
+	_, fits := l.nextStepFits(e, room)
+	return fits
+}
+
+// nextStepFits says whether a pending entry is demand whose next step fits in room, and how many
+// pods like it that step places: one, or the members its gang's minimum still misses. Called
+// under the read lock.
+func (l *ledger) nextStepFits(e *podEntry, room quota.Amounts) (int, bool) {
+	if e.placed() || e.terminating || e.gated {
+		return 0, false
+	}
+	unit, count := e.requests, 1
+	if e.group != "" {
+		if _, short := l.short[e.group]; short {
+			return 0, false
+		}
+		if l.minMember != nil {
+			minimum := l.minMember(e.group)
+			missing := minimum - l.groupCount[e.group] - l.groupNominated[e.group]
+			if minimum > 0 && missing <= 0 {
+				// Its minimum is placed: what waits is above it, and only takes what is free
+				// once other groups' minimums are placed (TephraGang's ElasticWaiting), so a
+				// queue held for it and it would wait for each other beside the idle room.
+				return 0, false
+			}
+			if missing > 1 {
+				count = missing
+				unit = e.requests.Clone()
+				for name, v := range unit {
+					unit[name] = v * int64(missing)
+				}
+			}
+		}
+	}
+	return count, fitsIn(unit, room, l.total)
 }
 
 // fitsIn says whether unit fits in room, in every resource the cluster has.
@@ -678,6 +714,13 @@ func (l *ledger) view() view {
 		}
 	}
 	return v
+}
+
+// currentVersion is the ledger's version, which changes with every change.
+func (l *ledger) currentVersion() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.version
 }
 
 func cloneSums(sums map[string]quota.Amounts) map[string]quota.Amounts {

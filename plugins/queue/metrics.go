@@ -17,9 +17,23 @@ var (
 		Help:           "Pods evicted by the queue plugin, by kind (reclaim from another queue, or preempt within the queue), victim queue and beneficiary queue.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind", "victim_queue", "queue"})
+	stateRefusals = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "tephra",
+		Subsystem:      "queue",
+		Name:           "refusals_total",
+		Help:           "Scheduling attempts the queue plugin refused by the state of the pod's queue, by leaf queue and reason (QueueCapabilityExceeded, QueueOverDeservedShare). A refused pod is held at PreEnqueue until that state changes, so each wait costs about one attempt.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"queue", "reason"})
+	heldPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "tephra",
+		Subsystem:      "queue",
+		Name:           "held_pods",
+		Help:           "Pods held at PreEnqueue by the state of their queue (a capability, or the deserved share while another queue's workload could use the room).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 func init() {
-	registerMetrics.Do(func() { legacyregistry.MustRegister(evictions) })
+	registerMetrics.Do(func() { legacyregistry.MustRegister(evictions, stateRefusals, heldPods) })
 }

@@ -103,6 +103,9 @@ type Queue struct {
 	// shareWaiters are the pods PostFilter turned away, brought back when their queue's share
 	// rises (queueShareRose).
 	shareWaiters shareWaiters
+	// holds are the pods PreFilter refused by their queue's state, which PreEnqueue keeps waiting
+	// while that state stands (holds.go).
+	holds heldPodSet
 }
 
 var (
@@ -158,7 +161,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
 		return nil, err
 	}
-	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: q.shareWaiters.podDeleted}); err != nil {
+	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		q.shareWaiters.podDeleted(obj)
+		q.holds.podDeleted(obj)
+	}}); err != nil {
 		return nil, err
 	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
@@ -344,7 +350,8 @@ func (q *Queue) activatePending(queues map[string]bool) {
 }
 
 // PreEnqueue holds back pods whose queue cannot take them at all: a queue that is missing, not a
-// leaf, or closed, or a gang whose minimum is larger than its queue's capability.
+// leaf, or closed, or a gang whose minimum is larger than its queue's capability; and, until
+// their queue's state changes, the pods PreFilter refused by it (holds.go).
 func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if !q.queueRunning.Load() {
 		q.queueRunning.Store(true)
@@ -385,6 +392,9 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 			q.podEvent(pod, v1alpha1.ReasonNeverFits, msg)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
+	}
+	if msg := q.stillHeld(pod, w); msg != "" {
+		return fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	return nil
 }
@@ -428,11 +438,17 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if f := q.simulated.Load(); f != nil {
 		freed = *f // PodGroupPostFilter places the pod's group without its victims
 	}
-	if msg := s.admit(leaf, need, freed, false); msg != "" {
-		admission.MarkRefused(cs, msg)
-		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	v := s.decide(leaf, need, freed, false)
+	if v.msg == "" {
+		return nil, nil
 	}
-	return nil, nil
+	admission.MarkRefused(cs, v.msg)
+	if freed == nil {
+		// The pod's own cycle, not PodGroupPostFilter's dry run of its group.
+		stateRefusals.WithLabelValues(leaf.Name, v.reason).Inc()
+		q.recordHold(pod, v, s)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, v.msg)
 }
 
 // needOf is what admitting the pod takes from its queue: its own requests, or for a gang whose
@@ -502,6 +518,7 @@ func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, 
 	q.ledger.assume(pod, w.queue, w.group)
 	q.refusals.Forget(pod.UID)
 	q.shareWaiters.forget(pod.UID)
+	q.holds.forget(pod.UID)
 	return nil
 }
 
@@ -515,6 +532,8 @@ func (q *Queue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, e
 	return []fwk.ClusterEventWithHint{
 		// A queue created, opened, or given more capability or weight.
 		{Event: fwk.ClusterEvent{Resource: queueEvent, ActionType: fwk.All}},
+		// A pod bound into the queue a held pod yields to may be the workload it waits for.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: q.isSchedulableAfterPodBound},
 		// A pod that stops gives its queue's share back.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: q.isSchedulableAfterAssignedPodDeleted},
 		// A pending pod deleted lowers its queue's demand, and so raises other queues' shares.

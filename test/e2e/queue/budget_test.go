@@ -95,15 +95,5 @@ func onlyGuarded(names []string) []string {
 // asyncPreemptions reads how many preemptions kube-scheduler's async executor has run.
 func asyncPreemptions(t *testing.T, env *framework.Env) float64 {
 	t.Helper()
-	metrics, err := env.Cluster.SchedulerMetrics(context.Background())
-	require.NoError(t, err)
-	total := 0.0
-	for _, line := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(line, "scheduler_preemption_goroutines_execution_total{") {
-			var v float64
-			_, _ = fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
-			total += v
-		}
-	}
-	return total
+	return framework.SchedulerMetric(t, env, "scheduler_preemption_goroutines_execution_total{")
 }

@@ -1,0 +1,84 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
+)
+
+// A pod its queue's share holds back is tried once and then waits at PreEnqueue: the events of a
+// busy cluster (pods of other queues bound and deleted, Queue status written, a node added) do
+// not bring it back to be refused again, and so build it no backoff; when the workload it yields
+// to no longer waits, it binds at once. On one node of 4 units, queue wait-a's 3-unit pod is
+// deleted and kept terminating (a finalizer); wait-b's 2-unit pod waits for that room, and
+// wait-a's 1-unit pod, past wait-a's share, yields to it beside the free unit.
+func TestAPodHeldByItsShareIsNotTriedUntilWhatItYieldsToEnds(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-wait"
+	pool := units(t, env, gpu, 1, 4)
+	framework.CreateQueue(t, env, "wait-a", func(s *schedulingv1alpha1.QueueSpec) { s.Reclaimable = new(false) })
+	framework.CreateQueue(t, env, "wait-b", nil)
+	framework.CreateQueue(t, env, "wait-noise", nil)
+
+	submit(t, env, ns, 1, "big", workPod{queue: "wait-a", res: gpu, amount: 3, pool: pool})
+	framework.WaitBound(t, env, ns, map[string]int{"wait-a": 1}, time.Minute)
+	const finalizer = "e2e.tephra.dev/slow-exit"
+	release := func() {
+		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, "big-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, "big-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+finalizer+`"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	t.Cleanup(release)
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "big-0", metav1.DeleteOptions{}))
+
+	submit(t, env, ns, 1, "waiting", workPod{queue: "wait-b", res: gpu, amount: 2, pool: pool})
+	framework.Eventually(t, 30*time.Second, "wait-b's pod to be tried", func() (bool, string) {
+		msg, ok := pendingMessage(env, ns, "wait-b")
+		return ok, msg
+	})
+	refused := fmt.Sprintf(`tephra_queue_refusals_total{queue="wait-a",reason="%s"}`, schedulingv1alpha1.ReasonQueueOverShare)
+	before := framework.SchedulerMetric(t, env, refused)
+	submit(t, env, ns, 1, "held", workPod{queue: "wait-a", res: gpu, amount: 1, pool: pool})
+	framework.Eventually(t, 30*time.Second, "wait-a's pod to name the pod it yields to", func() (bool, string) {
+		msg, _ := pendingMessage(env, ns, "wait-a")
+		return strings.Contains(msg, fmt.Sprintf(`it yields to pod %s/waiting-0 of queue "wait-b"`, ns)), msg
+	})
+
+	// A busy cluster: pods of another queue bound and deleted, one at a time, and a node added.
+	noise := units(t, env, "e2e.tephra.dev/gpu-wait-noise", 1, 1)
+	for i := range 8 {
+		name := fmt.Sprintf("noise-%d", i)
+		submit(t, env, ns, 1, name, workPod{queue: "wait-noise", res: "e2e.tephra.dev/gpu-wait-noise", amount: 1, pool: noise})
+		framework.WaitBound(t, env, ns, map[string]int{"wait-noise": 1}, 30*time.Second)
+		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, name+"-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+		framework.Eventually(t, 30*time.Second, name+" to be gone", func() (bool, string) {
+			n := livePods(t, env, ns, "wait-noise")
+			return n == 0, fmt.Sprintf("%d live", n)
+		})
+	}
+	units(t, env, "e2e.tephra.dev/gpu-wait-added", 1, 1)
+	framework.HoldBound(t, env, ns, map[string]int{"wait-a": 0, "wait-b": 0}, 2*time.Second)
+	assert.Equal(t, 1.0, framework.SchedulerMetric(t, env, refused)-before,
+		"the held pod was refused once, and not tried again through 16 binds and deletions of other pods and a node added")
+
+	// What it yields to ends: it binds on the free unit at once.
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "waiting-0", metav1.DeleteOptions{}))
+	ended := time.Now()
+	framework.WaitBound(t, env, ns, map[string]int{"wait-a": 1}, 10*time.Second)
+	assert.Less(t, time.Since(ended), 2*time.Second, "the held pod binds within 2 s of the pod it yields to ending")
+	assert.Equal(t, 1.0, framework.SchedulerMetric(t, env, refused)-before, "and is not refused on its way")
+	release()
+}
