@@ -29,8 +29,9 @@ type Meta struct {
 }
 
 // WriteMarkdown writes the comparison of the configurations' outcomes (a column each, in their
-// order) as Markdown: how it was made, the trace and cluster, the main table, a table per
-// configuration of its queues, and the plots. Durations are trace time, written as 45s, 12m 05s,
+// order) as Markdown: how it was made, the trace and cluster, the main table, the goals, a table
+// of each queue in each configuration against BaselineConfig, a table per configuration of its
+// queues, and the plots. Durations are trace time, written as 45s, 12m 05s,
 // 3h 02m or 2d 04h. The output depends only on its input.
 func WriteMarkdown(w io.Writer, outs []Outcomes, meta Meta) error {
 	var b strings.Builder
@@ -63,6 +64,7 @@ func WriteMarkdown(w io.Writer, outs []Outcomes, meta Meta) error {
 		writeDefinitions(&b, outs[0].Options)
 		writeGoals(&b, outs)
 		b.WriteString("## Queues\n\n")
+		writeQueuesAcross(&b, outs)
 		for i := range outs {
 			writeQueueTable(&b, &outs[i])
 		}
@@ -113,6 +115,19 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 				return "–"
 			}
 			return Duration(o.FirstPod.Mean) + " / " + Duration(o.FirstPod.P90)
+		}},
+		{"Room to bind: mean / p90", func(o *Outcomes) string {
+			if o.RoomToBind.N == 0 {
+				return "–"
+			}
+			return Duration(o.RoomToBind.Mean) + " / " + Duration(o.RoomToBind.P90)
+		}},
+		{"Pods bound with no room first", func(o *Outcomes) string {
+			measured := o.RoomToBind.N + o.BoundWithoutRoom
+			if measured == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%d of %d", o.BoundWithoutRoom, measured)
 		}},
 		{fmt.Sprintf("Big gangs (%d+ GPUs) finished", BigGangGPUs), func(o *Outcomes) string {
 			return fmt.Sprintf("%d / %d", o.BigGangs.Finished, o.BigGangs.Jobs)
@@ -183,6 +198,13 @@ func writeDefinitions(b *strings.Builder, o Options) {
 - Submit to first pod is how long a job's first pod took to appear: in C a Tephra Job's controller
   creates it, in B0 and B1 the replay itself. It is part of the wait, and the speedup multiplies
   it: 0.1 s of wall clock is 14 s of trace time at 144×.
+- Room to bind is, per pod asking GPUs that was bound (its creation recorded), the time from the
+  first instant at which some node had its GPUs free and its queue's share allowed it (its queue's
+  GPUs and its own at most the queue's deserved GPUs, or the queues asking less than the cluster)
+  to its bind: the wait a scheduler answers for. Each pod counts alone, so a gang's pod counts the
+  wait for its siblings' room. Pods bound with no such instant first (room seen free only as they
+  bound, or bound over their share while the cluster was contended, as B0 and B1 do) are counted
+  apart, not in it.
 - GPU allocated is GPU-time held by bound pods over capacity × run length; busy counts only the pods
   of jobs whose minimum was running.
 - A partial gang is a job holding some, but fewer than its minimum, pods: its GPUs are held and
@@ -198,7 +220,9 @@ func writeDefinitions(b *strings.Builder, o Options) {
   run again after a preemption.
 - Queue share MAD is the mean |share held − deserved share| over %d time samples, counting only
   those when the queues asked for at least the cluster (contended), in percentage points of the
-  cluster. Deserved shares are Tephra's (weights and guarantees), for every configuration.
+  cluster. Deserved shares are Tephra's (weights and guarantees), for every configuration. It is
+  reported, not a goal: what a team feels is its jobs' times and the GPU-hours it gets over the
+  contended period (the queues' tables below).
 
 `, Duration(o.PartialTolerance), o.Samples)
 }

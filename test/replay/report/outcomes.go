@@ -3,18 +3,7 @@ package report
 import (
 	"math"
 	"slices"
-	"sort"
-
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/internal/quota"
 )
-
-// gpu is the resource the replay's pods ask for, as internal/quota names it.
-const gpu corev1.ResourceName = "nvidia.com/gpu"
 
 const (
 	// DefaultPartialTolerance is the Options.PartialTolerance used when none is given: long
@@ -47,38 +36,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Stats summarise durations (trace seconds): their count, mean and nearest-rank percentiles
-// (the smallest value with at least p% of the values at or below it, so every figure is a value
-// that was observed). Figures are NaN when N is 0.
-type Stats struct {
-	N                   int
-	Mean, P50, P90, P99 float64
-}
-
-// StatsOf summarises values.
-func StatsOf(values []float64) Stats {
-	s := Stats{N: len(values), Mean: math.NaN(), P50: math.NaN(), P90: math.NaN(), P99: math.NaN()}
-	if len(values) == 0 {
-		return s
-	}
-	sorted := slices.Clone(values)
-	slices.Sort(sorted)
-	sum := 0.0
-	for _, v := range sorted {
-		sum += v
-	}
-	s.Mean = sum / float64(len(sorted))
-	s.P50, s.P90, s.P99 = percentile(sorted, 50), percentile(sorted, 90), percentile(sorted, 99)
-	return s
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted values, as
-// test/bench computes it.
-func percentile(sorted []float64, p float64) float64 {
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}
-
 // Summary is the outcome of a set of jobs: a run's, or one queue's.
 type Summary struct {
 	// Queue is the queue's name, "" for the whole run. Weight and Guarantee (GPUs) are what its
@@ -97,6 +54,11 @@ type Summary struct {
 	// and MeanDeserved are the queues' sums and ShareMAD the mean of the MADs of the queues that
 	// had jobs (a queue without jobs deserves nothing and holds nothing: it would only dilute).
 	MeanShare, MeanDeserved, ShareMAD float64
+	// ReceivedGPUSeconds and DeservedGPUSeconds integrate the GPUs the queue held and deserved
+	// over the contended grid times (each standing for its cell of the grid): what a team got
+	// against what it was promised while the cluster could not give everyone what they asked.
+	// Zero when no grid time was contended. For the whole run, the queues' sums.
+	ReceivedGPUSeconds, DeservedGPUSeconds float64
 }
 
 // BigGangGPUs is the size, in GPUs over all its pods, from which a job counts in
@@ -182,6 +144,30 @@ type Outcomes struct {
 	// in B0 and B1 the replay itself. It is part of every wait, and the speedup multiplies it.
 	FirstPod Stats
 
+	// RoomToBind is, for each pod asking GPUs that was bound and whose Seen was recorded (more
+	// than 0) and came before its Bound, Bound − t, t the first instant with Seen ≤ t < Bound at
+	// which
+	//   - free room fitted it: some node had at least the pod's GPUs free (a node has
+	//     Run.NodeGPUs; what it held is from the pods' Node and their Bound ≤ t < Ended, Ended
+	//     NaN holding on), and
+	//   - its queue's share allowed it: the GPUs its queue's pods held at t plus the pod's were at
+	//     most the queue's deserved GPUs at t, or the cluster was not contended at t (the queues
+	//     asked less than the cluster: then nobody's share holds anyone back). Deserved GPUs and
+	//     contention are the queue shares', computed exactly at the event times (submits, ends,
+	//     binds) rather than on the grid.
+	// It is the part of the wait a scheduler answers for once neither a full cluster nor the
+	// pod's share held it back. The room may have gone to another pod after t and the pod counts
+	// on from t all the same; each pod counts alone, so a gang's pod whose own room came before
+	// its siblings' counts the wait for theirs. Pods for which no such t came are not in it but
+	// in BoundWithoutRoom. N is 0 for a run without the nodes' record (Run.Nodes, NodeGPUs).
+	RoomToBind Stats
+	// BoundWithoutRoom counts the pods RoomToBind would measure for which no such t came before
+	// their bind: the room came at the very instant of the bind (the victims of a preemption
+	// seen gone together with the bind), or not at all by the definition: bound over the queue's
+	// share while the cluster was contended (as B0 and B1, which know no shares, do), or to a
+	// node the record has full.
+	BoundWithoutRoom int
+
 	// ContendedSamples is the number of grid times at which the queues' demand (GPUs asked by
 	// the jobs submitted and not ended) was at least the cluster's: only then is a share below
 	// the deserved one a scheduler's choice; below capacity everyone gets what they ask.
@@ -247,13 +233,12 @@ func (o Options) Analyze(run Run) Outcomes {
 	for i, q := range queues {
 		index[q.Name] = i
 	}
-	var jct, wait, bigJCT, bigWait, firstPod []float64
-	perQueue := make([]struct{ jct, wait []float64 }, len(queues))
-	out.All, out.BigGangs = Summary{}, Summary{}
-	out.Queues = make([]Summary, len(queues))
+	var all, big tally
+	perQueue := make([]tally, len(queues))
 	for i, q := range queues {
-		out.Queues[i] = Summary{Queue: q.Name, Weight: q.Weight, Guarantee: q.Guarantee}
+		perQueue[i].s = Summary{Queue: q.Name, Weight: q.Weight, Guarantee: q.Guarantee}
 	}
+	var firstPod []float64
 	g := newGrid(end, o.Samples)
 	allocated, busy := make([]int64, g.n+1), make([]int64, g.n+1)
 	held, demand := make([][]int64, len(queues)), make([][]int64, len(queues))
@@ -264,45 +249,15 @@ func (o Options) Analyze(run Run) Outcomes {
 
 	for _, j := range run.Jobs {
 		qi := index[queueOf(j)]
-		q := &out.Queues[qi]
-		q.Jobs++
-		out.All.Jobs++
-		firstSubmit = math.Min(firstSubmit, j.Submit)
+		all.add(j)
+		perQueue[qi].add(j)
 		if j.Replicas*j.GPUs >= BigGangGPUs {
-			big := &out.BigGangs
-			big.Jobs++
-			switch {
-			case !math.IsNaN(j.Ended):
-				big.Finished++
-				bigJCT = append(bigJCT, j.Ended-j.Submit)
-			case len(j.Started) > 0:
-				big.Unfinished++
-			}
-			if len(j.Started) == 0 {
-				big.NeverRan++
-			} else {
-				bigWait = append(bigWait, j.Started[0]-j.Submit)
-			}
+			big.add(j)
 		}
-		switch {
-		case !math.IsNaN(j.Ended):
-			out.All.Finished++
-			q.Finished++
-			jct = append(jct, j.Ended-j.Submit)
-			perQueue[qi].jct = append(perQueue[qi].jct, j.Ended-j.Submit)
+		firstSubmit = math.Min(firstSubmit, j.Submit)
+		if !math.IsNaN(j.Ended) {
 			lastEnd = math.Max(lastEnd, j.Ended)
-		case len(j.Started) > 0:
-			out.All.Unfinished++
-			q.Unfinished++
 		}
-		if len(j.Started) == 0 {
-			out.All.NeverRan++
-			q.NeverRan++
-		} else {
-			wait = append(wait, j.Started[0]-j.Submit)
-			perQueue[qi].wait = append(perQueue[qi].wait, j.Started[0]-j.Submit)
-		}
-
 		if seen := firstSeen(j); seen > 0 {
 			firstPod = append(firstPod, math.Max(seen-j.Submit, 0))
 		}
@@ -312,6 +267,9 @@ func (o Options) Analyze(run Run) Outcomes {
 			out.RestartedJobs++
 			out.MostRestarts = max(out.MostRestarts, restarts)
 		}
+		preempted, discarded := preemptions(j, end)
+		out.PreemptedPods += preempted
+		out.DiscardedGPUSeconds += discarded
 
 		f := timeline(j, end)
 		out.AllocatedGPUSeconds += f.allocated
@@ -337,313 +295,71 @@ func (o Options) Analyze(run Run) Outcomes {
 		}
 		from, to := g.span(j.Submit, ended)
 		addRange(demand[qi], from, to, int64(j.Replicas*j.GPUs))
-
-		for _, p := range j.Pods {
-			if !p.Preempted {
-				continue
-			}
-			out.PreemptedPods++
-			if !math.IsNaN(p.Running) {
-				stopped := p.Ended
-				if math.IsNaN(stopped) {
-					stopped = end
-				}
-				out.DiscardedGPUSeconds += float64(j.GPUs) * math.Max(stopped-p.Running, 0)
-			}
-		}
 	}
 
-	out.WholeFreeWhileBigWait, out.ScatteredFreeWhileBigWait = freeWhileBigGangsWait(run, g, end)
-
-	out.All.JCT, out.All.Wait = StatsOf(jct), StatsOf(wait)
-	out.BigGangs.JCT, out.BigGangs.Wait = StatsOf(bigJCT), StatsOf(bigWait)
+	out.All, out.BigGangs = all.summary(), big.summary()
+	out.Queues = make([]Summary, len(queues))
+	for i := range perQueue {
+		out.Queues[i] = perQueue[i].summary()
+	}
 	out.FirstPod = StatsOf(firstPod)
-	out.JCTs = slices.Sorted(slices.Values(jct))
-	for i := range out.Queues {
-		out.Queues[i].JCT, out.Queues[i].Wait = StatsOf(perQueue[i].jct), StatsOf(perQueue[i].wait)
-	}
+	out.JCTs = slices.Sorted(slices.Values(all.jct))
+	out.WholeFreeWhileBigWait, out.ScatteredFreeWhileBigWait = freeWhileBigGangsWait(run, g, end)
 	out.Makespan = math.NaN()
 	if out.All.Finished > 0 {
 		out.Makespan = lastEnd - firstSubmit
 	}
 	shares(&out, queues, g, allocated, busy, held, demand)
 	out.HeldBesideIdleWaitSeconds, out.WaitSeconds = heldBesideIdle(run, &out, index, g, end)
+	out.RoomToBind, out.BoundWithoutRoom = roomToBind(run, queues, index)
 	return out
 }
 
-// heldBesideIdle sums, over the grid, the jobs' wait while their queue held at least its deserved
-// share and the cluster's free GPUs could hold the job's minimum, and all the jobs' wait.
-func heldBesideIdle(run Run, out *Outcomes, index map[string]int, g grid, end float64) (held, all float64) {
-	s := &out.Series
-	if g.n == 0 || len(s.Allocated) != g.n {
-		return 0, 0
-	}
-	for _, j := range run.Jobs {
-		started := end
-		if len(j.Started) > 0 {
-			started = j.Started[0]
-		}
-		qi, need := index[queueOf(j)], float64(j.MinReplicas*j.GPUs)
-		from, to := g.span(j.Submit, started)
-		for k := from; k < to; k++ {
-			all += g.dt
-			free := (1 - s.Allocated[k]) * float64(out.GPUs)
-			if s.Share[qi][k] >= s.Deserved[qi][k]-1e-9 && free >= need {
-				held += g.dt
-			}
-		}
-	}
-	return held, all
+// tally gathers a set of jobs into a Summary.
+type tally struct {
+	s         Summary
+	jct, wait []float64
 }
 
-// queueSpec is a queue as its deserved share is computed.
-type queueSpec struct {
-	Name              string
-	Weight, Guarantee int64
-}
-
-// queueSpecs are the run's queues and those its jobs name, sorted by name. A queue the jobs name
-// but Run.Queues lacks gets the defaults (weight 1, no guarantee), as a Queue object would.
-func queueSpecs(run Run) []queueSpec {
-	byName := map[string]queueSpec{}
-	for _, q := range run.Queues {
-		if q.Name != "" {
-			byName[q.Name] = queueSpec{Name: q.Name, Weight: max(q.Weight, 1), Guarantee: max(q.Guarantee, 0)}
-		}
-	}
-	for _, j := range run.Jobs {
-		if name := queueOf(j); byName[name].Name == "" {
-			byName[name] = queueSpec{Name: name, Weight: 1}
-		}
-	}
-	out := make([]queueSpec, 0, len(byName))
-	for _, q := range byName {
-		out = append(out, q)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// queueOf is the queue a job is in: v1alpha1.DefaultQueue when it names none.
-func queueOf(j Job) string {
-	if j.Queue == "" {
-		return v1alpha1.DefaultQueue
-	}
-	return j.Queue
-}
-
-// shares turns the grid's difference arrays into the series, and computes the queues' deserved
-// shares and their deviations.
-func shares(out *Outcomes, queues []queueSpec, g grid, allocated, busy []int64, held, demand [][]int64) {
-	s := &out.Series
-	s.Times = make([]float64, g.n)
-	for k := range s.Times {
-		s.Times[k] = g.at(k)
-	}
-	capacity := float64(out.GPUs)
-	fraction := func(v int64) float64 {
-		if capacity <= 0 {
-			return 0
-		}
-		return float64(v) / capacity
-	}
-	s.Allocated, s.Busy = cumulate(allocated, g.n, fraction), cumulate(busy, g.n, fraction)
-	s.Share, s.Deserved = make([][]float64, len(queues)), make([][]float64, len(queues))
-	demands := make([][]int64, len(queues))
-	for i := range queues {
-		s.Share[i] = cumulate(held[i], g.n, fraction)
-		s.Deserved[i] = make([]float64, g.n)
-		demands[i] = cumulate(demand[i], g.n, func(v int64) int64 { return v })
-	}
-	s.Contended = make([]bool, g.n)
-
-	var tree *quota.Tree
-	if out.GPUs > 0 {
-		objects := make([]*v1alpha1.Queue, 0, len(queues))
-		for _, q := range queues {
-			if q.Name == v1alpha1.RootQueue {
-				continue
-			}
-			obj := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.Name}}
-			obj.Spec.Weight = int32(min(q.Weight, math.MaxInt32))
-			if q.Guarantee > 0 {
-				obj.Spec.Guarantee = corev1.ResourceList{gpu: *resource.NewQuantity(q.Guarantee, resource.DecimalSI)}
-			}
-			objects = append(objects, obj)
-		}
-		tree = quota.NewTree(objects)
-	}
-	total := quota.Amounts{gpu: int64(out.GPUs)}
-	deviation, share, deserved := make([]float64, len(queues)), make([]float64, len(queues)), make([]float64, len(queues))
-	for k := 0; k < g.n && tree != nil; k++ {
-		asked := map[string]quota.Amounts{}
-		var sum int64
-		for i, q := range queues {
-			asked[q.Name] = quota.Amounts{gpu: demands[i][k]}
-			sum += demands[i][k]
-		}
-		d := quota.Deserved(tree, total, asked)
-		s.Contended[k] = sum >= int64(out.GPUs)
-		if s.Contended[k] {
-			out.ContendedSamples++
-		}
-		for i, q := range queues {
-			s.Deserved[i][k] = fraction(d[q.Name][gpu])
-			if s.Contended[k] {
-				deviation[i] += math.Abs(s.Share[i][k] - s.Deserved[i][k])
-				share[i] += s.Share[i][k]
-				deserved[i] += s.Deserved[i][k]
-			}
-		}
-	}
-
-	out.All.MeanShare, out.All.MeanDeserved, out.All.ShareMAD = math.NaN(), math.NaN(), math.NaN()
-	for i := range out.Queues {
-		q := &out.Queues[i]
-		q.MeanShare, q.MeanDeserved, q.ShareMAD = math.NaN(), math.NaN(), math.NaN()
-	}
-	if out.ContendedSamples == 0 {
-		return
-	}
-	n := float64(out.ContendedSamples)
-	out.All.MeanShare, out.All.MeanDeserved = 0, 0
-	var mads []float64
-	for i := range out.Queues {
-		q := &out.Queues[i]
-		q.MeanShare, q.MeanDeserved, q.ShareMAD = share[i]/n, deserved[i]/n, deviation[i]/n
-		out.All.MeanShare += q.MeanShare
-		out.All.MeanDeserved += q.MeanDeserved
-		if q.Jobs > 0 {
-			mads = append(mads, q.ShareMAD)
-		}
-	}
-	if len(mads) > 0 {
-		out.All.ShareMAD = StatsOf(mads).Mean
-	}
-}
-
-// cumulate turns a difference array into the n values it describes.
-func cumulate[T any](diff []int64, n int, convert func(int64) T) []T {
-	out := make([]T, n)
-	var v int64
-	for k := range n {
-		v += diff[k]
-		out[k] = convert(v)
-	}
-	return out
-}
-
-// addRange adds v to the values from..to-1 of a difference array.
-func addRange(diff []int64, from, to int, v int64) {
-	if from < to && v != 0 {
-		diff[from] += v
-		diff[to] -= v
-	}
-}
-
-// grid is the run's sample times: the midpoints of n equal cells of [0, end]. An empty run has
-// none.
-type grid struct {
-	n       int
-	end, dt float64
-}
-
-func newGrid(end float64, samples int) grid {
-	if end <= 0 || math.IsInf(end, 0) {
-		return grid{}
-	}
-	return grid{n: samples, end: end, dt: end / float64(samples)}
-}
-
-func (g grid) at(k int) float64 { return (float64(k) + 0.5) * g.dt }
-
-// span is the grid indices k with from ≤ at(k) < to.
-func (g grid) span(from, to float64) (int, int) {
-	if math.IsNaN(from) || math.IsNaN(to) {
-		return 0, 0
-	}
-	return g.first(from), g.first(to)
-}
-
-// first is the first index k with at(k) ≥ x (n if none). It estimates k arithmetically and then
-// checks against at(k) itself, so that a time exactly on a sample is classified as at(k) would.
-func (g grid) first(x float64) int {
+// add counts a job: finished, started and unfinished, or never ran, with its JCT and wait.
+func (t *tally) add(j Job) {
+	t.s.Jobs++
 	switch {
-	case g.n == 0 || x <= 0:
-		return 0
-	case x >= g.end:
-		return g.n
+	case !math.IsNaN(j.Ended):
+		t.s.Finished++
+		t.jct = append(t.jct, j.Ended-j.Submit)
+	case len(j.Started) > 0:
+		t.s.Unfinished++
 	}
-	k := min(max(int(math.Ceil(x/g.dt-0.5)), 0), g.n)
-	for k > 0 && g.at(k-1) >= x {
-		k--
+	if len(j.Started) == 0 {
+		t.s.NeverRan++
+	} else {
+		t.wait = append(t.wait, j.Started[0]-j.Submit)
 	}
-	for k < g.n && g.at(k) < x {
-		k++
-	}
-	return k
 }
 
-// freeWhileBigGangsWait is the mean free GPUs on whole nodes and on partly held ones over the
-// grid times at which a big gang waited (submitted, its minimum not yet running), from the nodes
-// the pods were bound to.
-func freeWhileBigGangsWait(run Run, g grid, end float64) (whole, scattered float64) {
-	if run.Nodes <= 0 || run.NodeGPUs <= 0 || g.n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	waiting := make([]bool, g.n)
-	for _, j := range run.Jobs {
-		if j.Replicas*j.GPUs < BigGangGPUs {
+// summary is the Summary of the jobs added; the shares are left to shares.
+func (t *tally) summary() Summary {
+	s := t.s
+	s.JCT, s.Wait = StatsOf(t.jct), StatsOf(t.wait)
+	return s
+}
+
+// preemptions are a job's pods the scheduler evicted and the GPU-seconds they had run: the work
+// they lost (a pod still holding at the run's end counts until then).
+func preemptions(j Job, end float64) (pods int, discarded float64) {
+	for _, p := range j.Pods {
+		if !p.Preempted {
 			continue
 		}
-		started := end
-		if len(j.Started) > 0 {
-			started = j.Started[0]
-		}
-		from, to := g.span(j.Submit, started)
-		for k := from; k < to; k++ {
-			waiting[k] = true
-		}
-	}
-	held := make([]map[string]int, g.n)
-	for _, j := range run.Jobs {
-		for _, p := range j.Pods {
-			if p.Node == "" || math.IsNaN(p.Bound) {
-				continue
+		pods++
+		if !math.IsNaN(p.Running) {
+			stopped := p.Ended
+			if math.IsNaN(stopped) {
+				stopped = end
 			}
-			ended := p.Ended
-			if math.IsNaN(ended) {
-				ended = end
-			}
-			from, to := g.span(p.Bound, ended)
-			for k := from; k < to; k++ {
-				if !waiting[k] {
-					continue
-				}
-				if held[k] == nil {
-					held[k] = map[string]int{}
-				}
-				held[k][p.Node] += j.GPUs
-			}
+			discarded += float64(j.GPUs) * math.Max(stopped-p.Running, 0)
 		}
 	}
-	samples := 0
-	for k := range g.n {
-		if !waiting[k] {
-			continue
-		}
-		samples++
-		used := 0
-		for _, gpus := range held[k] {
-			used += min(gpus, run.NodeGPUs)
-		}
-		free := run.Nodes*run.NodeGPUs - used
-		w := (run.Nodes - len(held[k])) * run.NodeGPUs
-		whole += float64(w)
-		scattered += float64(free - w)
-	}
-	if samples == 0 {
-		return math.NaN(), math.NaN()
-	}
-	return whole / float64(samples), scattered / float64(samples)
+	return pods, discarded
 }

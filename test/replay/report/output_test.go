@@ -104,6 +104,10 @@ func TestWriteMarkdown(t *testing.T) {
 		"| Jobs that never ran | 0 | 2 | 0 |\n",
 		"| JCT p50 | 1m 40s | – | 1m 50s |\n",
 		"| Submit to first pod: mean / p90 | – | – | – |\n", // no Seen in these runs
+		"| Room to bind: mean / p90 | – | – | – |\n",        // nor nodes
+		"| Pods bound with no room first | – | – | – |\n",
+		"### Each queue in each configuration\n",
+		"| default | C | 2m 30s | 0.83× |",
 		"| Makespan | 3m 20s | – | 4m 10s |\n",
 		"| GPU busy | 100.0 % | 0.0 % | 96.0 % |\n",
 		"| Partial-gang jobs (> 30s) | 0 | 2 | 0 |\n",
@@ -135,6 +139,23 @@ func TestWriteMarkdown(t *testing.T) {
 	var empty strings.Builder
 	if err := WriteMarkdown(&empty, nil, Meta{}); err != nil || !strings.Contains(empty.String(), "No configuration ran") {
 		t.Errorf("empty report: %v\n%s", err, empty.String())
+	}
+}
+
+// The main table shows room to bind, from roomRun's figures (TestRoomToBind).
+func TestWriteMarkdownRoomToBind(t *testing.T) {
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Compare([]Run{roomRun()}), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	// 20, 5 and 105 s: mean 43.3 s, p90 105 s; s was bound with no room first.
+	for _, want := range []string{
+		"| Room to bind: mean / p90 | 43s / 1m 45s |\n",
+		"| Pods bound with no room first | 1 of 4 |\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 
