@@ -171,9 +171,18 @@ clean: down ## Remove built binaries and local cluster state.
 
 ##@ Benchmark
 
+# The Job burst's flags (make bench-jobs, and make bench after the matrix), e.g.
+# BENCH_JOBS_FLAGS='--jobs-n=200 --jobs-reps=1'.
+BENCH_JOBS_FLAGS ?=
+
 .PHONY: bench
-bench: ## Benchmark L, B0, B1, C, CU and CG on local control planes, about 80 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
+bench: ## Benchmark L, B0, B1, C, CU and CG on local control planes, then the Job burst (bench-jobs), about 90 min on 2 cores (BENCH_NODES, BENCH_PODS, BENCH_REPS, BENCH_SWEEP=1); writes docs/benchmarks.md.
 	$(GO) run ./cmd/tephra-bench
+	$(GO) run ./cmd/tephra-bench --jobs $(BENCH_JOBS_FLAGS)
+
+.PHONY: bench-jobs
+bench-jobs: ## Job burst: N=1000 one-pod Jobs, then 125 Jobs of 8 pods, created at once as Tephra Jobs and as batch/v1 Jobs on one cluster started as make up starts it, 3 repetitions, about 10 min on 2 cores (BENCH_JOBS_FLAGS); writes docs/benchmarks.md.
+	$(GO) run ./cmd/tephra-bench --jobs $(BENCH_JOBS_FLAGS)
 
 # Upstream's scheduler_perf, run by test/benchupstream: its workload files, upstream's default
 # profile and Tephra's. BENCH_UPSTREAM_FLAGS picks others, e.g.

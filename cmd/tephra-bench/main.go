@@ -7,16 +7,23 @@
 //	tephra-bench           full run: results under test/bench/out/, and docs/benchmarks.md
 //	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
 //	                       configuration completes (test/bench/out/ only)
-//	tephra-bench --publish test/bench/out/matrix-...
+//	tephra-bench --jobs    the Job burst alone (issue #61): N one-pod Jobs and N/8 Jobs of 8 pods
+//	                       created at once, as Tephra Jobs and as batch/v1 Jobs, on one control
+//	                       plane as `make up` starts it; --jobs-n (1000) and --jobs-reps (3) size
+//	                       it. Results under test/bench/out/jobs-..., and docs/benchmarks.md
+//	tephra-bench --publish test/bench/out/matrix-... (or sweep-..., jobs-...)
 //	                       writes docs/benchmarks.md again from a finished run's results (after
 //	                       a change to the report), without running anything
+//
+// `make bench` runs the matrix, then the Job burst; `make bench-jobs` the Job burst alone.
 //
 // Sizes come from BENCH_NODES (1000), BENCH_PODS (3000), BENCH_REPS (3); BENCH_SWEEP=1 measures
 // scenarios P and G8 with L, B0, B1 and C against 1000, 2000, 5000 and 10 000 nodes instead (or
 // BENCH_SWEEP=500,1000,...), one repetition unless BENCH_REPS says otherwise; BENCH_CONFIGS and BENCH_SCENARIOS pick a subset;
 // BENCH_OUT moves the output; BENCH_KEEP=1 keeps each cluster's etcd data; BENCH_PROFILE=0 skips
 // the CPU profile of C's scheduler. docs/ is updated by complete runs only (no BENCH_CONFIGS or
-// BENCH_SCENARIOS) and not with BENCH_DOCS=0.
+// BENCH_SCENARIOS, every burst of the Job burst completed) and not with BENCH_DOCS=0. The Job
+// burst reads BENCH_OUT, BENCH_KEEP and BENCH_DOCS too.
 package main
 
 import (
@@ -36,11 +43,24 @@ import (
 func main() {
 	smoke := flag.Bool("smoke", false, "smoke run: 100 nodes, a few hundred pods, one repetition; checks completion, not speed")
 	publish := flag.String("publish", "", "a finished run's folder: write docs/ again from its results, run nothing")
+	jobs := flag.Bool("jobs", false, "run the Job burst alone: Tephra Jobs against batch/v1 Jobs, created at once")
+	jobsN := flag.Int("jobs-n", bench.DefaultJobBurstJobs, "the Job burst's N: N one-pod Jobs, and N/8 Jobs of 8 pods")
+	jobsReps := flag.Int("jobs-reps", bench.DefaultJobBurstReps, "repetitions of each burst of the Job burst")
 	flag.Parse()
 	var err error
-	if *publish != "" {
+	flag.Visit(func(f *flag.Flag) {
+		// Without --jobs they would be ignored, and a 90-minute run started instead.
+		if (f.Name == "jobs-n" || f.Name == "jobs-reps") && !*jobs {
+			err = fmt.Errorf("--%s sizes the Job burst: give --jobs too", f.Name)
+		}
+	})
+	switch {
+	case err != nil:
+	case *publish != "":
 		err = republish(*publish)
-	} else {
+	case *jobs:
+		err = runJobBurst(*jobsN, *jobsReps)
+	default:
 		err = run(*smoke)
 	}
 	if err != nil {
@@ -93,11 +113,61 @@ func run(smoke bool) error {
 	return nil
 }
 
+// runJobBurst runs the Job burst with N = jobs and reps repetitions, and publishes it in docs/
+// if every burst completed.
+func runJobBurst(jobs, reps int) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	// BENCH_OUT and BENCH_KEEP, read as the matrix reads them.
+	env := bench.Settings{OutDir: filepath.Join(root, "test", "bench", "out")}
+	if err := env.FromEnv(); err != nil {
+		return err
+	}
+	s := bench.JobBurstSettings{Jobs: jobs, Reps: reps, OutDir: env.OutDir, Keep: env.Keep, Log: os.Stderr, Progress: os.Stderr}
+	if os.Getenv("BENCH_DOCS") != "0" {
+		s.DocsDir = filepath.Join(root, "docs")
+	}
+	res, err := bench.RunJobBurst(ctx, s)
+	if res != nil {
+		res.WriteText(os.Stdout)
+		fmt.Printf("\nresults, report and the cluster's logs: %s\n", res.Dir)
+	}
+	if err != nil {
+		return err
+	}
+	if failures := res.Failures(); len(failures) > 0 {
+		return fmt.Errorf("%d bursts did not complete; docs/ left as it was", len(failures))
+	}
+	if s.DocsDir != "" {
+		if err := bench.PublishJobBurst(s.DocsDir, res); err != nil {
+			return err
+		}
+		fmt.Printf("report: %s\n", filepath.Join(s.DocsDir, "benchmarks.md"))
+	}
+	return nil
+}
+
 // republish writes docs/benchmarks.md and its assets again from the results of a finished run
-// (results.json of a matrix run, or sweep.json of a sweep).
+// (results.json of a matrix run, sweep.json of a sweep, or jobs.json of a Job burst).
 func republish(dir string) error {
 	root, err := localcluster.RepoRoot()
 	if err != nil {
+		return err
+	}
+	docs := filepath.Join(root, "docs")
+	jobs, err := bench.ReadJobBurstResults(filepath.Join(dir, "jobs.json"))
+	switch {
+	case err == nil:
+		if err := bench.PublishJobBurst(docs, jobs); err != nil {
+			return err
+		}
+		fmt.Printf("report: %s\n", filepath.Join(docs, "benchmarks.md"))
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
 	var res *bench.Results
@@ -110,10 +180,9 @@ func republish(dir string) error {
 		}
 	}
 	if res == nil {
-		return fmt.Errorf("%s holds no results.json or sweep.json", dir)
+		return fmt.Errorf("%s holds no results.json, sweep.json or jobs.json", dir)
 	}
 	res.Dir = dir
-	docs := filepath.Join(root, "docs")
 	if err := res.Publish(docs); err != nil {
 		return err
 	}

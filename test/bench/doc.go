@@ -34,4 +34,10 @@
 // apimetrics.go and profile.go (measurements), queuestats.go (Q's figures), binder.go (L's
 // binder), run.go (the driver), results.go, report.go, plot.go and outputs.go (output).
 // cmd/tephra-bench is the command; `make bench` and `make bench-smoke` call it.
+//
+// The Job burst (issue #61; `make bench-jobs`, and `make bench` after the above) measures the
+// Job path instead of the scheduler alone: on one control plane with Tephra installed as
+// `make up` installs it, N one-pod Jobs and N/8 Jobs of 8 pods are created at once, as Tephra
+// Jobs and as batch/v1 Jobs in turn, and an informer times how soon every pod exists and is
+// bound (jobburst*.go).
 package bench

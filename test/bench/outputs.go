@@ -92,10 +92,35 @@ func (res *Results) Publish(docsDir string) error {
 	return writeReport(docsDir, matrix, sweep, upstream)
 }
 
-// writeReport renders docsDir/benchmarks.md: the own benchmark's matrix and sweep, then
-// make bench-upstream's table; each may be nil.
+// writeReport renders docsDir/benchmarks.md: the own benchmark's matrix and sweep, the Job
+// burst published in docsDir/benchmarks/ (jobburst_report.go), then make bench-upstream's table;
+// each may be nil.
 func writeReport(docsDir string, matrix, sweep *Results, upstream *UpstreamResults) error {
-	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(Markdown(matrix, sweep, "benchmarks")+upstreamSection(upstream)), 0o644)
+	jobs, err := readJobBurst(docsDir)
+	if err != nil {
+		return err
+	}
+	report := Markdown(matrix, sweep, "benchmarks") + jobBurstSection(jobs) + upstreamSection(upstream)
+	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(report), 0o644)
+}
+
+// readPublishedResults reads the matrix and the sweep published in assets, each nil if there is
+// none.
+func readPublishedResults(assets string) (matrix, sweep *Results, err error) {
+	for _, r := range []struct {
+		name string
+		into **Results
+	}{{"results.json", &matrix}, {"sweep.json", &sweep}} {
+		res, err := ReadResults(filepath.Join(assets, r.name))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, nil, err
+		default:
+			*r.into = res
+		}
+	}
+	return matrix, sweep, nil
 }
 
 // publishedProfileReport says whether a file of a profile is published with the report: the

@@ -71,19 +71,9 @@ func PublishUpstream(docsDir string, u *UpstreamResults) error {
 	if err := os.WriteFile(filepath.Join(assets, upstreamJSON), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	var matrix, sweep *Results
-	for _, r := range []struct {
-		name string
-		into **Results
-	}{{"results.json", &matrix}, {"sweep.json", &sweep}} {
-		res, err := ReadResults(filepath.Join(assets, r.name))
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			return err
-		default:
-			*r.into = res
-		}
+	matrix, sweep, err := readPublishedResults(assets)
+	if err != nil {
+		return err
 	}
 	return writeReport(docsDir, matrix, sweep, u)
 }
