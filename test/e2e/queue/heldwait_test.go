@@ -82,3 +82,64 @@ func TestAPodHeldByItsShareIsNotTriedUntilWhatItYieldsToEnds(t *testing.T) {
 	assert.Equal(t, 1.0, framework.SchedulerMetric(t, env, refused)-before, "and is not refused on its way")
 	release()
 }
+
+// A pod of a queue below its share that found no room is tried again on every pod deleted
+// anywhere, and its backoff grows; a backlog of another queue's pods past their share waits
+// beside it. When room that fits it frees, it binds at once: the backlog, held, keeps no
+// scheduling queue busy, so the pod need not sit its backoff out. On one node of 4 units, queue
+// room-a (never reclaimed) runs 4 one-unit pods, one of them deleted and kept terminating (a
+// finalizer); room-b's one-unit pod waits for that room, and room-a's backlog of 100 yields to it;
+// pods of a third queue on a node of their own are deleted one by one for 30 s.
+func TestAFreedRoomGoesAtOnceToAPodWhoseBackoffGrew(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-room"
+	pool := units(t, env, gpu, 1, 4)
+	framework.CreateQueue(t, env, "room-a", func(s *schedulingv1alpha1.QueueSpec) { s.Reclaimable = new(false) })
+	framework.CreateQueue(t, env, "room-b", nil)
+	framework.CreateQueue(t, env, "room-noise", nil)
+	submit(t, env, ns, 4, "full", workPod{queue: "room-a", res: gpu, amount: 1, pool: pool})
+	framework.WaitBound(t, env, ns, map[string]int{"room-a": 4}, time.Minute)
+	const noiseRes corev1.ResourceName = "e2e.tephra.dev/gpu-room-noise"
+	const noisePods = 80
+	noise := units(t, env, noiseRes, 1, noisePods)
+	submit(t, env, ns, noisePods, "noise", workPod{queue: "room-noise", res: noiseRes, amount: 1, pool: noise})
+	framework.WaitBound(t, env, ns, map[string]int{"room-noise": noisePods}, time.Minute)
+
+	const finalizer = "e2e.tephra.dev/slow-exit"
+	release := func() {
+		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, "full-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, "full-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+finalizer+`"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	t.Cleanup(release)
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "full-0", metav1.DeleteOptions{}))
+	submit(t, env, ns, 1, "waiting", workPod{queue: "room-b", res: gpu, amount: 1, pool: pool})
+	framework.Eventually(t, 30*time.Second, "room-b's pod to be refused for room", func() (bool, string) {
+		msg, ok := pendingMessage(env, ns, "room-b")
+		return ok && strings.Contains(msg, "Insufficient "+string(gpu)), msg
+	})
+	refused := fmt.Sprintf(`tephra_queue_refusals_total{queue="room-a",reason="%s"}`, schedulingv1alpha1.ReasonQueueOverShare)
+	backlogRefusals := framework.SchedulerMetric(t, env, refused)
+	const backlog = 100
+	submit(t, env, ns, backlog, "backlog", workPod{queue: "room-a", res: gpu, amount: 1, pool: pool})
+
+	// A pod deleted every half second for 30 s brings the waiting pod back each time its
+	// backoff allows (1, 2, 4, 8, then 10 s), and it is refused again.
+	unschedulable := `scheduler_schedule_attempts_total{profile="tephra-scheduler",result="unschedulable"}`
+	attempts := framework.SchedulerMetric(t, env, unschedulable)
+	for i, start := 0, time.Now(); time.Since(start) < 30*time.Second && i < noisePods; i++ {
+		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("noise-%d", i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, framework.SchedulerMetric(t, env, unschedulable)-attempts, 4.0,
+		"the waiting pod was refused at least 4 times more: its backoff is 8 s or more")
+	assert.Equal(t, float64(backlog), framework.SchedulerMetric(t, env, refused)-backlogRefusals,
+		"each pod of room-a's backlog was refused by its share once, and then held")
+
+	release()
+	freed := time.Now()
+	framework.WaitBound(t, env, ns, map[string]int{"room-b": 1}, 15*time.Second)
+	assert.Less(t, time.Since(freed), 2*time.Second, "room-b's pod binds within 2 s of its room freeing, not at the end of its backoff")
+}
