@@ -19,6 +19,11 @@ const (
 	// UpstreamGangs: each job of a minimum above one is a scheduling.k8s.io/v1beta1 PodGroup
 	// with a gang policy, and its pods name it in spec.schedulingGroup.
 	UpstreamGangs GangAPI = "upstream"
+	// BatchJobs: each job is a batch/v1 Job (Indexed when it has more than one pod) that
+	// upstream's Job controller runs; a job of a minimum above one states a gang of its minimum
+	// in spec.scheduling, and the Job controller (WorkloadWithJob) creates its
+	// scheduling.k8s.io/v1beta1 Workload and PodGroup and names the PodGroup in its pods.
+	BatchJobs GangAPI = "batch"
 )
 
 // Configuration is one way of scheduling the trace.
@@ -29,9 +34,11 @@ type Configuration struct {
 	Title string
 	// Gangs is how its jobs are written.
 	Gangs GangAPI
-	// Queues says that it has Tephra Queues, whose Job controller creates pods again; without,
-	// the replay's driver does.
+	// Queues says that it has Tephra Queues, one per trace queue.
 	Queues bool
+	// Partition makes the Queues a static partition of the cluster's GPUs: each capped at its
+	// weight's share of them (or its guarantee, if larger) and not reclaimable (queues.go).
+	Partition bool
 	// UsageHalfLife, in trace time, runs Tephra with usage history of that half-life (played at
 	// the speedup, docs/queues.md "Fair share over time"); 0 keeps the shipped one.
 	UsageHalfLife time.Duration
@@ -54,6 +61,19 @@ type Configuration struct {
 	QueueHeadReservations bool
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
+}
+
+// jobControllerReplacesPods says that a job controller of the configuration, Tephra's or
+// upstream's, creates a pod again when one is deleted before its job is done; where none does
+// (bare pods), the replay's driver stands in for one.
+func (c *Configuration) jobControllerReplacesPods() bool {
+	return c.Gangs == TephraJobs || c.Gangs == BatchJobs
+}
+
+// upstreamPodGroups says that the configuration's gangs are scheduling.k8s.io/v1beta1 PodGroups,
+// which the apiserver must serve.
+func (c *Configuration) upstreamPodGroups() bool {
+	return c.Gangs == UpstreamGangs || c.Gangs == BatchJobs
 }
 
 // Configurations are those a replay may compare, in the report's order.
@@ -181,6 +201,16 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:      "Cp",
+		Title:     "C as a static partition: each Queue capped at its weight's share of the cluster's GPUs (or its guarantee, if larger) and not reclaimable, so that no queue borrows and none is reclaimed from",
+		Gangs:     TephraJobs,
+		Queues:    true,
+		Partition: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
 		Name:    "B0",
 		Title:   "the stock scheduler: upstream's default profile, each job its bare pods, no queue",
 		Gangs:   NoGangs,
@@ -209,6 +239,20 @@ var Configurations = []*Configuration{
 			}
 			o.SchedulerConfig, err = localcluster.WriteUpstreamPackingSchedulerConfig(root, dir, packingGPUWeight)
 			return err
+		},
+	},
+	{
+		Name:  "B1j",
+		Title: "B1 through upstream's Job controller: each job a batch/v1 Job, gangs Indexed with a gang policy in spec.scheduling, whose Workload and PodGroup the Job controller creates (WorkloadWithJob)",
+		Gangs: BatchJobs,
+		options: func(o *localcluster.Options, root, dir string) error {
+			// WorkloadWithJob (KEP-5547, alpha since 1.36) depends on GenericWorkload. The
+			// apiserver needs it to keep a Job's spec.scheduling (it drops the field without),
+			// kube-controller-manager for the Job controller to create the Workload and PodGroup;
+			// localcluster gives FeatureGates to both, and to the scheduler.
+			o.FeatureGates = "GenericWorkload=true,WorkloadWithJob=true"
+			o.RuntimeConfig = "scheduling.k8s.io/v1beta1=true"
+			return stockScheduler(o, root, dir)
 		},
 	},
 }

@@ -71,7 +71,7 @@ type jobRun struct {
 	done    bool
 	removed bool
 	ended   time.Time
-	// recreated counts the pods the driver created again (B0, B1), which name them.
+	// recreated counts the pods the driver created again (bare pods: B0, B1), which name them.
 	recreated int
 }
 
@@ -89,7 +89,7 @@ type podRun struct {
 	node      string
 	evicted   time.Time
 	evictedBy string
-	// replaced says that the driver created the pod again once it was gone (B0, B1).
+	// replaced says that the driver created the pod again once it was gone (bare pods: B0, B1).
 	replaced bool
 	// endsAt is the end time last written into its duration annotation.
 	endsAt string
@@ -230,7 +230,7 @@ func (d *driver) observe(pod *corev1.Pod, gone bool) {
 		p.ended = now
 		p.succeeded = pod.Status.Phase == corev1.PodSucceeded
 	}
-	if gone && !p.succeeded && !p.replaced && !j.done && !j.removed && !d.config.Queues {
+	if gone && !p.succeeded && !p.replaced && !j.done && !j.removed && !d.config.jobControllerReplacesPods() {
 		p.replaced = true
 		d.recreate(j, p)
 	}
@@ -248,7 +248,7 @@ func preemption(pod *corev1.Pod) (why string, ok bool) {
 }
 
 // recreate creates a pod again in place of one deleted before its job was done, as a job
-// controller would (B0, B1: no Tephra Job controller runs).
+// controller would (B0, B1: the jobs are bare pods, which no job controller replaces).
 func (d *driver) recreate(j *jobRun, p *podRun) {
 	j.recreated++
 	podName := fmt.Sprintf("%s-%d-r%d", j.name, p.index, j.recreated)

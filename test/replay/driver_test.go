@@ -1,18 +1,27 @@
 package replay
 
 import (
+	"fmt"
 	"io"
+	"maps"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
+	"github.com/tephra-dev/tephra/test/localcluster"
 	"github.com/tephra-dev/tephra/test/replay/trace"
 )
 
@@ -108,15 +117,104 @@ func TestPreemptedJobLosesItsWorkAndStartsAgain(t *testing.T) {
 	assert.Len(t, drain(d), 2, "both pods are told the new end")
 }
 
-func TestTephraJobsPodsAreNotCreatedAgainByTheDriver(t *testing.T) {
-	d := testDriver(Configurations[0], trace.Job{Name: "g", Replicas: 1, MinReplicas: 1, Duration: 100, Queue: "q"})
-	d.observe(pod("g", "g-0", "n1", corev1.PodRunning), false)
-	drain(d)
-	d.observe(pod("g", "g-0", "n1", corev1.PodRunning), true)
-	assert.Empty(t, drain(d), "the Tephra Job controller creates its pods")
+// Tephra's Job controller (C) and upstream's (B1j) create their jobs' pods again: the driver
+// must not create another.
+func TestJobControllersPodsAreNotCreatedAgainByTheDriver(t *testing.T) {
+	configs, err := ConfigurationsByName("C,B1j")
+	require.NoError(t, err)
+	for _, config := range configs {
+		d := testDriver(config, trace.Job{Name: "g", Replicas: 1, MinReplicas: 1, Duration: 100, Queue: "q"})
+		d.observe(pod("g", "g-0", "n1", corev1.PodRunning), false)
+		drain(d)
+		d.observe(pod("g", "g-0", "n1", corev1.PodRunning), true)
+		assert.Empty(t, drain(d), "%s: its Job controller creates its pods", config.Name)
+	}
+}
+
+// B1j writes a job of 4 pods as an Indexed batch/v1 Job running all 4 at once, with a gang of its
+// minimum for the Job controller's PodGroup, that no number of deleted pods fails; a job of one
+// pod as a plain Job.
+func TestB1jWritesAnIndexedJobWithAGangOfItsMinimum(t *testing.T) {
+	job := batchJob(trace.Job{Name: "train", Replicas: 4, MinReplicas: 4, GPUs: 8, MilliCPU: 32000, Memory: "256Gi", Duration: 3600}, "train")
+	assert.Equal(t, "train", job.Name)
+	assert.Equal(t, namespace, job.Namespace)
+	assert.Equal(t, batchv1.IndexedCompletion, ptr.Deref(job.Spec.CompletionMode, ""))
+	assert.Equal(t, int32(4), ptr.Deref(job.Spec.Parallelism, 0))
+	assert.Equal(t, int32(4), ptr.Deref(job.Spec.Completions, 0))
+	require.NotNil(t, job.Spec.Scheduling)
+	require.NotNil(t, job.Spec.Scheduling.SchedulingPolicy)
+	require.NotNil(t, job.Spec.Scheduling.SchedulingPolicy.Gang)
+	assert.Nil(t, job.Spec.Scheduling.SchedulingPolicy.Basic)
+	assert.Equal(t, int32(4), ptr.Deref(job.Spec.Scheduling.SchedulingPolicy.Gang.MinCount, 0))
+	assert.Equal(t, int32(math.MaxInt32), ptr.Deref(job.Spec.BackoffLimit, 0), "deletions by preemption never fail the Job")
+	assert.Equal(t, batchv1.TerminatingOrFailed, ptr.Deref(job.Spec.PodReplacementPolicy, ""), "a deleted pod is replaced without waiting for a kubelet to fail it")
+	assert.Nil(t, job.Spec.PodFailurePolicy, "it would make the replacement wait for phase Failed, which kwok never sets")
+	assert.Equal(t, corev1.RestartPolicyNever, job.Spec.Template.Spec.RestartPolicy)
+	assert.Equal(t, "train", job.Spec.Template.Labels[jobLabel], "the driver finds the Job controller's pods by it")
+	assert.Nil(t, job.Spec.Template.Spec.SchedulingGroup, "the Job controller names its own PodGroup only in a template that names none")
+	gpus := job.Spec.Template.Spec.Containers[0].Resources.Limits[localcluster.GPUResource]
+	assert.Equal(t, int64(8), gpus.Value())
+
+	elastic := batchJob(trace.Job{Name: "ft", Replicas: 4, MinReplicas: 2, GPUs: 8, Memory: "4Gi"}, "ft")
+	assert.Equal(t, int32(2), ptr.Deref(elastic.Spec.Scheduling.SchedulingPolicy.Gang.MinCount, 0), "the gang is the minimum; the other pods are elastic")
+	assert.Equal(t, int32(4), ptr.Deref(elastic.Spec.Parallelism, 0))
+
+	single := batchJob(trace.Job{Name: "eval", Replicas: 1, MinReplicas: 1, Memory: "4Gi"}, "eval")
+	assert.Nil(t, single.Spec.CompletionMode, "one pod: a plain Job")
+	assert.Nil(t, single.Spec.Scheduling, "one pod: no gang")
+	assert.Equal(t, int32(1), ptr.Deref(single.Spec.Completions, 0))
+}
+
+// The Job controller's pods carry the template's labels, and the completion index of their own:
+// the driver finds them by their job's name and plays the job's work in them.
+func TestB1jPodsArePlayedAsTheirJobs(t *testing.T) {
+	configs, err := ConfigurationsByName("B1j")
+	require.NoError(t, err)
+	tj := trace.Job{Name: "g", Replicas: 2, MinReplicas: 2, Duration: 100, Queue: "q", Memory: "4Gi"}
+	d := testDriver(configs[0], tj)
+	template := batchJob(tj, "g").Spec.Template
+	for i, name := range []string{"g-0-x7k2p", "g-1-q9w4z"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: maps.Clone(template.Labels)},
+			Spec:       corev1.PodSpec{NodeName: fmt.Sprintf("n%d", i)},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+		p.Labels["batch.kubernetes.io/job-completion-index"] = strconv.Itoa(i)
+		d.observe(p, false)
+	}
+	assert.True(t, d.byName["g"].working, "both pods of the gang run")
+	assert.ElementsMatch(t, []string{"telling pod g-0-x7k2p when it ends", "telling pod g-1-q9w4z when it ends"}, drain(d))
 }
 
 func TestJobNamesAreDNSLabelsAndUnique(t *testing.T) {
 	names := jobNames([]trace.Job{{Name: "Train_ResNet"}, {Name: "train-resnet"}, {Name: "__"}, {Name: strings.Repeat("x", 80)}})
 	assert.Equal(t, []string{"train-resnet", "train-resnet-1", "2", strings.Repeat("x", 40)}, names)
+}
+
+// B1j stops before it replays anything when the apiserver drops a Job's spec.scheduling, as it
+// does with WorkloadWithJob off: its gangs would be scheduled pod by pod, unseen.
+func TestB1jStopsWhenTheApiserverDropsJobGangs(t *testing.T) {
+	keeps := fake.NewClientset()
+	require.NoError(t, keepsJobGangs(t.Context(), keeps))
+
+	drops := fake.NewClientset()
+	drops.PrependReactor("create", "jobs", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		create := action.(clienttesting.CreateActionImpl)
+		assert.Equal(t, []string{metav1.DryRunAll}, create.GetCreateOptions().DryRun, "a dry run creates nothing")
+		job := create.GetObject().(*batchv1.Job).DeepCopy()
+		job.Spec.Scheduling = nil
+		return true, job, nil
+	})
+	assert.ErrorContains(t, keepsJobGangs(t.Context(), drops), "WorkloadWithJob is off")
+}
+
+// B1's gang of a job with a trace priority names the PriorityClass its pods name: kube-scheduler
+// places no group whose pods' priority differs from its own.
+func TestB1GangsHaveTheirPodsPriority(t *testing.T) {
+	j := trace.Job{Name: "g", Replicas: 2, MinReplicas: 2, Memory: "4Gi", HasPriority: true, Priority: -10}
+	pg := upstreamPodGroup(j, "g")
+	assert.Equal(t, podTemplate(j, "g").Spec.PriorityClassName, pg.Spec.PriorityClassName)
+	assert.Equal(t, "replay-priority-minus-10", pg.Spec.PriorityClassName)
+	assert.Equal(t, int32(2), pg.Spec.SchedulingPolicy.Gang.MinCount)
+	assert.Empty(t, upstreamPodGroup(trace.Job{Name: "h", Replicas: 2, MinReplicas: 2}, "h").Spec.PriorityClassName, "no trace priority: the default, as its pods")
 }

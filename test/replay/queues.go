@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -13,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/localcluster"
 	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/test/replay/trace"
 )
 
 // queuesFile is the optional queues file: the weight and GPU guarantee of some of the trace's
@@ -78,33 +81,103 @@ func ReadQueues(path string, traceQueues []string) ([]report.Queue, error) {
 	return out, nil
 }
 
-// createQueues creates a Tephra Queue under root for each queue, with its weight and guarantee,
-// once tephra-controllers has created root and default. The default queue is Tephra's own; a
-// trace queue of that name takes its weight and guarantee.
-func createQueues(ctx context.Context, c *localcluster.Cluster, queues []report.Queue, order queueOrder) error {
+// createQueues creates the configuration's Queues (queueSpecs), once tephra-controllers has
+// created root and default. The default queue is Tephra's own; a trace queue of that name takes
+// its place, with the trace queue's settings.
+func createQueues(ctx context.Context, c *localcluster.Cluster, specs map[string]schedulingv1alpha1.QueueSpec) error {
 	if err := localcluster.WaitDefaultQueues(ctx, c.Config); err != nil {
 		return err
 	}
 	client := c.Tephra.SchedulingV1alpha1().Queues()
-	for _, q := range queues {
-		spec := schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: int32(q.Weight), Order: order.order, OrderBoundSeconds: order.boundSeconds}
-		if q.Guarantee > 0 {
-			spec.Guarantee = corev1.ResourceList{localcluster.GPUResource: *resource.NewQuantity(q.Guarantee, resource.DecimalSI)}
-		}
-		existing, err := client.Get(ctx, q.Name, metav1.GetOptions{})
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		spec := specs[name]
+		existing, err := client.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			_, err = client.Create(ctx, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.Name}, Spec: spec}, metav1.CreateOptions{})
+			_, err = client.Create(ctx, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
 		case err == nil:
-			existing.Spec.Weight, existing.Spec.Guarantee = spec.Weight, spec.Guarantee
+			existing.Spec.Weight, existing.Spec.Guarantee, existing.Spec.Capability = spec.Weight, spec.Guarantee, spec.Capability
+			existing.Spec.Reclaimable = spec.Reclaimable
 			existing.Spec.Order, existing.Spec.OrderBoundSeconds = spec.Order, spec.OrderBoundSeconds
 			_, err = client.Update(ctx, existing, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return fmt.Errorf("queue %q: %w", q.Name, err)
+			return fmt.Errorf("queue %q: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// queueSpecs are the Queues of a configuration with queues, by name: one under root per trace
+// queue, with its weight and GPU guarantee and the configuration's order, and in a static
+// partition its slice of the cluster's GPUs as its capability.
+func (c *Configuration) queueSpecs(queues []report.Queue, clusterGPUs int, speedup float64) map[string]schedulingv1alpha1.QueueSpec {
+	order := c.orderOf(speedup)
+	var partition map[string]int64
+	if c.Partition {
+		partition = partitionGPUs(queues, clusterGPUs)
+	}
+	specs := make(map[string]schedulingv1alpha1.QueueSpec, len(queues))
+	for _, q := range queues {
+		spec := schedulingv1alpha1.QueueSpec{Parent: schedulingv1alpha1.RootQueue, Weight: int32(q.Weight), Order: order.order, OrderBoundSeconds: order.boundSeconds}
+		if q.Guarantee > 0 {
+			spec.Guarantee = gpus(q.Guarantee)
+		}
+		if c.Partition {
+			spec.Capability = gpus(partition[q.Name])
+			// The capability keeps the queue from borrowing GPUs, but does not rule out reclaim:
+			// it caps GPUs only, while CPU and memory are still shared by weight, so a queue of
+			// CPU-heavy jobs can hold more than its deserved CPU and be reclaimed for it; and
+			// guarantees larger than their slices can make the slices add up to more than the
+			// cluster, leaving a queue above its deserved share. Not reclaimable takes every
+			// queue out of reclaim's victims in every resource. Preemption by priority within a
+			// queue, which a team would have on a slice of its own too, still happens.
+			spec.Reclaimable = ptr.To(false)
+		}
+		specs[q.Name] = spec
+	}
+	return specs
+}
+
+// partitionGPUs is each queue's slice of the cluster's GPUs: its weight's share of them, rounded
+// down so that the slices fit in the cluster, or its guarantee if that is larger.
+func partitionGPUs(queues []report.Queue, clusterGPUs int) map[string]int64 {
+	var weights int64
+	for _, q := range queues {
+		weights += q.Weight
+	}
+	out := make(map[string]int64, len(queues))
+	for _, q := range queues {
+		out[q.Name] = max(int64(clusterGPUs)*q.Weight/weights, q.Guarantee)
+	}
+	return out
+}
+
+func gpus(n int64) corev1.ResourceList {
+	return corev1.ResourceList{localcluster.GPUResource: *resource.NewQuantity(n, resource.DecimalSI)}
+}
+
+// jobsAboveCapability says, queue by queue, how many jobs need more GPUs at once (their minimum's)
+// than their Queue's capability: Tephra holds such a gang back for good (docs/queues.md), so in a
+// static partition they never run, and the report should say why.
+func jobsAboveCapability(jobs []trace.Job, specs map[string]schedulingv1alpha1.QueueSpec) []string {
+	over := map[string]int{}
+	largest := map[string]int{}
+	for _, j := range jobs {
+		capability, ok := specs[j.Queue].Capability[localcluster.GPUResource]
+		need := j.MinReplicas * j.GPUs
+		if ok && int64(need) > capability.Value() {
+			over[j.Queue]++
+			largest[j.Queue] = max(largest[j.Queue], need)
+		}
+	}
+	var out []string
+	for _, queue := range slices.Sorted(maps.Keys(over)) {
+		capability := specs[queue].Capability[localcluster.GPUResource]
+		out = append(out, fmt.Sprintf("%d jobs of queue %s need more GPUs at once (up to %d) than its capability of %s, and cannot run",
+			over[queue], queue, largest[queue], capability.String()))
+	}
+	return out
 }
 
 // queueOrder is how a configuration's queues order their workloads (zero: submission).

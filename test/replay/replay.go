@@ -156,6 +156,13 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	if err := prepare(ctx, cluster, client, opts, config); err != nil {
 		return Result{}, err
 	}
+	var problems []string
+	if config.Queues {
+		problems = jobsAboveCapability(opts.Jobs, config.queueSpecs(opts.Queues, opts.Shape.TotalGPUs(), opts.Speedup))
+		for _, p := range problems {
+			fmt.Fprintf(opts.Log, "%s: %s\n", config.Name, p)
+		}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -220,11 +227,12 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 		stopped = ""
 	}
 	fmt.Fprintf(opts.Log, "%s: finished in %s\n", config.Name, end.Sub(t0).Round(time.Second))
-	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: d.failures}, nil
+	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: append(problems, d.failures...)}, nil
 }
 
 // prepare creates the nodes, the namespace, the priority classes and, for a configuration with
-// queues, the Queues.
+// queues, the Queues; and checks that the apiserver serves the upstream gangs a configuration
+// writes.
 func prepare(ctx context.Context, c *localcluster.Cluster, client kubernetes.Interface, opts Options, config *Configuration) error {
 	if err := createNodes(ctx, c, opts.Shape); err != nil {
 		return err
@@ -236,13 +244,33 @@ func prepare(ctx context.Context, c *localcluster.Cluster, client kubernetes.Int
 	if err := createPriorityClasses(ctx, client, opts.Jobs); err != nil {
 		return err
 	}
-	if config.Gangs == UpstreamGangs {
+	if config.upstreamPodGroups() {
 		if err := servesUpstreamPodGroups(client); err != nil {
 			return err
 		}
 	}
+	if config.Gangs == BatchJobs {
+		if err := keepsJobGangs(ctx, client); err != nil {
+			return err
+		}
+	}
 	if config.Queues {
-		return createQueues(ctx, c, opts.Queues, config.orderOf(opts.Speedup))
+		return createQueues(ctx, c, config.queueSpecs(opts.Queues, opts.Shape.TotalGPUs(), opts.Speedup))
+	}
+	return nil
+}
+
+// keepsJobGangs checks, with a Job created in a dry run, that the apiserver keeps a Job's
+// spec.scheduling: without WorkloadWithJob it drops the field, and every gang would silently be
+// scheduled pod by pod.
+func keepsJobGangs(ctx context.Context, client kubernetes.Interface) error {
+	probe := batchJob(trace.Job{Name: "probe", Replicas: 2, MinReplicas: 2, Duration: 1, MilliCPU: 1000, Memory: "4Gi"}, "replay-probe")
+	created, err := client.BatchV1().Jobs(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return fmt.Errorf("creating a gang Job in a dry run: %w", err)
+	}
+	if created.Spec.Scheduling == nil {
+		return errors.New("the apiserver drops a Job's spec.scheduling: its feature gate WorkloadWithJob is off")
 	}
 	return nil
 }

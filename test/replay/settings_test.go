@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cw, Cwd, Cf, Cs, Cl, Cq, B0, B1, B1p`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cw, Cwd, Cf, Cs, Cl, Cq, Cp, B0, B1, B1p, B1j`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
@@ -195,4 +196,79 @@ func TestLeastAttainedOrdersQueuesWithTheBoundAndLevelsAtTheSpeedup(t *testing.T
 	o = localcluster.Options{}
 	configs[1].playedPluginArgs(&o, 144)
 	assert.Nil(t, o.SchedulerPluginArgs)
+}
+
+// Cp caps each Queue at its weight's share of the cluster's GPUs, rounded down, or at its
+// guarantee where that is larger, and takes every queue out of reclaim; C caps nothing.
+func TestStaticPartitionCapsEachQueueAtItsWeightsShareOfTheGPUs(t *testing.T) {
+	configs, err := ConfigurationsByName("Cp,C")
+	require.NoError(t, err)
+	partition, shared := configs[0], configs[1]
+	gpus := ClusterShape{Nodes: 16, GPUs: 8}.TotalGPUs()
+	queues := []report.Queue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 1}, {Name: "team-c", Weight: 2}}
+
+	capabilities := func(specs map[string]schedulingv1alpha1.QueueSpec) map[string]string {
+		out := map[string]string{}
+		for name, spec := range specs {
+			assert.Equal(t, schedulingv1alpha1.RootQueue, spec.Parent, name)
+			if c, ok := spec.Capability[localcluster.GPUResource]; ok {
+				out[name] = c.String()
+			}
+		}
+		return out
+	}
+	specs := partition.queueSpecs(queues, gpus, 144)
+	assert.Equal(t, map[string]string{"team-a": "32", "team-b": "32", "team-c": "64"}, capabilities(specs), "128 GPUs by weights 1, 1, 2")
+	for name, spec := range specs {
+		require.NotNil(t, spec.Reclaimable, name)
+		assert.False(t, *spec.Reclaimable, name)
+	}
+	assert.Equal(t, int32(2), specs["team-c"].Weight, "the weights stay: they share what a slice leaves idle within it")
+
+	queues[0].Guarantee = 40
+	specs = partition.queueSpecs(queues, gpus, 144)
+	assert.Equal(t, map[string]string{"team-a": "40", "team-b": "32", "team-c": "64"}, capabilities(specs), "a guarantee above the slice is the cap")
+	assert.Equal(t, map[string]string{"team-a": "5", "team-b": "5", "team-c": "5"},
+		capabilities(partition.queueSpecs([]report.Queue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 1}, {Name: "team-c", Weight: 1}}, 16, 144)),
+		"16 GPUs in three: rounded down, so that the slices fit in the cluster")
+
+	for name, spec := range shared.queueSpecs(queues, gpus, 144) {
+		assert.Nil(t, spec.Capability, name)
+		assert.Nil(t, spec.Reclaimable, name)
+	}
+}
+
+// A job whose minimum needs more GPUs than its queue's slice can never run in Cp: the report
+// says how many, queue by queue.
+func TestJobsAboveTheirSliceAreReported(t *testing.T) {
+	configs, err := ConfigurationsByName("Cp,C")
+	require.NoError(t, err)
+	queues := []report.Queue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 1}, {Name: "team-c", Weight: 1}}
+	jobs := []trace.Job{
+		{Name: "gang", Queue: "team-a", Replicas: 2, MinReplicas: 2, GPUs: 4},
+		{Name: "big", Queue: "team-a", Replicas: 1, MinReplicas: 1, GPUs: 6},
+		{Name: "elastic", Queue: "team-b", Replicas: 2, MinReplicas: 1, GPUs: 4},
+		{Name: "small", Queue: "team-c", Replicas: 1, MinReplicas: 1, GPUs: 5},
+	}
+	assert.Equal(t, []string{"2 jobs of queue team-a need more GPUs at once (up to 8) than its capability of 5, and cannot run"},
+		jobsAboveCapability(jobs, configs[0].queueSpecs(queues, 16, 144)), "an elastic job needs only its minimum, and a job of its slice fits")
+	assert.Empty(t, jobsAboveCapability(jobs, configs[1].queueSpecs(queues, 16, 144)))
+}
+
+// B1j is B1 with the Job controller's gangs: WorkloadWithJob, which depends on GenericWorkload,
+// in the components localcluster gives FeatureGates to, and scheduling.k8s.io/v1beta1 served.
+func TestB1jTurnsOnTheJobControllersGangs(t *testing.T) {
+	configs, err := ConfigurationsByName("B1j")
+	require.NoError(t, err)
+	require.Equal(t, BatchJobs, configs[0].Gangs)
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	o := &localcluster.Options{}
+	require.NoError(t, configs[0].options(o, root, t.TempDir()))
+	assert.ElementsMatch(t, []string{"GenericWorkload=true", "WorkloadWithJob=true"}, strings.Split(o.FeatureGates, ","))
+	assert.Equal(t, "scheduling.k8s.io/v1beta1=true", o.RuntimeConfig)
+	assert.True(t, o.WithoutControllers, "upstream's Job controller, not Tephra's")
+	assert.True(t, o.SchedulerWithUpstreamFeatureGates)
+	assert.True(t, configs[0].upstreamPodGroups())
+	assert.True(t, configs[0].jobControllerReplacesPods())
 }

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -140,19 +142,19 @@ type workloads struct {
 }
 
 // submit creates the job: a Tephra Job (C), or its pods (B0), or its pods and, for a gang, an
-// upstream PodGroup (B1).
+// upstream PodGroup (B1), or a batch/v1 Job (B1j).
 func (w *workloads) submit(ctx context.Context, j trace.Job, name string) error {
-	if w.config.Gangs == TephraJobs {
+	switch w.config.Gangs {
+	case TephraJobs:
 		return w.createTephraJob(ctx, j, name)
+	case BatchJobs:
+		if _, err := w.client.BatchV1().Jobs(namespace).Create(ctx, batchJob(j, name), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Job %s: %w", name, err)
+		}
+		return nil
 	}
 	if w.config.Gangs == UpstreamGangs && j.MinReplicas > 1 {
-		pg := &schedulingv1beta1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
-			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(j.MinReplicas)},
-			}},
-		}
-		if _, err := w.client.SchedulingV1beta1().PodGroups(namespace).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		if _, err := w.client.SchedulingV1beta1().PodGroups(namespace).Create(ctx, upstreamPodGroup(j, name), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating the PodGroup of job %s: %w", name, err)
 		}
 	}
@@ -162,6 +164,23 @@ func (w *workloads) submit(ctx context.Context, j trace.Job, name string) error 
 		}
 	}
 	return nil
+}
+
+// upstreamPodGroup is the gang of a job of a minimum above one in B1: a PodGroup with a gang
+// policy of its minimum, of its pods' priority. kube-scheduler refuses to place a group whose
+// pods' priority is not the group's own, so a gang with a trace priority would otherwise wait
+// for good.
+func upstreamPodGroup(j trace.Job, name string) *schedulingv1beta1.PodGroup {
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(j.MinReplicas)},
+		}},
+	}
+	if j.HasPriority {
+		pg.Spec.PriorityClassName = priorityClassName(j.Priority)
+	}
+	return pg
 }
 
 // createPod creates pod index of job name (B0, B1), under podName.
@@ -204,6 +223,51 @@ func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name strin
 	return nil
 }
 
+// batchJob is a trace job as a batch/v1 Job for upstream's Job controller (B1j): its pods run
+// at once (parallelism = completions = replicas), Indexed when there are several, as distributed
+// training Jobs are written. A job of a minimum above one states a gang of its minimum in
+// spec.scheduling; the Job controller then creates its Workload and PodGroup and names the
+// PodGroup in its pods (WorkloadWithJob). A job without one is scheduled pod by pod.
+//
+// The Job controller, not the driver, creates a pod again when one is deleted before the job is
+// done; the Job must survive every such deletion (a preemption) to be comparable with the other
+// configurations, where a preempted job starts again:
+//   - backoffLimit is the largest there is: kwok's pods never fail by themselves, so only
+//     deletions count against it;
+//   - podReplacementPolicy is TerminatingOrFailed, the default without a podFailurePolicy: a
+//     deleted pod counts as failed and is replaced as soon as it is deleted. A podFailurePolicy
+//     that ignored DisruptionTarget would force the policy Failed, which waits for the deleted
+//     pod to reach phase Failed: only a kubelet sets that, and kwok deletes the pod instead, so
+//     the Job would keep its finalizer on the pod and wait for good.
+//
+// A replacement after a deletion waits for the Job controller's backoff after failures (10 s of
+// wall clock, doubling), which is not played at the speedup (docs/replay.md, "What is compared").
+func batchJob(j trace.Job, name string) *batchv1.Job {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
+		Spec: batchv1.JobSpec{
+			Parallelism:          ptr.To(int32(j.Replicas)),
+			Completions:          ptr.To(int32(j.Replicas)),
+			BackoffLimit:         ptr.To(int32(math.MaxInt32)),
+			PodReplacementPolicy: ptr.To(batchv1.TerminatingOrFailed),
+			// The template's jobLabel is on every pod the Job controller creates: the driver
+			// finds the job's pods by it.
+			Template: podTemplate(j, name),
+		},
+	}
+	if j.Replicas > 1 {
+		job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	}
+	if j.MinReplicas > 1 {
+		job.Spec.Scheduling = &batchv1.JobSchedulingConfiguration{
+			SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To(int32(j.MinReplicas))},
+			},
+		}
+	}
+	return job
+}
+
 // estimate states the job's runtime estimate, its trace duration played at the speedup, rounded
 // up to whole seconds and a second more (the PodGroup controller counts from its Scheduled
 // condition, which has whole seconds).
@@ -220,16 +284,27 @@ func (w *workloads) backfill(job *batchv1alpha1.Job, j trace.Job) {
 	}
 }
 
-// remove deletes what is left of a job once its work is done: its Tephra Job (whose pods go
-// with it), or its pods and PodGroup.
+// remove deletes what is left of a job once its work is done: its Tephra Job or batch/v1 Job
+// (whose pods, and Workload and PodGroup, go with it), or its pods and PodGroup.
 func (w *workloads) remove(ctx context.Context, name string, pods []string) error {
 	now := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-	if w.config.Gangs == TephraJobs {
-		if err := w.tephra.BatchV1alpha1().Jobs(namespace).Delete(ctx, name, now); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return nil
+	var err error
+	switch w.config.Gangs {
+	case TephraJobs:
+		err = w.tephra.BatchV1alpha1().Jobs(namespace).Delete(ctx, name, now)
+	case BatchJobs:
+		err = w.client.BatchV1().Jobs(namespace).Delete(ctx, name, now)
+	default:
+		return w.removePods(ctx, name, pods, now)
 	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// removePods deletes a job's bare pods and its PodGroup (B0, B1).
+func (w *workloads) removePods(ctx context.Context, name string, pods []string, now metav1.DeleteOptions) error {
 	for _, pod := range pods {
 		if err := w.client.CoreV1().Pods(namespace).Delete(ctx, pod, now); err != nil && !apierrors.IsNotFound(err) {
 			return err
