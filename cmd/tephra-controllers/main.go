@@ -35,6 +35,7 @@ func main() {
 		defaultReadyTimeout                                             time.Duration
 		usageHalfLife                                                   time.Duration
 		qps                                                             float64
+		concurrentJobSyncs                                              int
 		burst                                                           int
 		webhooks                                                        webhookFlags
 	)
@@ -43,8 +44,11 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica acts at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own)")
-	flag.Float64Var(&qps, "kube-api-qps", 200, "queries per second to the apiserver")
-	flag.IntVar(&burst, "kube-api-burst", 400, "burst of queries to the apiserver")
+	// As tephra-scheduler's clientConnection: a burst of Jobs asks for a PodGroup, pods and status
+	// writes each, and at 200 queries per second 400 one-pod Jobs waited 10 s for their pods.
+	flag.Float64Var(&qps, "kube-api-qps", 1000, "queries per second to the apiserver")
+	flag.IntVar(&burst, "kube-api-burst", 2000, "burst of queries to the apiserver")
+	flag.IntVar(&concurrentJobSyncs, "concurrent-job-syncs", setup.DefaultConcurrentJobSyncs, "Tephra Jobs decided at once: each waits on the apiserver for its status, PodGroup and pods")
 	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
 	flag.DurationVar(&defaultReadyTimeout, "default-ready-timeout", 0, "ready timeout of PodGroups that set no spec.readyTimeoutSeconds: a group whose minimum is not bound and Running this long after its first pod was bound has its bound pods evicted and is placed again after a backoff (0: none)")
 	flag.DurationVar(&usageHalfLife, "usage-half-life", 168*time.Hour, "half-life of the usage each queue accrues in status.usage, which lowers its deserved share against siblings that used less (fair share over time); must equal the scheduler's TephraQueue usageHalfLife; 0 turns history off and removes status.usage")
@@ -116,7 +120,7 @@ func main() {
 		log.Error(err, "invalid --scheduler-names")
 		os.Exit(1)
 	}
-	if err := setup.Controllers(mgr, setup.Options{SchedulerNames: names, DefaultReadyTimeout: defaultReadyTimeout, UsageHalfLife: usageHalfLife}); err != nil {
+	if err := setup.Controllers(mgr, setup.Options{SchedulerNames: names, DefaultReadyTimeout: defaultReadyTimeout, UsageHalfLife: usageHalfLife, ConcurrentJobSyncs: concurrentJobSyncs}); err != nil {
 		log.Error(err, "cannot set up controllers")
 		os.Exit(1)
 	}

@@ -98,6 +98,8 @@ type Reconciler struct {
 	Now func() time.Time
 	// Workers bounds concurrent pod creations and deletions per job (8 if 0).
 	Workers int
+	// ConcurrentSyncs is how many jobs are decided at once (1 if 0).
+	ConcurrentSyncs int
 
 	// gone remembers pods deleted before a decision saw them end.
 	gone gonePods
@@ -133,7 +135,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&batchv1alpha1.Job{}).
 		Watches(&corev1.Pod{}, r.podHandler()).
 		Owns(&schedulingv1alpha1.PodGroup{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.ConcurrentSyncs, 1)}).
 		Complete(r)
 }
 
@@ -203,31 +205,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // apply carries out a decision: first what must be remembered (the run record, the status),
 // then what touches other objects, so that a controller restarted in between redoes the second
-// part from the first and never decides anything twice.
+// part from the first and never decides anything twice. A job's first decision is the exception
+// (createsFirst).
 func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	previous := job.Status.DeepCopy()
+	if createsFirst(job, d) {
+		// Announced first, in the order a job's life has: its phase, then what it creates.
+		r.recordDecision(job, previous, d)
+		change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.act(ctx, job, d, change, jobPlugins); err != nil {
+			return ctrl.Result{}, err
+		}
+		if _, err := r.writeIntent(ctx, job, d); err != nil {
+			// A conflict: the job changed since the cache showed it, and that change is on its
+			// way as an event.
+			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
+		}
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
 	wrote, err := r.writeIntent(ctx, job, d)
 	if err != nil {
-		if apierrors.IsConflict(err) {
-			// The job changed since the cache showed it; that change is on its way as an event,
-			// and the next decision starts from it.
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		// On a conflict, the job changed since the cache showed it; that change is on its way
+		// as an event, and the next decision starts from it.
+		return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
 	}
 	r.recordDecision(job, previous, d)
-
-	group, previousMin, groupChanged, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
+	change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if group != nil && !metav1.IsControlledBy(group, job) && len(d.Create) > 0 {
-		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Create",
-			"PodGroup %s exists and does not belong to this job: its pods join it, with its minimum", job.Name)
-	}
-	acts := groupChanged || len(d.Delete) > 0 || len(d.Create) > 0 || d.DeleteJob
-	if acts && !wrote {
+	if !wrote && (change.changed || len(d.Delete) > 0 || len(d.Create) > 0 || d.DeleteJob) {
 		// Nothing was written, so nothing proved that the cached job is the latest: a stale job
 		// (say, one that the cache still shows Running after a restart was written) must not
 		// create pods of an old run.
@@ -239,14 +249,46 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
 	}
+	if err := r.act(ctx, job, d, change, jobPlugins); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// createsFirst says whether a decision creates the job's PodGroup and pods before it writes the
+// job's status: the job's first decision, which creates and remembers nothing a restarted
+// controller would need (no run record, no retry, nothing deleted). Its pods then wait for no
+// status write, as batch/v1's do not; a controller restarted in between sees them, with their
+// names that the run fixes, and decides the same. A cache that shows the job before its first
+// status was written makes a decision create what exists already, which it finds taken.
+func createsFirst(job *batchv1alpha1.Job, d Decision) bool {
+	return job.Status.State.Phase == "" && d.Record == nil && !d.ConsumeResume &&
+		len(d.Create) > 0 && len(d.Delete) == 0 && !d.DeleteJob && !d.Finished
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// act carries out what a decision does to objects other than the job's status: its PodGroup
+// (as podGroupChange found it), pods, plugins, and the job's deletion.
+func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision, change groupChange, jobPlugins []Plugin) error {
+	group := change.group
+	if group != nil && !metav1.IsControlledBy(group, job) && len(d.Create) > 0 {
+		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Create",
+			"PodGroup %s exists and does not belong to this job: its pods join it, with its minimum", job.Name)
+	}
 	var errs []error
-	if groupChanged {
-		if err := r.writePodGroup(ctx, job, group, previousMin); err != nil {
+	if change.changed {
+		if err := r.writePodGroup(ctx, job, group, change.previousMin); err != nil {
 			if errors.Is(err, errNamespaceTerminating) {
-				return ctrl.Result{}, nil // the job goes with its namespace
+				return nil // the job goes with its namespace
 			}
 			// Pods without their group would only be refused by the scheduler.
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	errs = append(errs, r.deletePods(ctx, job, d.Delete)...)
@@ -261,20 +303,26 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 		}
 	}
 	if d.DeleteJob {
-		uid := job.UID
-		err := r.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err == nil {
-			r.event(job, corev1.EventTypeNormal, "Deleted", "TTLExpired", "the job finished %s ago (ttlSecondsAfterFinished %d): deleted it",
-				r.now().Sub(job.Status.State.LastTransitionTime.Time).Round(time.Second), *job.Spec.TTLSecondsAfterFinished)
-			log.Info("deleted finished job", "job", client.ObjectKeyFromObject(job))
-		} else if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, r.deleteJob(ctx, job))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, err
+	return errors.Join(errs...)
+}
+
+// deleteJob deletes a finished job whose TTL expired.
+func (r *Reconciler) deleteJob(ctx context.Context, job *batchv1alpha1.Job) error {
+	uid := job.UID
+	err := r.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	switch {
+	case err == nil:
+		r.event(job, corev1.EventTypeNormal, "Deleted", "TTLExpired", "the job finished %s ago (ttlSecondsAfterFinished %d): deleted it",
+			r.now().Sub(job.Status.State.LastTransitionTime.Time).Round(time.Second), *job.Spec.TTLSecondsAfterFinished)
+		ctrl.LoggerFrom(ctx).Info("deleted finished job", "job", client.ObjectKeyFromObject(job))
+		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil
+	default:
+		return err
 	}
-	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
 // writeIntent writes the run record (with the resume annotation consumed) and then the status,
@@ -332,14 +380,14 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 // changed is false when there is nothing to write: spec is nil (the group is left alone), the
 // group is as decided, or it is someone else's (returned, not to be written). previousMin is the
 // existing group's minMember (0 for a new one).
-func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (group *schedulingv1alpha1.PodGroup, previousMin int32, changed bool, err error) {
+func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (groupChange, error) {
 	if spec == nil {
-		return nil, 0, false, nil
+		return groupChange{}, nil
 	}
-	group = &schedulingv1alpha1.PodGroup{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(job), group)
+	group := &schedulingv1alpha1.PodGroup{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(job), group)
 	if apierrors.IsNotFound(err) {
-		return &schedulingv1alpha1.PodGroup{
+		return groupChange{changed: true, group: &schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: job.Name, Namespace: job.Namespace,
 				Labels:      map[string]string{batchv1alpha1.JobNameLabel: job.Name},
@@ -349,14 +397,14 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 				},
 			},
 			Spec: *spec,
-		}, 0, true, nil
+		}}, nil
 	}
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
+		return groupChange{}, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if !metav1.IsControlledBy(group, job) {
 		// Someone else's group of the same name: the pods join it as it is.
-		return group, group.Spec.MinMember, false, nil
+		return groupChange{group: group, previousMin: group.Spec.MinMember}, nil
 	}
 	want := group.DeepCopy()
 	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
@@ -380,7 +428,16 @@ func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job,
 		}
 		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = minimum
 	}
-	return want, group.Spec.MinMember, !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations), nil
+	changed := !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations)
+	return groupChange{group: want, previousMin: group.Spec.MinMember, changed: changed}, nil
+}
+
+// groupChange is what a decision does to the job's PodGroup: the group as it should be (nil for
+// none), its minimum before, and whether it must be written.
+type groupChange struct {
+	group       *schedulingv1alpha1.PodGroup
+	previousMin int32
+	changed     bool
 }
 
 // passedToGroup are the annotations of a job that its PodGroup carries, for tephra-scheduler reads

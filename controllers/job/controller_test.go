@@ -191,16 +191,16 @@ func newStoredJob(mutate ...func(*batchv1alpha1.Job)) *batchv1alpha1.Job {
 }
 
 // A new job gets its PodGroup first, then its pods, named, labelled, owned, with the job's
-// scheduler and what the plugins add; the status says Pending, and events say what happened.
-// Reconciling again changes nothing.
+// scheduler and what the plugins add, and then its status, which says Pending: the pods wait for
+// no status write. Events say what happened. Reconciling again changes nothing.
 func TestReconcileCreatesGroupThenPods(t *testing.T) {
 	f := newFixture(t, newStoredJob())
 	f.reconcile(t)
 
 	writes := f.takeWrites()
 	require.GreaterOrEqual(t, len(writes), 8)
-	assert.Equal(t, "status *v1alpha1.Job train", writes[0], "the status is written first")
-	assert.Equal(t, "create *v1alpha1.PodGroup train", writes[1], "the group exists before its pods")
+	assert.Equal(t, "create *v1alpha1.PodGroup train", writes[0], "the group exists before its pods")
+	assert.Equal(t, "status *v1alpha1.Job train", writes[len(writes)-1], "the status is written once the pods exist")
 	assert.Equal(t, []string{"OnJobAdd", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate"}, f.calls)
 
 	group := &schedulingv1alpha1.PodGroup{}

@@ -57,7 +57,14 @@ type Options struct {
 	// UsageHalfLife is the half-life of the queues' usage history (0: off); see
 	// queue.Reconciler.UsageHalfLife.
 	UsageHalfLife time.Duration
+	// ConcurrentJobSyncs is how many Tephra Jobs are decided at once (0: DefaultConcurrentJobSyncs).
+	ConcurrentJobSyncs int
 }
+
+// DefaultConcurrentJobSyncs is how many Tephra Jobs are decided at once by default: a decision
+// mostly waits on the apiserver (a status, a PodGroup, pods), so a burst of Jobs is served by
+// many at once.
+const DefaultConcurrentJobSyncs = 16
 
 // Controllers registers every Tephra controller with the manager (the webhooks aside).
 func Controllers(mgr ctrl.Manager, opts Options) error {
@@ -72,7 +79,10 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	if err := podGroups.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("pod group controller: %w", err)
 	}
-	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName)}
+	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName), ConcurrentSyncs: opts.ConcurrentJobSyncs}
+	if jobs.ConcurrentSyncs <= 0 {
+		jobs.ConcurrentSyncs = DefaultConcurrentJobSyncs
+	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("job controller: %w", err)
 	}
