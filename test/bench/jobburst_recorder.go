@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -66,17 +65,9 @@ func (r *jobPodRecorder) start(ctx context.Context, client kubernetes.Interface,
 	}); err != nil {
 		return err
 	}
-	ctx, r.stop = context.WithCancel(ctx)
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			r.stop()
-			return fmt.Errorf("the recorder's %v informer did not sync", typ)
-		}
-	}
-	return nil
+	var err error
+	r.stop, err = startSynced(ctx, factory)
+	return err
 }
 
 // observe notes what a pod event shows, seen at now.

@@ -112,17 +112,9 @@ func (r *recorder) start(ctx context.Context, client kubernetes.Interface, names
 	}); err != nil {
 		return err
 	}
-	ctx, r.stop = context.WithCancel(ctx)
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			r.stop()
-			return fmt.Errorf("the recorder's %v informer did not sync", typ)
-		}
-	}
-	return nil
+	var err error
+	r.stop, err = startSynced(ctx, factory)
+	return err
 }
 
 func (r *recorder) observe(obj any, deleted bool) {
@@ -297,4 +289,20 @@ func (r *recorder) observation() observation {
 		}
 	}
 	return o
+}
+
+// startSynced starts a recorder's informers and waits, a minute at most, until they have synced;
+// stop ends them.
+func startSynced(ctx context.Context, factory informers.SharedInformerFactory) (stop context.CancelFunc, err error) {
+	ctx, stop = context.WithCancel(ctx)
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			stop()
+			return nil, fmt.Errorf("the recorder's %v informer did not sync", typ)
+		}
+	}
+	return stop, nil
 }

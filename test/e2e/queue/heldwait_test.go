@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
@@ -35,14 +34,7 @@ func TestAPodHeldByItsShareIsNotTriedUntilWhatItYieldsToEnds(t *testing.T) {
 
 	submit(t, env, ns, 1, "big", workPod{queue: "wait-a", res: gpu, amount: 3, pool: pool})
 	framework.WaitBound(t, env, ns, map[string]int{"wait-a": 1}, time.Minute)
-	const finalizer = "e2e.tephra.dev/slow-exit"
-	release := func() {
-		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, "big-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	}
-	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, "big-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+finalizer+`"]}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
-	t.Cleanup(release)
-	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "big-0", metav1.DeleteOptions{}))
+	release := deleteSlowly(t, env, ns, "big-0")
 
 	submit(t, env, ns, 1, "waiting", workPod{queue: "wait-b", res: gpu, amount: 2, pool: pool})
 	framework.Eventually(t, 30*time.Second, "wait-b's pod to be tried", func() (bool, string) {
@@ -107,14 +99,7 @@ func TestAFreedRoomGoesAtOnceToAPodWhoseBackoffGrew(t *testing.T) {
 	submit(t, env, ns, noisePods, "noise", workPod{queue: "room-noise", res: noiseRes, amount: 1, pool: noise})
 	framework.WaitBound(t, env, ns, map[string]int{"room-noise": noisePods}, time.Minute)
 
-	const finalizer = "e2e.tephra.dev/slow-exit"
-	release := func() {
-		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, "full-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	}
-	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, "full-0", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+finalizer+`"]}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
-	t.Cleanup(release)
-	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "full-0", metav1.DeleteOptions{}))
+	release := deleteSlowly(t, env, ns, "full-0")
 	submit(t, env, ns, 1, "waiting", workPod{queue: "room-b", res: gpu, amount: 1, pool: pool})
 	framework.Eventually(t, 30*time.Second, "room-b's pod to be refused for room", func() (bool, string) {
 		msg, ok := pendingMessage(env, ns, "room-b")

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
@@ -173,4 +174,19 @@ func pendingMessage(env *framework.Env, ns, queue string) (msg string, ok bool) 
 		why = "no PodScheduled condition on " + p.Name
 	}
 	return why, false
+}
+
+// deleteSlowly deletes a pod that a finalizer keeps terminating until release is called (or the
+// test ends): the room it holds is on its way.
+func deleteSlowly(t *testing.T, env *framework.Env, ns, name string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	release = func() {
+		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":["e2e.tephra.dev/slow-exit"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	t.Cleanup(release)
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	return release
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
@@ -53,16 +52,7 @@ func TestASmallJobPastItsShareRunsOnlyWhenTheWaitingGangCouldNotUseTheRoom(t *te
 			break
 		}
 	}
-	const finalizer = "e2e.tephra.dev/slow-exit"
-	patch := func(finalizers string) {
-		_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, going, types.MergePatchType, []byte(`{"metadata":{"finalizers":`+finalizers+`}}`), metav1.PatchOptions{})
-		require.NoError(t, err)
-	}
-	patch(`["` + finalizer + `"]`)
-	t.Cleanup(func() {
-		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, going, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	})
-	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, going, metav1.DeleteOptions{}))
+	release := deleteSlowly(t, env, ns, going)
 
 	submit(t, env, ns, 1, "later", workPod{queue: "hold-a", res: gpu, amount: 1, pool: pool})
 	framework.Eventually(t, 30*time.Second, "hold-a's later pod to name the gang it yields to", func() (bool, string) {
@@ -81,6 +71,6 @@ func TestASmallJobPastItsShareRunsOnlyWhenTheWaitingGangCouldNotUseTheRoom(t *te
 
 	// The gang's minimum takes the node; its other members, one 2-GPU pod at a time, fit nowhere
 	// then, and the later pod runs on a free GPU.
-	patch(`null`)
+	release()
 	framework.WaitBound(t, env, ns, map[string]int{"hold-a": 5, "hold-b": 2}, time.Minute)
 }
