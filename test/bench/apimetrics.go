@@ -18,11 +18,22 @@ var mutatingVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "D
 // mutatingRequests reads the apiserver's /metrics and sums apiserver_request_total over the
 // mutating verbs.
 func (b *benchCluster) mutatingRequests(ctx context.Context) (float64, error) {
+	byResource, err := b.mutatingRequestsByResource(ctx)
+	total := 0.0
+	for _, v := range byResource {
+		total += v
+	}
+	return total, err
+}
+
+// mutatingRequestsByResource reads the apiserver's /metrics and sums apiserver_request_total over
+// the mutating verbs by resource.
+func (b *benchCluster) mutatingRequestsByResource(ctx context.Context) (map[string]float64, error) {
 	data, err := b.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reading the apiserver's /metrics: %w", err)
+		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
 	}
-	return sumMutatingRequests(string(data))
+	return mutatingByResource(string(data))
 }
 
 // sumMutatingRequests sums, in Prometheus text format, the samples of apiserver_request_total
@@ -55,8 +66,15 @@ func (b *benchCluster) schedulingAttempts(ctx context.Context) (float64, error) 
 // sumSamples sums, in Prometheus text format, the samples of a labelled metric whose labels keep
 // accepts.
 func sumSamples(text, metric string, keep func(labels string) bool) (float64, error) {
+	sums, err := sumSamplesBy(text, metric, func(labels string) (string, bool) { return "", keep(labels) })
+	return sums[""], err
+}
+
+// sumSamplesBy sums, in Prometheus text format, the samples of a labelled metric by the key that
+// key gives their labels, leaving out those it does not keep.
+func sumSamplesBy(text, metric string, key func(labels string) (string, bool)) (map[string]float64, error) {
 	name := metric + "{"
-	var sum float64
+	sums := map[string]float64{}
 	found := false
 	for line := range strings.SplitSeq(text, "\n") {
 		rest, ok := strings.CutPrefix(line, name)
@@ -66,25 +84,38 @@ func sumSamples(text, metric string, keep func(labels string) bool) (float64, er
 		found = true
 		end := strings.LastIndexByte(rest, '}')
 		if end < 0 {
-			return 0, fmt.Errorf("malformed sample %q", line)
+			return nil, fmt.Errorf("malformed sample %q", line)
 		}
-		if !keep(rest[:end]) {
+		k, keep := key(rest[:end])
+		if !keep {
 			continue
 		}
 		fields := strings.Fields(rest[end+1:])
 		if len(fields) == 0 {
-			return 0, fmt.Errorf("malformed sample %q", line)
+			return nil, fmt.Errorf("malformed sample %q", line)
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil {
-			return 0, fmt.Errorf("malformed sample %q: %w", line, err)
+			return nil, fmt.Errorf("malformed sample %q: %w", line, err)
 		}
-		sum += v
+		sums[k] += v
 	}
 	if !found {
-		return 0, fmt.Errorf("no %s in the metrics", metric)
+		return nil, fmt.Errorf("no %s in the metrics", metric)
 	}
-	return sum, nil
+	return sums, nil
+}
+
+// mutatingByResource sums, in Prometheus text format, apiserver_request_total over the mutating
+// verbs by resource ("pods", "jobs/status").
+func mutatingByResource(text string) (map[string]float64, error) {
+	return sumSamplesBy(text, "apiserver_request_total", func(labels string) (string, bool) {
+		resource := labelValue(labels, "resource")
+		if sub := labelValue(labels, "subresource"); sub != "" {
+			resource += "/" + sub
+		}
+		return resource, mutatingVerbs[labelValue(labels, "verb")]
+	})
 }
 
 // labelValue finds a label's value in `a="x",b="y"` (values as the apiserver writes them, with no

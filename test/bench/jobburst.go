@@ -205,7 +205,7 @@ func (d *burstDriver) burst(ctx context.Context, kind string, sh *JobShape, labe
 	}
 	defer rec.close()
 	cpuBefore, cpuErr := c.controllerCPU(kind)
-	writesBefore, writesErr := c.mutatingRequests(ctx)
+	writesBefore, writesErr := c.mutatingRequestsByResource(ctx)
 
 	calls, answered, err := c.submit(ctx, kind, sh, run.Jobs, d.workers)
 	if err == nil {
@@ -220,9 +220,19 @@ func (d *burstDriver) burst(ctx context.Context, kind string, sh *JobShape, labe
 		return err
 	}
 	cpuAfter, cpuAfterErr := c.controllerCPU(kind)
-	writesAfter, writesAfterErr := c.mutatingRequests(ctx)
+	writesAfter, writesAfterErr := c.mutatingRequestsByResource(ctx)
 	run.ControllerCPUSeconds = optional(cpuAfter-cpuBefore, errors.Join(cpuErr, cpuAfterErr))
-	run.MutatingRequestsPerPod = optional((writesAfter-writesBefore)/float64(run.Pods), errors.Join(writesErr, writesAfterErr))
+	if errors.Join(writesErr, writesAfterErr) == nil {
+		run.WritesPerPodByResource = map[string]float64{}
+		total := 0.0
+		for resource, after := range writesAfter {
+			if n := after - writesBefore[resource]; n > 0 {
+				run.WritesPerPodByResource[resource] = n / float64(run.Pods)
+				total += n
+			}
+		}
+		run.MutatingRequestsPerPod = new(total / float64(run.Pods))
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -27,6 +28,10 @@ func jobBurstSection(res *JobBurstResults) string {
 		fmt.Fprintf(&b, "### %s\n\n%s.\n\n", sh.Name, upperFirst(res.caption(sh)))
 		header, rows := res.shapeTable(sh)
 		writeMarkdownTable(&b, header, rows)
+		if header, rows := res.writesTable(sh); len(rows) > 0 {
+			b.WriteString("API writes per pod by resource, the median over the repetitions:\n\n")
+			writeMarkdownTable(&b, header, rows)
+		}
 	}
 	if failures := res.Failures(); len(failures) > 0 {
 		b.WriteString("Problems in this run:\n\n")
@@ -139,6 +144,9 @@ func (res *JobBurstResults) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "\n%s: %s\n", sh.Name, res.caption(sh))
 		header, rows := res.shapeTable(sh)
 		writeTabRows(tw, header, rows)
+		if header, rows := res.writesTable(sh); len(rows) > 0 {
+			writeTabRows(tw, header, rows)
+		}
 	}
 	fmt.Fprintf(tw, "\nGoals\n")
 	writeTabRows(tw, goalHeader, goalRows(res.goals()))
@@ -146,4 +154,49 @@ func (res *JobBurstResults) WriteText(w io.Writer) {
 	for _, line := range res.Failures() {
 		fmt.Fprintln(w, "FAILED:", line)
 	}
+}
+
+// writesTable splits each kind's API writes per pod by resource (the median over repetitions),
+// the resources sorted by the most writes of either kind: where one kind writes more than the
+// other. No rows when no run recorded them.
+func (res *JobBurstResults) writesTable(sh *JobShape) (header []string, rows [][]string) {
+	byKind := map[string]map[string]float64{}
+	most := map[string]float64{}
+	for _, kind := range jobKinds {
+		samples := map[string][]float64{}
+		for _, r := range res.runs(kind, sh.Name) {
+			for resource, v := range r.WritesPerPodByResource {
+				samples[resource] = append(samples[resource], v)
+			}
+		}
+		byKind[kind] = map[string]float64{}
+		for resource, values := range samples {
+			byKind[kind][resource] = median(values)
+			most[resource] = max(most[resource], byKind[kind][resource])
+		}
+	}
+	resources := make([]string, 0, len(most))
+	for resource, v := range most {
+		if v >= 0.05 {
+			resources = append(resources, resource)
+		}
+	}
+	sort.Slice(resources, func(i, j int) bool {
+		if most[resources[i]] != most[resources[j]] {
+			return most[resources[i]] > most[resources[j]]
+		}
+		return resources[i] < resources[j]
+	})
+	header = append([]string{"writes/pod"}, resources...)
+	for _, kind := range jobKinds {
+		if len(byKind[kind]) == 0 {
+			continue
+		}
+		row := []string{kind}
+		for _, resource := range resources {
+			row = append(row, num("%.2f", byKind[kind][resource]))
+		}
+		rows = append(rows, row)
+	}
+	return header, rows
 }

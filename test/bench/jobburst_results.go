@@ -65,6 +65,9 @@ type JobBurstRun struct {
 	// MutatingRequestsPerPod is the apiserver's mutating requests over the same span, per pod,
 	// the Jobs' creation included.
 	MutatingRequestsPerPod *float64 `json:"mutatingRequestsPerPod,omitempty"`
+	// WritesPerPodByResource splits MutatingRequestsPerPod by resource ("pods/binding", "events"):
+	// where a kind's writes go.
+	WritesPerPodByResource map[string]float64 `json:"writesPerPodByResource,omitempty"`
 	// EmptySeconds is emptying the namespace after the burst, for tuning the harness.
 	EmptySeconds float64 `json:"emptySeconds"`
 }

@@ -247,3 +247,25 @@ func TestJobBurstSettings(t *testing.T) {
 	_, err = JobBurstSettings{}.withDefaults()
 	assert.Error(t, err, "no output folder")
 }
+
+// The writes of each kind are split by resource from the apiserver's request counts, and the
+// report shows where one kind writes more than the other, most first.
+func TestJobBurstWritesByResource(t *testing.T) {
+	byResource, err := mutatingByResource(`apiserver_request_total{code="201",resource="pods",subresource="",verb="POST"} 10
+apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST"} 10
+apiserver_request_total{code="200",resource="pods",subresource="",verb="GET"} 99
+apiserver_request_total{code="200",resource="jobs",subresource="status",verb="PUT"} 4
+apiserver_request_total{code="409",resource="jobs",subresource="status",verb="PUT"} 1
+`)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"pods": 10, "pods/binding": 10, "jobs/status": 5}, byResource, "reads are no writes; conflicts are")
+
+	res := burstResults()
+	res.Runs[0].WritesPerPodByResource = map[string]float64{"events": 4, "pods": 1, "jobs/status": 2}
+	res.Runs[1].WritesPerPodByResource = map[string]float64{"events": 2, "pods": 1}
+	res.Runs[2].WritesPerPodByResource = map[string]float64{"events": 1, "pods": 1, "jobs/status": 0.01}
+	header, rows := res.writesTable(JobShapes[0])
+	assert.Equal(t, []string{"writes/pod", "events", "jobs/status", "pods"}, header)
+	assert.Equal(t, [][]string{{"Tephra", "4.00", "2.00", "1.00"}, {"batch/v1", "1.50", "0.01", "1.00"}}, rows)
+	assert.Contains(t, jobBurstSection(res), "API writes per pod by resource")
+}
