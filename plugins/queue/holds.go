@@ -26,6 +26,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 )
 
 // hold is why a pod waits, and the state in which it was last found to stand.
@@ -117,6 +118,22 @@ func (q *Queue) stillHeld(pod *corev1.Pod, w workload) string {
 	}
 	q.holds.record(pod.UID, hold{verdict: v, version: s.view.version, tree: s.tree})
 	return v.msg
+}
+
+// releaseNomination clears the nomination of a pod its queue's state refused in this cycle and
+// now holds: a preemption may have nominated it to the room its victims freed, which the
+// scheduler keeps from every pod of no higher priority; held, it would keep that room from
+// everyone (the queue it yields to included) for as long as it waits. It reclaims again, if its
+// queue is owed, once its hold lifts.
+func (q *Queue) releaseNomination(cs fwk.CycleState, pod *corev1.Pod) *fwk.PostFilterResult {
+	if _, refused := admission.Refused(cs); !refused {
+		return nil
+	}
+	if _, held := q.holds.get(pod.UID); !held {
+		return nil
+	}
+	q.ledger.unnominate(pod.UID)
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
 }
 
 // isSchedulableAfterPodBound brings back a pod held for another queue's workload when a pod of

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -10,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/admission"
 )
 
 // A pod its queue's share turns away is held while the share stands, without being decided in
@@ -95,4 +98,29 @@ func TestACapabilityHoldGoesWhenTheQueueHasRoom(t *testing.T) {
 	assert.Contains(t, q.stillHeld(pod, w), "would exceed its capability", "another queue's pod changes nothing for it")
 	l.forget(running.UID, running)
 	assert.Empty(t, q.stillHeld(pod, w), "its queue's pod ended: there is room")
+}
+
+// A pod a preemption nominated to the room its victims freed, refused in a later cycle by its
+// queue's share and held, gives the room up: the scheduler keeps a nominated pod's room from every
+// pod of no higher priority, and a held pod would keep it from everyone, the queue it yields to
+// included, for as long as it waits.
+func TestAHeldPodGivesUpItsNomination(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	q := &Queue{ledger: l}
+	pod := ledgerPod("p", nil, "", 1)
+	l.observe(pod, func(string, string) string { return "" })
+	l.nominate(pod.UID, "n1", time.Now())
+
+	cs := framework.NewCycleState()
+	assert.Nil(t, q.releaseNomination(cs, pod), "not refused by its queue in this cycle: it keeps the room")
+	admission.MarkRefused(cs, "QueueOverDeservedShare: …")
+	assert.Nil(t, q.releaseNomination(cs, pod), "refused but not held (a preemption's dry run): it keeps the room")
+
+	q.holds.record(pod.UID, hold{verdict: verdict{reason: v1alpha1.ReasonQueueOverShare}})
+	result := q.releaseNomination(cs, pod)
+	require.NotNil(t, result)
+	assert.Equal(t, fwk.ModeOverride, result.NominatingInfo.Mode())
+	assert.Empty(t, result.NominatingInfo.NominatedNodeName, "the nomination is cleared")
+	e, _ := l.entry(pod.UID)
+	assert.False(t, e.nominated, "and its room no longer counts as on its way to it")
 }

@@ -417,6 +417,22 @@ func (l *ledger) nominateFor(uid types.UID, node string, now time.Time, holding 
 	l.account(e, 1)
 }
 
+// unnominate forgets a pod's nomination at once: the scheduler clears it (holds.go), and the
+// grace that covers an informer behind a new nomination must not keep its room counted.
+func (l *ledger) unnominate(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.pods[uid]
+	if e == nil || !e.nominated {
+		return
+	}
+	l.account(e, -1)
+	e = new(*e)
+	e.nominated, e.nominatedAt, e.nominatedNode, e.holding = false, time.Time{}, "", false
+	l.pods[uid] = e
+	l.account(e, 1)
+}
+
 // unassume undoes assume for a pod that will not bind.
 func (l *ledger) unassume(uid types.UID) {
 	l.mu.Lock()

@@ -207,6 +207,9 @@ func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	result, status := q.postFilter(ctx, cs, pod, m)
 	if !status.IsSuccess() && !v1alpha1.IsSystemPod(pod) && q.ledger.counts(pod) {
 		q.shareWaiters.add(q.queueNameOf(pod), pod)
+		if result == nil {
+			result = q.releaseNomination(cs, pod)
+		}
 	}
 	return result, q.refusals.Steady(pod, refusal.PostFilter, status)
 }
