@@ -3,9 +3,10 @@ package queue
 // A pod that its queue's state turns away waits without being tried. PreFilter refuses a pod that
 // would take its queue past a capability, or past its deserved share while another queue's
 // workload could use the room, and records a hold. From then on PreEnqueue keeps the pod out of
-// the active queue, as kube-scheduler's gates do, for as long as the hold stands: the events that
-// brought such pods back to be refused again (a Queue's status written, any pod deleted) built up
-// their backoff, and a pod whose room then came sat out up to ten seconds beside it.
+// the active queue, as kube-scheduler's gates do, for as long as the hold stands. Brought back to
+// be refused again on every event of a busy cluster (a Queue's status written, any pod deleted),
+// such pods would keep the scheduling queue busy, and the pods behind them would sit out their
+// backoff beside room they may use.
 //
 // kube-scheduler runs PreEnqueue again for a held pod on every event TephraQueue registers and
 // its hint passes (a pod bound into the queue the hold yields to, any placed pod deleted, a
