@@ -93,13 +93,11 @@ func RunJobBurst(ctx context.Context, s JobBurstSettings) (*JobBurstResults, err
 	if err != nil {
 		return nil, err
 	}
-	root, err := localcluster.RepoRoot()
+	root, outDir, err := repoAndOutDir(s.OutDir)
 	if err != nil {
 		return nil, err
 	}
-	if !filepath.IsAbs(s.OutDir) {
-		s.OutDir = filepath.Join(root, s.OutDir)
-	}
+	s.OutDir = outDir
 	res := &JobBurstResults{
 		Command: s.Command(), Jobs: s.Jobs, Nodes: kwokNodesFor(s.Jobs), Reps: s.Reps,
 		Workers: DefaultJobBurstWorkers, QPS: DefaultJobBurstQPS, Shapes: JobShapes,

@@ -45,13 +45,11 @@ func Run(ctx context.Context, s Settings) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := localcluster.RepoRoot()
+	root, outDir, err := repoAndOutDir(s.OutDir)
 	if err != nil {
 		return nil, err
 	}
-	if !filepath.IsAbs(s.OutDir) {
-		s.OutDir = filepath.Join(root, s.OutDir)
-	}
+	s.OutDir = outDir
 	started := time.Now()
 	bins, err := localcluster.Build(ctx, root, s.Log)
 	if err != nil {
@@ -578,4 +576,15 @@ func (d *driver) waitDrained(ctx context.Context, b *benchCluster, label string,
 		case <-ticker.C:
 		}
 	}
+}
+
+// repoAndOutDir returns the repository's root and outDir made absolute under it.
+func repoAndOutDir(outDir string) (root, abs string, err error) {
+	if root, err = localcluster.RepoRoot(); err != nil {
+		return "", "", err
+	}
+	if !filepath.IsAbs(outDir) {
+		outDir = filepath.Join(root, outDir)
+	}
+	return root, outDir, nil
 }

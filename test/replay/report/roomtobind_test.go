@@ -1,6 +1,10 @@
 package report
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // placed is a pod seen at seen (0: not recorded), bound to node at bound, ended at ended, running
 // as soon as bound.
@@ -50,8 +54,8 @@ func TestRoomToBind(t *testing.T) {
 	//    at 205: 105.
 	// s: full at 75; at 100 n0 is free but b holds z's 4, 4+4 > 4; from 105 full again, until z
 	//    ends at 170, the instant s is bound: no room before its bind, counted apart.
-	equal(t, "measured", o.RoomToBind.N, 3)
-	equal(t, "bound with no room first", o.BoundWithoutRoom, 1)
+	assert.Equal(t, 3, o.RoomToBind.N, "measured")
+	assert.Equal(t, 1, o.BoundWithoutRoom, "bound with no room first")
 	// Mean of 20, 5 and 105; nearest-rank p90 of three is the largest.
 	near(t, "room to bind mean", o.RoomToBind.Mean, 130.0/3)
 	near(t, "room to bind p90", o.RoomToBind.P90, 105)
@@ -68,7 +72,7 @@ func TestRoomToBindWaitsForANode(t *testing.T) {
 	x1 := gangJob("x1", "a", 0, 2, []float64{0}, 60, placed("x1-0", "n1", 0, 0, 60))
 	z := single("z", "b", 10, placed("z-0", "n1", 10, 80, 180))
 	o := Analyze(Run{Config: "C", GPUs: 8, Nodes: 2, NodeGPUs: 4, End: 300, Jobs: []Job{x0, x1, z}})
-	equal(t, "measured", o.RoomToBind.N, 1)
+	assert.Equal(t, 1, o.RoomToBind.N, "measured")
 	near(t, "room to bind", o.RoomToBind.Mean, 20)
 }
 
@@ -82,8 +86,8 @@ func TestRoomToBindRoomAtTheBindIsCountedApart(t *testing.T) {
 	x1 := single("x1", "a", 0, placed("x1-0", "n1", 0, 0, 50))
 	p := gangJob("p", "b", 10, 2, []float64{50}, 150, placed("p-0", "n0", 10, 50, 150))
 	o := Analyze(Run{Config: "C", GPUs: 8, Nodes: 2, NodeGPUs: 4, End: 300, Jobs: []Job{x0, x1, p}})
-	equal(t, "measured", o.RoomToBind.N, 0)
-	equal(t, "bound with no room first", o.BoundWithoutRoom, 1)
+	assert.Equal(t, 0, o.RoomToBind.N, "measured")
+	assert.Equal(t, 1, o.BoundWithoutRoom, "bound with no room first")
 }
 
 // When the queues ask less than the cluster, no share holds a pod back: room alone counts. It
@@ -99,7 +103,7 @@ func TestRoomToBindUncontended(t *testing.T) {
 	r := gangJob("r", "a", 0, 2, []float64{0, 80}, 180, placed("r-0", "n0", 0, 0, 60), placed("r-1", "n0", 50, 80, 180))
 	r.Replicas, r.MinReplicas = 1, 1
 	o := Analyze(Run{Config: "C", GPUs: 8, Nodes: 2, NodeGPUs: 4, End: 300, Jobs: []Job{k, r}})
-	equal(t, "measured", o.RoomToBind.N, 1)
+	assert.Equal(t, 1, o.RoomToBind.N, "measured")
 	near(t, "room to bind", o.RoomToBind.Mean, 30)
 }
 
@@ -123,15 +127,15 @@ func TestRoomToBindNotMeasured(t *testing.T) {
 	run := roomRun()
 	run.Nodes = 0
 	o := Analyze(run)
-	equal(t, "measured without nodes", o.RoomToBind.N, 0)
-	equal(t, "without room, without nodes", o.BoundWithoutRoom, 0)
+	assert.Equal(t, 0, o.RoomToBind.N, "measured without nodes")
+	assert.Equal(t, 0, o.BoundWithoutRoom, "without room, without nodes")
 	near(t, "mean without nodes", o.RoomToBind.Mean, never)
 
-	equal(t, "measured without Seen", Analyze(sequenceRun()).RoomToBind.N, 0)
+	assert.Equal(t, 0, Analyze(sequenceRun()).RoomToBind.N, "measured without Seen")
 
 	cpu := roomRun()
 	for i := range cpu.Jobs {
 		cpu.Jobs[i].GPUs = 0
 	}
-	equal(t, "measured without GPUs", Analyze(cpu).RoomToBind.N, 0)
+	assert.Equal(t, 0, Analyze(cpu).RoomToBind.N, "measured without GPUs")
 }
