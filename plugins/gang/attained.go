@@ -301,6 +301,19 @@ func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bo
 	if ok && f.at.Equal(at) {
 		return f.place
 	}
+	place := g.attainedPlaceNow(pod, at, bound)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.frozen) >= maxFrozen {
+		clear(a.frozen)
+	}
+	a.frozen[pod.UID] = frozenPlace{at: at, place: place}
+	return place
+}
+
+// attainedPlaceNow is the place attainedPlace works out for a pod queued at at.
+func (g *groupManager) attainedPlaceNow(pod *corev1.Pod, at time.Time, bound time.Duration) time.Time {
+	a := g.attained
 	came := pod.CreationTimestamp.Time
 	if came.IsZero() {
 		came = at
@@ -313,15 +326,19 @@ func (g *groupManager) attainedPlace(e fwk.QueuedEntityInfo, pod *corev1.Pod, bo
 	workload := workloadOf(pod)
 	now := g.now()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	service, lastEnded := a.of(workload, now)
+	a.mu.Unlock()
 	if lastEnded.After(came) {
 		came = lastEnded
 	}
-	place := came.Add(min(levelDelay(levelOf(service, time.Duration(*g.args.AttainedServiceFirstLevelSeconds)*time.Second), bound), bound))
-	if len(a.frozen) >= maxFrozen {
-		clear(a.frozen)
-	}
-	a.frozen[pod.UID] = frozenPlace{at: at, place: place}
-	return place
+	return came.Add(min(levelDelay(levelOf(service, time.Duration(*g.args.AttainedServiceFirstLevelSeconds)*time.Second), bound), bound))
+}
+
+// frozenAttainedPlace is the place attainedPlace gave the pod when it last entered the queue.
+func (g *groupManager) frozenAttainedPlace(pod *corev1.Pod) (time.Time, bool) {
+	a := g.attained
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.frozen[pod.UID]
+	return f.place, ok
 }

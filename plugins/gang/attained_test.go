@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 const gpu corev1.ResourceName = "nvidia.com/gpu"
@@ -108,6 +110,14 @@ func TestAQueueOrderedByAttainedServiceRunsTheLeastServedFirstWithinItsBound(t *
 	assert.True(t, f.gang.Less(newcomer, middling), "a new job goes before one that came back 30 minutes earlier at level 2 (40 minutes)")
 	assert.False(t, f.gang.Less(late, veteran), "a job that came more than the bound later does not pass")
 	assert.True(t, f.gang.Less(middling, late))
+	// TephraQueue's holds read the same order without the queue's entries (rank.go).
+	rank := func(e fwk.QueuedEntityInfo) queueorder.Rank {
+		return f.gang.Rank(e.(podInfoGetter).GetPodInfo().GetPod())
+	}
+	assert.True(t, rank(newcomer).Before(rank(veteran)))
+	assert.True(t, rank(middling).Before(rank(veteran)))
+	assert.True(t, rank(newcomer).Before(rank(middling)))
+	assert.False(t, rank(late).Before(rank(veteran)))
 
 	group("fifo-veteran", "fifo", t0)
 	f.run(t, pod("fifo-veteran-0", "fifo-veteran", 8, t0), t0, back)
@@ -115,6 +125,7 @@ func TestAQueueOrderedByAttainedServiceRunsTheLeastServedFirstWithinItsBound(t *
 	group("fifo-newcomer", "fifo", back.Add(30*time.Minute))
 	fifoNewcomer := queued(t, pod("fifo-newcomer-0", "fifo-newcomer", 8, back.Add(30*time.Minute)), back.Add(30*time.Minute))
 	assert.True(t, f.gang.Less(fifoVeteran, fifoNewcomer), "a queue ordered by submission keeps it")
+	assert.True(t, rank(fifoVeteran).Before(rank(fifoNewcomer)))
 
 	f.gang.orders.set(&v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "las"}})
 	assert.True(t, f.gang.Less(veteran, newcomer), "back to submission order once the queue says so")

@@ -39,6 +39,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
@@ -160,6 +161,7 @@ func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroup
 		podGroupCycles: utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload)}}
 	g.refusals = refusal.NewMemoWithClock(func() time.Time { return g.now() }, refusal.Refresh)
 	setup.OnEvictionsFor(handle, g.evictingFor)
+	queueorder.Publish(handle, g.groupManager)
 	return g
 }
 

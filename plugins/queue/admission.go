@@ -13,6 +13,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 // state is what one decision reads: the tree, the ledger's sums, and the deserved shares.
@@ -48,7 +49,26 @@ func (q *Queue) snapshot() state {
 			delete(v.pending, queue)
 		}
 	}
-	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.ledger.pendingFits, placeable: q.placeableOnNodes}
+	pendingFits := q.ledger.pendingFits
+	if ranker := queueorder.Of(q.handle); ranker != nil {
+		pendingFits = func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
+			return q.ledger.pendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
+		}
+	}
+	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: pendingFits, placeable: q.placeableOnNodes}
+}
+
+// rankBy ranks the ledger's waiting pods as ranker (TephraGang's order of the active queue) does;
+// a pod the informer no longer shows ranks first, as it would leave the queue at once.
+func (q *Queue) rankBy(ranker queueorder.Ranker) func(e *podEntry) queueorder.Rank {
+	pods := q.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	return func(e *podEntry) queueorder.Rank {
+		pod, err := pods.Pods(e.namespace).Get(e.name)
+		if err != nil {
+			return queueorder.Rank{}
+		}
+		return ranker.Rank(pod)
+	}
 }
 
 // snapshotFor is snapshot as the pod sees it: a pod nominated by an earlier preemption does not

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 // podEntry is what the ledger knows of one pod that counts in a queue.
@@ -604,17 +605,26 @@ type waitingWorkload struct {
 // that room as the queue's already). Gated pods and the groups short of members are no demand
 // (view).
 func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
+	return l.pendingFitsInOrder(queue, room, placeable, nil)
+}
+
+// pendingFitsInOrder is pendingFits, trying the workloads in the order rank gives (nil: by name
+// alone, after priority).
+func (l *ledger) pendingFitsInOrder(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool, rank func(e *podEntry) queueorder.Rank) waitingWorkload {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	// The workloads that fit the room are tried on the nodes in a fixed order (highest priority,
-	// then name), so that a held pod is told of the same workload attempt after attempt: the
-	// scheduler writes a pod's status only when its message changes, and a message naming
-	// whichever workload the map gave first wrote it on every attempt.
+	// The workloads that fit the room are tried on the nodes in the order the queue runs them
+	// (highest priority, then as the active queue orders a priority's pods, rank), so that the
+	// hold names the workload the other queue runs next, not one it leaves waiting; and then by
+	// name, so that a held pod is told of the same workload attempt after attempt: the scheduler
+	// writes a pod's status only when its message changes, and a message naming whichever
+	// workload the map gave first wrote it on every attempt.
 	type candidate struct {
 		e     *podEntry
 		uid   types.UID
 		count int
 		name  string
+		rank  queueorder.Rank
 	}
 	var candidates []candidate
 	tried := map[string]bool{} // a group's members are one workload
@@ -633,11 +643,21 @@ func (l *ledger) pendingFits(queue string, room quota.Amounts, placeable func(e 
 		if e.group != "" {
 			name = "pod group " + e.group
 		}
-		candidates = append(candidates, candidate{e: e, uid: uid, count: count, name: name})
+		c := candidate{e: e, uid: uid, count: count, name: name}
+		if rank != nil {
+			c.rank = rank(e)
+		}
+		candidates = append(candidates, c)
 	}
 	slices.SortFunc(candidates, func(a, b candidate) int {
 		if a.e.priority != b.e.priority {
 			return cmp.Compare(b.e.priority, a.e.priority)
+		}
+		if a.rank.Before(b.rank) {
+			return -1
+		}
+		if b.rank.Before(a.rank) {
+			return 1
 		}
 		return strings.Compare(a.name, b.name)
 	})

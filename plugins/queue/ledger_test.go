@@ -16,6 +16,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 const gpu corev1.ResourceName = "nvidia.com/gpu"
@@ -288,6 +289,42 @@ func TestAHoldNamesTheSameWorkloadEveryTime(t *testing.T) {
 	urgent.Spec.Priority = new(int32(100))
 	l.observe(urgent, resolve)
 	assert.Contains(t, said(), `it yields to pod ns/b-9 of queue "team-b"`, "a higher priority first")
+}
+
+// A hold names the workload the other queue's order runs next among those that fit, not the first
+// by name: under least attained service or shortest estimate first the two differ, and a hold for
+// a workload its own queue leaves waiting kept the held queue waiting for nothing.
+func TestAHoldNamesTheWorkloadItsQueueRunsNext(t *testing.T) {
+	l := newLedger(v1alpha1.SchedulerName)
+	l.setNode("n", corev1.ResourceList{gpu: resource.MustParse("16")})
+	resolve := func(string, string) string { return "" }
+	inA := map[string]string{v1alpha1.QueueLabel: "team-a"}
+	inB := map[string]string{v1alpha1.QueueLabel: "team-b"}
+	l.observe(ledgerPod("a-running", inA, "n", 8), resolve)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	places := map[string]queueorder.Rank{
+		"b-1": {Place: base.Add(4 * time.Hour)}, // served long: its queue runs it last
+		"b-2": {Place: base.Add(time.Minute)},
+		"b-3": {Place: base.Add(time.Minute), FirstTry: true}, // never refused: before b-2
+		"b-4": {Place: base, Share: 0.5},                      // its job holds half the cluster
+	}
+	for name := range places {
+		l.observe(ledgerPod(name, inB, "", 1), resolve)
+	}
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}})
+	rank := func(e *podEntry) queueorder.Rank { return places[e.name] }
+	said := func() string {
+		v := l.view()
+		s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.total, demandOf(v)),
+			pendingFits: func(queue string, room quota.Amounts, placeable func(*podEntry, int) bool) waitingWorkload {
+				return l.pendingFitsInOrder(queue, room, placeable, rank)
+			}}
+		return s.admit(tree.Get("team-a"), quota.Amounts{gpu: 1}, nil, false)
+	}
+	assert.Contains(t, said(), `it yields to pod ns/b-3 of queue "team-b"`)
+	places["b-3"] = queueorder.Rank{Place: base.Add(2 * time.Minute)}
+	assert.Contains(t, said(), `it yields to pod ns/b-2 of queue "team-b"`, "refused, b-3 sorts after b-2")
+	assert.Equal(t, "pod ns/b-1", l.pendingFits("team-b", quota.Amounts{gpu: 8}, nil).name, "without a rank, by name")
 }
 
 // The room a gang's preemption frees is its queue's, not idle capacity another queue may borrow
