@@ -159,7 +159,7 @@ tephra-controllers. Logs are in %s/logs/.
   kubectl tephra jobs -A                       # Tephra Jobs: phase, queue, running pods against their minimum
   kubectl tephra job describe tf-mnist         # the demo Job: tasks, pods, policies, events
   kubectl tephra why pod/NAME                  # why a pod (or podgroup/NAME, job/NAME) waits
-  kubectl get nodes,queues,podgroups,tjob
+  kubectl get nodes,tq,tpg,tjob                # nodes, and Tephra's Queues, PodGroups and Jobs (docs/cli.md)
   kubectl apply -f manifests/examples/         # more: PyTorch, MPI, Ray, ps/worker jobs, a JobFlow, a CronJob
   kubectl get noderesourcetopologies -o yaml   # each node's NUMA zones
   kubectl get deviceclasses,resourceslices     # each node's DRA devices (docs/dra.md)

@@ -40,6 +40,7 @@ func TestUpAndDown(t *testing.T) {
 
 	out, err = exec.Command(bin, "up", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
+	upOut := string(out)
 	assert.Contains(t, string(out), "demo: submitted Job default/tf-mnist", "the demo ran")
 	assert.Regexp(t, `(?s)demo: \S+ Pending .*demo: \S+ Running .*demo: \S+ Completed +0 running, 4 succeeded`, string(out),
 		"the demo shows the TensorFlow job go from Pending to Completed")
@@ -62,6 +63,7 @@ func TestUpAndDown(t *testing.T) {
 	describe := kubectlTephra("job", "describe", "tf-mnist", "-n", "default")
 	assert.Contains(t, describe, "Phase:          Completed")
 	assert.Regexp(t, `(?m)^  worker +4 +- +0 +0 +4 +0$`, describe, "the workers succeeded")
+	assertPrintedCommandsShowWhatTheySay(t, upOut, dir, filepath.Dir(bin))
 
 	config, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
 	require.NoError(t, err)
@@ -138,6 +140,61 @@ func TestUpAndDown(t *testing.T) {
 	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the same half-life")
 	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
+}
+
+// assertPrintedCommandsShowWhatTheySay runs every kubectl command up printed, as a user pastes it
+// (in the repository, with bin/'s kubectl and kubectl-tephra on the PATH), and finds the demo's
+// objects in what each shows; the commands that change the cluster run as a server-side dry run.
+// A plain `kubectl get podgroups`, once printed here, showed Kubernetes' own PodGroups: none.
+func assertPrintedCommandsShowWhatTheySay(t *testing.T, upOut, dir, binDir string) {
+	t.Helper()
+	kubectl := filepath.Join(binDir, "kubectl")
+	build := exec.Command("go", "build", "-o", kubectl, "k8s.io/kubernetes/cmd/kubectl")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	shows := map[string][]string{
+		"kubectl tephra queues":                {"default"},
+		"kubectl tephra jobs -A":               {"tf-mnist"},
+		"kubectl tephra job describe tf-mnist": {"Phase:          Completed"},
+		"kubectl tephra why pod/NAME":          {"tf-mnist"},
+		"kubectl get nodes,tq,tpg,tjob": {"node/", "queue.scheduling.tephra.dev/default",
+			"podgroup.scheduling.tephra.dev/tf-mnist", "job.batch.tephra.dev/tf-mnist"},
+		"kubectl apply -f manifests/examples/":                                                          {"created (server dry run)"},
+		"kubectl get noderesourcetopologies -o yaml":                                                    {"kind: NodeResourceTopology", "zones:"},
+		"kubectl get deviceclasses,resourceslices":                                                      {"deviceclass.resource.k8s.io/gpu.tephra.dev", "resourceslice.resource.k8s.io/"},
+		"kubectl apply -f manifests/examples/dra-job.yaml":                                              {"created (server dry run)"},
+		`kubectl run hello --image=busybox --overrides='{"spec":{"schedulerName":"tephra-scheduler"}}'`: {"pod/hello created (server dry run)"},
+	}
+	commands := regexp.MustCompile(`(?m)^  (kubectl \S.*?)(?:\s+#.*)?$`).FindAllStringSubmatch(upOut, -1)
+	require.NotEmpty(t, commands, "up prints commands to try")
+	seen := map[string]bool{}
+	for _, c := range commands {
+		command := c[1]
+		want, known := shows[command]
+		if !assert.True(t, known, "up prints %q: say here what it shows", command) {
+			continue
+		}
+		seen[command] = true
+		line := strings.Replace(command, "pod/NAME", "job/tf-mnist", 1)
+		if strings.HasPrefix(line, "kubectl apply ") || strings.HasPrefix(line, "kubectl run ") {
+			line += " --dry-run=server"
+		}
+		run := exec.Command("sh", "-c", line)
+		run.Dir = "../.."
+		run.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := run.CombinedOutput()
+		if !assert.NoError(t, err, "%s:\n%s", line, out) {
+			continue
+		}
+		for _, w := range want {
+			assert.Contains(t, string(out), w, "what %q shows", line)
+		}
+		if strings.HasPrefix(line, "kubectl get ") {
+			assert.NotContains(t, string(out), "Warning", "%q names one kind each", line)
+		}
+	}
+	assert.Len(t, seen, len(shows), "every command checked here is printed")
 }
 
 // TestUpAndDownMultiKueue runs what `make up-multikueue` and `make down-multikueue` run: three
