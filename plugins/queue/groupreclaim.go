@@ -116,7 +116,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.sparedJobsNote(klog.FromContext(ctx), members, time.Now()))
 	}
 	now := time.Now()
-	r.countReclaims(victims, now)
+	r.countReclaims(victims, need, now)
 	r.victimsMu.Lock()
 	var pods []*corev1.Pod
 	for _, u := range victims {

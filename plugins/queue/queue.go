@@ -94,6 +94,8 @@ type Queue struct {
 	// patienceWholeRun: patience counts a victim's whole run, not its run before the wait.
 	patienceWholeRun bool
 	reclaims         reclaimCounts
+	// paybacks are the debts of the jobs reclaim started, with reclaimPatience (payback.go).
+	paybacks paybackDebts
 	// reclaimDrain holds the node reclaim would empty for a pod that patience keeps waiting
 	// (drain.go).
 	reclaimDrain bool
@@ -161,9 +163,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
 		return nil, err
 	}
-	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.paybacks.podUpdated, DeleteFunc: func(obj any) {
 		q.shareWaiters.podDeleted(obj)
 		q.holds.podDeleted(obj)
+		q.paybacks.podEnded(obj)
 	}}); err != nil {
 		return nil, err
 	}

@@ -350,7 +350,7 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			}
 		}
 		r.victimsMu.Unlock()
-		r.countReclaims(victims, time.Now())
+		r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
 		// The nomination reaches the informer only after the scheduler writes it: count it at
 		// once, so the next preemptor of the queue does not make room a second time.
 		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())

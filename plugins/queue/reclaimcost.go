@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tephra-dev/tephra/internal/quota"
 )
@@ -154,13 +153,15 @@ func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
 	return guaranteed
 }
 
-// countReclaims counts the units that restart their jobs among the victims of a reclaim.
-func (r *reclaimer) countReclaims(victims []*unit, now time.Time) {
+// countReclaims counts the units that restart their jobs among the victims of a reclaim, and
+// leaves the preemptor's job, which asks jobNeed in all, the debt of their work (payback.go).
+func (r *reclaimer) countReclaims(victims []*unit, jobNeed quota.Amounts, now time.Time) {
 	for _, u := range victims {
 		if job := jobOf(u); job != "" && u.kind == kindReclaim && !u.elastic {
 			r.q.reclaims.reclaimed(job, now)
 		}
 	}
+	r.owePayback(victims, jobNeed, now)
 }
 
 // reclaimCounts counts, per job, the reclaims that restarted it. A job is its pod group, else the
@@ -179,18 +180,12 @@ type reclaimCount struct {
 // long gone do not pile up.
 const forgetAfter = 7 * 24 * time.Hour
 
-// jobOf is the job a unit's pods belong to, as reclaimCounts counts them.
+// jobOf is the job a unit's pods belong to, as reclaimCounts counts them (jobKey).
 func jobOf(u *unit) string {
-	if u.group != "" {
-		return "group/" + u.group
+	if u.group != "" || len(u.pods) == 0 {
+		return jobKey(u.group, nil)
 	}
-	if len(u.pods) == 0 {
-		return ""
-	}
-	if owner := metav1.GetControllerOf(u.pods[0]); owner != nil {
-		return "owner/" + string(owner.UID)
-	}
-	return "pod/" + string(u.pods[0].UID)
+	return jobKey("", u.pods[0])
 }
 
 // reclaimed counts a reclaim of the job, when its victims are chosen.

@@ -143,9 +143,9 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	r.pod, r.leaf, r.belowShare, r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 1}
 	r.state = state{tree: tree}
 	now := time.Now()
-	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}}, now)
-	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim}}, now)
-	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["once"]}, kind: kindPreempt}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim, elastic: true}}, now)
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}}, nil, now)
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim}}, nil, now)
+	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["once"]}, kind: kindPreempt}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim, elastic: true}}, nil, now)
 
 	var names []string
 	for _, u := range r.units(candidates) {
@@ -157,7 +157,7 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	assert.True(t, first.IsZero(), "a job at its limit is never reclaimed: there is no time to try again")
 
 	gang := &unit{pods: []*corev1.Pod{ledgerPod("m0", nil, "n", 1), ledgerPod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
-	r.countReclaims([]*unit{gang}, now)
+	r.countReclaims([]*unit{gang}, nil, now)
 	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang)), "a gang is one job")
 	assert.False(t, r.overLimit(&unit{group: "ns/assumed", kind: kindReclaim}, r.need), "a gang unit without bound pods has a job all the same")
 	assert.Empty(t, jobOf(&unit{kind: kindReclaim}), "a unit without pods or group is no job")

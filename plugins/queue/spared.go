@@ -11,8 +11,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Jobs that reclaim could take but spares (too young, too costly, reclaimed too often): the
-// preemptor is told why, and tried again when the first of them may be taken.
+// Jobs that reclaim could take but spares (too young, too costly, not paid back, reclaimed too
+// often): the preemptor is told why, and tried again when the first of them may be taken.
 
 // Why a unit that reclaim could take is spared.
 type spareReason int
@@ -25,6 +25,9 @@ const (
 	spareCost
 	// spareLimit: its job was reclaimed as often as the limit per job allows (reclaimcost.go).
 	spareLimit
+	// sparePayback: reclaim started its job, which has not yet run long enough to pay back the
+	// work its start threw away (payback.go).
+	sparePayback
 	spareReasons
 )
 
@@ -122,6 +125,9 @@ func (q *Queue) sparedJobsNote(logger klog.Logger, pods []*corev1.Pod, now time.
 	}
 	if n := count[spareCost]; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d job(s) it could reclaim had run longer, for their size, than it has waited (reclaim patience)", n))
+	}
+	if n := count[sparePayback]; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d job(s) it could reclaim were started by reclaim and have not yet run long enough to pay back the work their start threw away", n))
 	}
 	if n := count[spareLimit]; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d job(s) it could reclaim were reclaimed as often as the limit per job allows", n))

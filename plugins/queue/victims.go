@@ -288,6 +288,10 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
 				continue
 			}
+			if from := r.paidBackFrom(u, now); from.After(now) {
+				r.protected.spare(u, from, sparePayback) // started by reclaim, not paid back (payback.go)
+				continue
+			}
 			if r.overLimit(u, r.need) {
 				r.protected.spare(u, time.Time{}, spareLimit) // reclaimed often enough (reclaimcost.go)
 				continue
