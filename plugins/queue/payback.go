@@ -24,6 +24,10 @@ import (
 // again then. The debt is settled when the job is itself evicted, or one of its pods ends or is
 // deleted: a job started again owes only what its new start throws away. A queue below its
 // guarantee ignores debts, as it ignores patience and the limit per job.
+//
+// A job reclaim took before is not reclaimed to restart it unless that pays for itself by the
+// same rule: the patience of a pod whose job was reclaimed counts its victims' whole runs, the
+// work they throw away (patienceFor).
 
 // paybackDebts holds, per job (jobOf), how long it must run, from when it last began to run,
 // before reclaim may take it.

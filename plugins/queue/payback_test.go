@@ -159,3 +159,22 @@ func TestAQueueBelowItsGuaranteeIgnoresPayback(t *testing.T) {
 	f.r.state.view.allocated["waiting"] = quota.Amounts{gpu: 2}
 	assert.Empty(t, f.victims(), "past its guarantee, the queue waits for the job to pay back")
 }
+
+// A job that reclaim took before reclaims only what pays for itself: its patience counts its
+// victims' whole runs. A job never reclaimed counts their runs before its wait.
+func TestAJobReclaimedBeforeCountsItsVictimsWholeRuns(t *testing.T) {
+	now := time.Now()
+	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
+	f := newPaybackFixture(t, tree, nil, now)
+	pods := []*corev1.Pod{f.r.pod}
+	assert.False(t, f.r.patienceFor(pods, f.r.need, now).wholeRun, "never reclaimed")
+	f.r.q.reclaims.reclaimed(podJob(f.r.pod), now)
+	p := f.r.patienceFor(pods, f.r.need, now)
+	assert.True(t, p.on)
+	assert.True(t, p.wholeRun, "reclaimed once: restarting it must pay for itself")
+
+	f.r.work.group = "ns/gang"
+	assert.False(t, f.r.patienceFor(pods, f.r.need, now).wholeRun, "a gang is its group, not its pod")
+	f.r.q.reclaims.reclaimed(jobOf(&unit{group: "ns/gang"}), now)
+	assert.True(t, f.r.patienceFor(pods, f.r.need, now).wholeRun)
+}

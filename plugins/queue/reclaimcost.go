@@ -25,7 +25,8 @@ import (
 //     With reclaimPatienceCounts WholeRun, patience counts instead all a victim has run since it
 //     last started, the work the reclaim throws away: a pod then never reclaims a job at least
 //     its size that ran before it began to wait (that job's run grows as fast as the wait), and
-//     the victims of one reclaim never throw away more than the preemptor has waited.
+//     the victims of one reclaim never throw away more than the preemptor has waited. A pod
+//     whose job reclaim took before counts the whole run whatever the setting (payback.go).
 //   - A limit per job (TephraQueue's reclaimLimitPerJob): a job reclaimed that many times is not
 //     reclaimed again. The count is the scheduler's, since it started.
 //
@@ -129,7 +130,18 @@ func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time
 	}
 	names := r.neededResources()
 	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.total, names),
-		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun}
+		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods)}
+}
+
+// restartsReclaimed says whether the pods' job was reclaimed before: its patience then counts
+// its victims' whole runs, so that restarting it pays for itself as its payback would. Counting
+// the run before the wait, a job that started while it waited would cost nothing: a long job
+// could be thrown away to restart one reclaim took, and so on down a chain.
+func (r *reclaimer) restartsReclaimed(pods []*corev1.Pod) bool {
+	if len(pods) == 0 {
+		return false
+	}
+	return r.q.reclaims.of(jobKey(r.work.group, pods[0])) > 0
 }
 
 // belowGuarantee says whether the preemptor's queue, with need, stays within its guarantee in
