@@ -45,8 +45,10 @@ type Args struct {
 	// ReclaimPatience weighs what a reclaim throws away against the wait it saves: a pod reclaims
 	// a job only once it has waited, in proportion to their sizes, as long as the job had run when
 	// the pod began to wait (reclaimcost.go). Default true, chosen by replay (docs/replay.md):
-	// without it, reclaim threw away a seventh of a day's work on the Philly trace. Queues below
-	// their guarantee always reclaim at once.
+	// without it, reclaim threw away a seventh of a day's work on the Philly trace. With it, a job
+	// started by reclaim is no victim of reclaim until it has run long enough to pay back the work
+	// its start threw away, and a job reclaim took before reclaims only what pays for itself
+	// (payback.go). Queues below their guarantee always reclaim at once.
 	ReclaimPatience *bool `json:"reclaimPatience,omitempty"`
 	// ReclaimLimitPerJob is how many times reclaim may restart one job; a job reclaimed that often
 	// is not reclaimed again while the scheduler runs. Default 2 (DefaultReclaimLimitPerJob); 0: no
