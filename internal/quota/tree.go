@@ -28,6 +28,10 @@ type Node struct {
 	// ReclaimMinRuntime is how long the queue's jobs run before they may be reclaimed; nil when
 	// the Queue leaves it to the scheduler's default.
 	ReclaimMinRuntime *time.Duration
+	// ReclaimPatienceLimit is the longest reclaim patience makes the queue's pods wait while it
+	// is below its deserved share (0: no limit); nil when the Queue leaves it to the scheduler's
+	// default.
+	ReclaimPatienceLimit *time.Duration
 	// Usage is the queue's decayed usage, which lowers its weight against its siblings' when
 	// Deserved divides their parent's share (history.go); nil when history is off or the queue
 	// has none. NewTree leaves it nil: UseHistory sets it from Queue status, the Queue
@@ -173,6 +177,10 @@ func newNode(q *v1alpha1.Queue, name string) *Node {
 	if v := q.Spec.ReclaimMinRuntimeSeconds; v != nil {
 		d := time.Duration(*v) * time.Second
 		n.ReclaimMinRuntime = &d
+	}
+	if v := q.Spec.ReclaimPatienceLimitSeconds; v != nil {
+		d := time.Duration(*v) * time.Second
+		n.ReclaimPatienceLimit = &d
 	}
 	if sel := q.Spec.NamespaceSelector; sel != nil {
 		selector, err := metav1.LabelSelectorAsSelector(sel)

@@ -78,6 +78,16 @@ type QueueSpec struct {
 	// +optional
 	ReclaimMinRuntimeSeconds *int32 `json:"reclaimMinRuntimeSeconds,omitempty"`
 
+	// ReclaimPatienceLimitSeconds is the longest reclaim patience makes a pod of this queue wait
+	// while the queue is below its deserved share: once the pod has waited this long, it reclaims
+	// the room it is owed whatever its victims had run. The victims' reclaim minimum runtime and
+	// limit per job still apply. 0: no limit. Unset: the scheduler's reclaimPatienceLimit
+	// (TephraQueue's args, 5 minutes by default).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	ReclaimPatienceLimitSeconds *int32 `json:"reclaimPatienceLimitSeconds,omitempty"`
+
 	// Order is how the queue orders its waiting workloads of one priority: Submission (the
 	// default), the order they came in; ShortestEstimateFirst, their submission plus their
 	// runtime estimate (a PodGroup's or Tephra Job's runtimeEstimateSeconds, a pod's

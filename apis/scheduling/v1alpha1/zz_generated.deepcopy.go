@@ -263,6 +263,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ReclaimPatienceLimitSeconds != nil {
+		in, out := &in.ReclaimPatienceLimitSeconds, &out.ReclaimPatienceLimitSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.OrderBoundSeconds != nil {
 		in, out := &in.OrderBoundSeconds, &out.OrderBoundSeconds
 		*out = new(int32)

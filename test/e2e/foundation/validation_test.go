@@ -59,6 +59,10 @@ func TestInvalidQueuesAreRejected(t *testing.T) {
 		queue:   schedulingv1alpha1.Queue{Spec: schedulingv1alpha1.QueueSpec{Capability: resources("memory", "-1Gi")}},
 		want:    []string{"spec.capability", "must not be negative"},
 	}, {
+		mistake: "negative reclaim patience limit",
+		queue:   schedulingv1alpha1.Queue{Spec: schedulingv1alpha1.QueueSpec{ReclaimPatienceLimitSeconds: ptr.To(int32(-1))}},
+		want:    []string{"spec.reclaimPatienceLimitSeconds", "should be greater than or equal to 0"},
+	}, {
 		mistake: "its own parent",
 		queue:   schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "loop"}, Spec: schedulingv1alpha1.QueueSpec{Parent: "loop"}},
 		want:    []string{"spec.parent", "a Queue cannot be its own parent"},
