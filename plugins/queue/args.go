@@ -18,6 +18,13 @@ const DefaultUsageHalfLife = 168 * time.Hour
 // team tolerates, and what bounded the Philly day's restarts without losing its fair share.
 const DefaultReclaimLimitPerJob = 2
 
+// DefaultReclaimPatienceLimit is the longest reclaim patience makes a pod of a queue below its
+// deserved share wait by default: 5 minutes. A team owed room then waits minutes, not as long as
+// its victims had run (a week, beside week-long training jobs), as with KAI and Kueue, which
+// reclaim at once; and patience still saves the work of reclaims that the cluster's own turnover
+// makes unnecessary within that time.
+const DefaultReclaimPatienceLimit = 5 * time.Minute
+
 // Args configure the queue plugin, in the profile's pluginConfig:
 //
 //	pluginConfig:
@@ -26,6 +33,7 @@ const DefaultReclaimLimitPerJob = 2
 //	    usageHalfLife: 168h
 //	    reclaimMinRuntime: 0s
 //	    reclaimPatience: true
+//	    reclaimPatienceLimit: 5m
 //	    reclaimLimitPerJob: 2
 //	    reclaimDrain: false
 //	    reclaimPatienceCounts: RunBeforeWait
@@ -50,6 +58,13 @@ type Args struct {
 	// its start threw away, and a job reclaim took before reclaims only what pays for itself
 	// (payback.go). Queues below their guarantee always reclaim at once.
 	ReclaimPatience *bool `json:"reclaimPatience,omitempty"`
+	// ReclaimPatienceLimit is the longest reclaim patience makes a pod of a queue below its
+	// deserved share wait, for queues whose spec.reclaimPatienceLimitSeconds is unset: once the
+	// pod has waited that long, patience spares none of the jobs it would reclaim, nor does a
+	// drain hold keep it waiting, whatever those jobs had run. The victims' reclaim minimum
+	// runtime and the limit per job still apply. Default 5m (DefaultReclaimPatienceLimit); 0: no
+	// limit.
+	ReclaimPatienceLimit *metav1.Duration `json:"reclaimPatienceLimit,omitempty"`
 	// ReclaimLimitPerJob is how many times reclaim may restart one job; a job reclaimed that often
 	// is not reclaimed again while the scheduler runs. Default 2 (DefaultReclaimLimitPerJob); 0: no
 	// limit. Queues below their guarantee are not held by it.
@@ -89,6 +104,9 @@ func (a *Args) SetDefaults() {
 	if a.ReclaimPatience == nil {
 		a.ReclaimPatience = new(true)
 	}
+	if a.ReclaimPatienceLimit == nil {
+		a.ReclaimPatienceLimit = &metav1.Duration{Duration: DefaultReclaimPatienceLimit}
+	}
 	if a.ReclaimDrain == nil {
 		a.ReclaimDrain = new(false)
 	}
@@ -107,6 +125,9 @@ func (a *Args) Validate() error {
 	}
 	if a.ReclaimMinRuntime.Duration < 0 {
 		return fmt.Errorf("reclaimMinRuntime: %s must not be negative", a.ReclaimMinRuntime.Duration)
+	}
+	if a.ReclaimPatienceLimit.Duration < 0 {
+		return fmt.Errorf("reclaimPatienceLimit: %s must not be negative (0: no limit)", a.ReclaimPatienceLimit.Duration)
 	}
 	if *a.ReclaimLimitPerJob < 0 {
 		return fmt.Errorf("reclaimLimitPerJob: %d must not be negative (0: no limit)", *a.ReclaimLimitPerJob)

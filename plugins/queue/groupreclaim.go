@@ -125,6 +125,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 			pods = append(pods, p)
 		}
 	}
+	r.noteLimitLifted(victims)
 	r.victimsMu.Unlock()
 	broken := violations(victims, r.budgetsNow)
 	// Evicted after the cycle, as kube-scheduler's own preemption does (async): the cycle never

@@ -91,6 +91,9 @@ type Queue struct {
 	// reclaims of each job (reclaimcost.go).
 	reclaimPatience    bool
 	reclaimLimitPerJob int
+	// reclaimPatienceLimit is the longest patience keeps a pod of a queue below its deserved
+	// share waiting, for queues that do not say (patiencelimit.go; 0: no limit).
+	reclaimPatienceLimit time.Duration
 	// patienceWholeRun: patience counts a victim's whole run, not its run before the wait.
 	patienceWholeRun bool
 	reclaims         reclaimCounts
@@ -151,11 +154,12 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		stop:       ctx,
 		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
 
-		reclaimMinRuntime:  args.ReclaimMinRuntime.Duration,
-		reclaimPatience:    *args.ReclaimPatience,
-		reclaimLimitPerJob: int(*args.ReclaimLimitPerJob),
-		reclaimDrain:       *args.ReclaimDrain,
-		patienceWholeRun:   args.ReclaimPatienceCounts == PatienceCountsWholeRun,
+		reclaimMinRuntime:    args.ReclaimMinRuntime.Duration,
+		reclaimPatience:      *args.ReclaimPatience,
+		reclaimLimitPerJob:   int(*args.ReclaimLimitPerJob),
+		reclaimPatienceLimit: args.ReclaimPatienceLimit.Duration,
+		reclaimDrain:         *args.ReclaimDrain,
+		patienceWholeRun:     args.ReclaimPatienceCounts == PatienceCountsWholeRun,
 	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err

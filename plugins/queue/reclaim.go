@@ -79,6 +79,9 @@ type reclaimer struct {
 	drainable map[string]drainOption
 	inFlight  map[types.UID]time.Time
 	going     map[types.UID]bool
+	// limitNotes say, for the events of victims being evicted, that the patience limit let them
+	// be reclaimed (patiencelimit.go).
+	limitNotes map[types.UID]string
 	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go), or
 	// too costly (reclaimcost.go).
 	protected protection
@@ -171,6 +174,7 @@ func (r *reclaimer) victimsGoing() map[types.UID]bool {
 	for uid, at := range r.inFlight {
 		if time.Since(at) > victimsGrace {
 			delete(r.inFlight, uid)
+			delete(r.limitNotes, uid)
 			continue
 		}
 		going[uid] = true
@@ -349,6 +353,7 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 				r.inFlight[victim.UID] = time.Now()
 			}
 		}
+		r.noteLimitLifted(victims)
 		r.victimsMu.Unlock()
 		r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
 		// The nomination reaches the informer only after the scheduler writes it: count it at
@@ -648,7 +653,7 @@ func (r *reclaimer) evicted(pod *corev1.Pod, queue string, victim *corev1.Pod, n
 		reason = "Reclaimed"
 		msg = fmt.Sprintf("Reclaimed by queue %q for pod %s/%s: queue %q used more than its deserved share", queue, pod.Namespace, pod.Name, e.queue)
 	}
-	r.q.handle.EventRecorder().Eventf(victim, pod, corev1.EventTypeWarning, reason, "Evicting", msg+note)
+	r.q.handle.EventRecorder().Eventf(victim, pod, corev1.EventTypeWarning, reason, "Evicting", msg+note+r.limitNote(victim.UID))
 }
 
 var _ preemption.Interface = &reclaimer{}

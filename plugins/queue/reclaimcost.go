@@ -27,6 +27,9 @@ import (
 //     its size that ran before it began to wait (that job's run grows as fast as the wait), and
 //     the victims of one reclaim never throw away more than the preemptor has waited. A pod
 //     whose job reclaim took before counts the whole run whatever the setting (payback.go).
+//     Patience is bounded (TephraQueue's reclaimPatienceLimit, a Queue's
+//     spec.reclaimPatienceLimitSeconds): a pod of a queue below its deserved share waits at most
+//     that long for the room it is owed, however long its victims had run (patiencelimit.go).
 //   - A limit per job (TephraQueue's reclaimLimitPerJob): a job reclaimed that many times is not
 //     reclaimed again. The count is the scheduler's, since it started.
 //
@@ -72,6 +75,8 @@ type patience struct {
 	now   time.Time
 	total quota.Amounts
 	names []corev1.ResourceName
+	// limit is the longest patience keeps the preemptor waiting (0: no limit).
+	limit time.Duration
 }
 
 // lost is the work, in size × seconds, a reclaim of the unit throws away as patience counts it:
@@ -90,14 +95,24 @@ func (p *patience) lost(u *unit) float64 {
 
 // take says whether the unit may be reclaimed on top of those taken so far, and counts it; when
 // it may not, from is when the preemptor will have waited long enough to reclaim it with them
-// (zero: never, with wholeRun), always after now: a pod woken at that time finds the same victims
-// affordable, not the same refusal.
+// (zero: never, with wholeRun and no limit), always after now: a pod woken at that time finds the
+// same victims affordable, not the same refusal. Once the preemptor has waited its limit, every
+// unit may be reclaimed, and before, from is never later than the limit.
 func (p *patience) take(u *unit) (ok bool, from time.Time) {
 	if !p.on || u.kind != kindReclaim || u.elastic {
 		// Preemption by priority is the queue's own business, and an elastic pod's job goes on
 		// without it.
 		return true, time.Time{}
 	}
+	if p.limitReached() {
+		return true, time.Time{}
+	}
+	ok, from = p.weigh(u)
+	return ok, p.untilLimit(from)
+}
+
+// weigh is take without the limit: the unit's lost work against the preemptor's wait.
+func (p *patience) weigh(u *unit) (ok bool, from time.Time) {
 	lost := p.lost(u)
 	if p.spent+lost <= p.size*p.now.Sub(p.since).Seconds() {
 		p.spent += lost
@@ -123,14 +138,17 @@ func (p *patience) take(u *unit) (ok bool, from time.Time) {
 }
 
 // patienceFor starts the patience of a preemption for the pods, which ask need; it is off when
-// the plugin's reclaimPatience is, or when the preemptor's queue is below its guarantee.
+// the plugin's reclaimPatience is, or when the preemptor's queue is below its guarantee, and
+// bounded by the queue's patience limit while the queue is below its deserved share
+// (patiencelimit.go).
 func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
 	if !r.q.reclaimPatience || r.belowGuarantee(need) {
 		return patience{}
 	}
 	names := r.neededResources()
 	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.total, names),
-		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods)}
+		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods),
+		limit: r.patienceLimitFor(r.leaf)}
 }
 
 // restartsReclaimed says whether the pods' job was reclaimed before: its patience then counts
