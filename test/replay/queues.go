@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	queueplugin "github.com/tephra-dev/tephra/plugins/queue"
 	"github.com/tephra-dev/tephra/test/localcluster"
 	"github.com/tephra-dev/tephra/test/replay/report"
 	"github.com/tephra-dev/tephra/test/replay/trace"
@@ -202,8 +203,9 @@ func (c *Configuration) orderOf(speedup float64) queueOrder {
 }
 
 // playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that
-// are times, played at the speedup: the reclaim minimum runtime, and the first level of attained
-// service (an accelerator-hour of trace time).
+// are times, played at the speedup: the reclaim minimum runtime, the first level of attained
+// service (an accelerator-hour of trace time), and, for Tephra's queues, the shipped reclaim
+// patience limit, so that a replay plays the limit a day of the trace would meet.
 func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float64) {
 	set := func(plugin, arg string, value any) {
 		if o.SchedulerPluginArgs == nil {
@@ -216,6 +218,9 @@ func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float6
 	}
 	if c.ReclaimMinRuntime > 0 {
 		set("TephraQueue", "reclaimMinRuntime", (time.Duration(float64(c.ReclaimMinRuntime) / speedup)).Round(100*time.Millisecond).String())
+	}
+	if c.Queues {
+		set("TephraQueue", "reclaimPatienceLimit", (time.Duration(float64(queueplugin.DefaultReclaimPatienceLimit) / speedup)).Round(100*time.Millisecond).String())
 	}
 	if c.LeastAttainedBound > 0 {
 		set("TephraGang", "attainedServiceFirstLevelSeconds", max(int64(math.Round(time.Hour.Seconds()/speedup)), 1))

@@ -192,10 +192,28 @@ func TestLeastAttainedOrdersQueuesWithTheBoundAndLevelsAtTheSpeedup(t *testing.T
 	assert.Equal(t, int32(100), *order.boundSeconds, "4 h at 144x")
 	var o localcluster.Options
 	configs[0].playedPluginArgs(&o, 144)
-	assert.Equal(t, map[string]map[string]any{"TephraGang": {"attainedServiceFirstLevelSeconds": int64(25)}}, o.SchedulerPluginArgs, "an hour at 144x")
+	assert.Equal(t, int64(25), o.SchedulerPluginArgs["TephraGang"]["attainedServiceFirstLevelSeconds"], "an hour at 144x")
 	o = localcluster.Options{}
 	configs[1].playedPluginArgs(&o, 144)
-	assert.Nil(t, o.SchedulerPluginArgs)
+	assert.NotContains(t, o.SchedulerPluginArgs, "TephraGang")
+}
+
+// Tephra's configurations play the shipped reclaim patience limit at the speedup, beside the
+// args their options set; the stock scheduler's have no TephraQueue.
+func TestTephraConfigurationsPlayThePatienceLimitAtTheSpeedup(t *testing.T) {
+	configs, err := ConfigurationsByName("C,Cr,B1")
+	require.NoError(t, err)
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	played := func(c *Configuration) map[string]map[string]any {
+		o := &localcluster.Options{}
+		require.NoError(t, c.options(o, root, t.TempDir()))
+		c.playedPluginArgs(o, 144)
+		return o.SchedulerPluginArgs
+	}
+	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceLimit": "2.1s"}}, played(configs[0]), "5 minutes at 144x")
+	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatience": false, "reclaimLimitPerJob": 0, "reclaimPatienceLimit": "2.1s"}}, played(configs[1]))
+	assert.NotContains(t, played(configs[2]), "TephraQueue")
 }
 
 // Cp caps each Queue at its weight's share of the cluster's GPUs, rounded down, or at its

@@ -237,16 +237,17 @@ func writeQueueTable(b *strings.Builder, o *Outcomes) {
 		b.WriteString("No queue had jobs.\n\n")
 		return
 	}
-	b.WriteString("| Queue | Weight | Guarantee | Jobs | Finished | Never ran | JCT mean | JCT p99 | Wait mean | Wait p99 | Share | Deserved | MAD |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| Queue | Weight | Guarantee | Jobs | Finished | Never ran | JCT mean | JCT p99 | Wait mean | Wait p99 | Share | Deserved | MAD | To share mean | To share max |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i := range o.Queues {
 		q := &o.Queues[i]
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			cell(q.Queue), q.Weight, q.Guarantee, q.Jobs, q.Finished, q.NeverRan,
 			Duration(q.JCT.Mean), Duration(q.JCT.P99), Duration(q.Wait.Mean), Duration(q.Wait.P99),
-			percent(q.MeanShare), percent(q.MeanDeserved), points(q.ShareMAD))
+			percent(q.MeanShare), percent(q.MeanDeserved), points(q.ShareMAD), toShareCells(q.ToShare))
 	}
-	fmt.Fprintf(b, "\nShares are means over the %d contended samples of %d.\n\n", o.ContendedSamples, len(o.Series.Times))
+	fmt.Fprintf(b, "\nShares are means over the %d contended samples of %d. To share: from a contended sample at which the queue held at least a GPU less than its deserved share to the first at which it held it (or asked no more than it held), over %d episodes of all queues; an episode open at the end counts until the end (%d such; a max with + has one).\n\n",
+		o.ContendedSamples, len(o.Series.Times), o.All.ToShare.Episodes, o.All.ToShare.Unreached)
 }
 
 // Duration formats trace seconds for people, at a precision that suits their size: 2.5s, 45s,
@@ -326,4 +327,14 @@ func plotCaption(file string) string {
 		}
 	}
 	return strings.TrimSuffix(name, path.Ext(name))
+}
+
+// toShareCells are a queue's time to reach its share, mean and max, as two cells, the max marked
+// "+" when an episode was still open at the run's end.
+func toShareCells(t ToShare) string {
+	maxCell := Duration(t.Max)
+	if t.Unreached > 0 {
+		maxCell += "+"
+	}
+	return Duration(t.Mean) + " | " + maxCell
 }

@@ -59,6 +59,9 @@ type Summary struct {
 	// against what it was promised while the cluster could not give everyone what they asked.
 	// Zero when no grid time was contended. For the whole run, the queues' sums.
 	ReceivedGPUSeconds, DeservedGPUSeconds float64
+	// ToShare is how long the queue took to reach its deserved share once it was owed room
+	// (toshare.go); for the whole run, over every queue's episodes.
+	ToShare ToShare
 }
 
 // BigGangGPUs is the size, in GPUs over all its pods, from which a job counts in
@@ -310,6 +313,11 @@ func (o Options) Analyze(run Run) Outcomes {
 		out.Makespan = lastEnd - firstSubmit
 	}
 	shares(&out, queues, g, allocated, busy, held, demand)
+	var toShare []ToShare
+	out.All.ToShare, toShare = toShareOf(out.Series, out.End, out.GPUs)
+	for i := range out.Queues {
+		out.Queues[i].ToShare = toShare[i]
+	}
 	out.HeldBesideIdleWaitSeconds, out.WaitSeconds = heldBesideIdle(run, &out, index, g, end)
 	out.RoomToBind, out.BoundWithoutRoom = roomToBind(run, queues, index)
 	return out
