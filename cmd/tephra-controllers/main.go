@@ -30,18 +30,21 @@ import (
 
 func main() {
 	var (
-		metricsAddr, probeAddr, leaderElectionNamespace, schedulerNames string
-		leaderElect, metricsSecure, showVersion                         bool
-		defaultReadyTimeout                                             time.Duration
-		usageHalfLife                                                   time.Duration
-		qps                                                             float64
-		concurrentJobSyncs                                              int
-		burst                                                           int
-		webhooks                                                        webhookFlags
+		metricsAddr, probeAddr, pprofAddr, leaderElectionNamespace, schedulerNames string
+		leaderElect, metricsSecure, showVersion                                    bool
+		defaultReadyTimeout                                                        time.Duration
+		usageHalfLife                                                              time.Duration
+		qps                                                                        float64
+		concurrentJobSyncs                                                         int
+		burst                                                                      int
+		webhooks                                                                   webhookFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers that the apiserver authenticates and authorizes for GET /metrics (e.g. bound to the tephra-metrics-reader ClusterRole); false serves plain HTTP to anyone")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	// Off by default: the profiles are served without authentication, as kube-controller-manager's
+	// --profiling serves them to whoever reaches the port.
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (e.g. 127.0.0.1:6060), to profile the controllers; empty serves none")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica acts at a time")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's own)")
 	// As tephra-scheduler's clientConnection: a burst of Jobs asks for a PodGroup, pods and status
@@ -84,6 +87,7 @@ func main() {
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "tephra-controllers",
 		LeaderElectionNamespace: leaderElectionNamespace,

@@ -376,7 +376,7 @@ func (c *Cluster) process(name string) *process {
 func (c *Cluster) command(ctx context.Context, name string) (bin string, args, env []string, err error) {
 	dir, p := c.opts.Dir, c.pki
 	if component, ok := componentOf(name); ok {
-		for _, port := range []string{name, name + "/metrics", name + "/probe", name + "/webhook"} {
+		for _, port := range []string{name, name + "/metrics", name + "/probe", name + "/webhook", name + "/pprof"} {
 			if _, err := c.port(port); err != nil {
 				return "", nil, nil, err
 			}

@@ -159,6 +159,8 @@ func (c *Cluster) deploymentCommand(ctx context.Context, name, component string)
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.Port(name+"/metrics")),
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.Port(name+"/probe")),
 			fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", c.Port(name+"/webhook")),
+			// Local only, to profile a running cluster's controllers (go tool pprof).
+			fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", c.Port(name+"/pprof")),
 			// In a pod, controller-runtime reads its namespace from the service account mount.
 			"--leader-election-namespace="+d.Namespace,
 		)
