@@ -210,15 +210,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
 	previous := job.Status.DeepCopy()
 	if createsFirst(job, d) {
-		// Announced first, in the order a job's life has: its phase, then what it creates.
-		r.recordDecision(job, previous, d)
 		change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.act(ctx, job, d, change, jobPlugins); err != nil {
+		made, err := r.act(ctx, job, d, change, jobPlugins)
+		// One event says the job's first phase and what it created: in a burst of small jobs,
+		// every event is a write the apiserver serves before the next job's pods.
+		r.recordDecision(job, previous, d, made)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		// The status counts the pods just created, Pending as they are: the cache showing them
+		// then changes nothing, and costs no second write.
+		countCreated(&d.Status, made.pods)
 		if _, err := r.writeIntent(ctx, job, d); err != nil {
 			// A conflict: the job changed since the cache showed it, and that change is on its
 			// way as an event.
@@ -232,7 +237,7 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 		// as an event, and the next decision starts from it.
 		return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
 	}
-	r.recordDecision(job, previous, d)
+	r.recordDecision(job, previous, d, made{})
 	change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -249,7 +254,9 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
 	}
-	if err := r.act(ctx, job, d, change, jobPlugins); err != nil {
+	made, err := r.act(ctx, job, d, change, jobPlugins)
+	r.announce(job, made)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
@@ -274,8 +281,10 @@ func ignoreConflict(err error) error {
 }
 
 // act carries out what a decision does to objects other than the job's status: its PodGroup
-// (as podGroupChange found it), pods, plugins, and the job's deletion.
-func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision, change groupChange, jobPlugins []Plugin) error {
+// (as podGroupChange found it), pods, plugins, and the job's deletion. It returns what it
+// created, for the caller to announce.
+func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision, change groupChange, jobPlugins []Plugin) (made, error) {
+	var m made
 	group := change.group
 	if group != nil && !metav1.IsControlledBy(group, job) && len(d.Create) > 0 {
 		r.event(job, corev1.EventTypeWarning, "PodGroupNotOwned", "Create",
@@ -283,17 +292,24 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 	}
 	var errs []error
 	if change.changed {
-		if err := r.writePodGroup(ctx, job, group, change.previousMin); err != nil {
+		created, err := r.writePodGroup(ctx, job, group, change.previousMin)
+		if err != nil {
 			if errors.Is(err, errNamespaceTerminating) {
-				return nil // the job goes with its namespace
+				return m, nil // the job goes with its namespace
 			}
 			// Pods without their group would only be refused by the scheduler.
-			return err
+			return m, err
+		}
+		if created {
+			m.group = group
 		}
 	}
 	errs = append(errs, r.deletePods(ctx, job, d.Delete)...)
 	if len(d.Create) > 0 {
-		errs = append(errs, r.createPods(ctx, job, d.Create, jobPlugins)...)
+		var createErrs []error
+		m.pods, createErrs = r.createPods(ctx, job, d.Create, jobPlugins)
+		m.run = job.Status.RetryCount
+		errs = append(errs, createErrs...)
 	}
 	if d.Finished {
 		for _, p := range jobPlugins {
@@ -305,7 +321,7 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 	if d.DeleteJob {
 		errs = append(errs, r.deleteJob(ctx, job))
 	}
-	return errors.Join(errs...)
+	return m, errors.Join(errs...)
 }
 
 // deleteJob deletes a finished job whose TTL expired.
@@ -370,7 +386,7 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 		}
 		return client.IgnoreNotFound(err)
 	}
-	r.recordDecision(job, previous, Decision{Transitions: []Transition{{From: previous.State.Phase, To: batchv1alpha1.JobFailed, Reason: reason, Message: message}}})
+	r.recordDecision(job, previous, Decision{Transitions: []Transition{{From: previous.State.Phase, To: batchv1alpha1.JobFailed, Reason: reason, Message: message}}}, made{})
 	return nil
 }
 
@@ -464,27 +480,26 @@ func groupAnnotations(job *batchv1alpha1.Job, jobMin int32) map[string]string {
 	return out
 }
 
-// writePodGroup creates or updates the job's PodGroup as podGroupChange decided.
-func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup, previousMin int32) error {
+// writePodGroup creates or updates the job's PodGroup as podGroupChange decided; created says
+// whether it created it.
+func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup, previousMin int32) (created bool, err error) {
 	if group.ResourceVersion == "" {
 		if err := r.Create(ctx, group); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return nil // the cache had not shown it yet; the next decision compares with it
+				return false, nil // the cache had not shown it yet; the next decision compares with it
 			}
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return errNamespaceTerminating
+				return false, errNamespaceTerminating
 			}
-			return fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
+			return false, fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
 		}
-		r.event(job, corev1.EventTypeNormal, "PodGroupCreated", "Create", "created PodGroup %s: minMember %d%s%s in queue %s",
-			job.Name, group.Spec.MinMember, describeTaskMembers(group.Spec.MinTaskMember), describeSubGroups(group), group.Spec.Queue)
-		return nil
+		return true, nil
 	}
 	if err := r.Update(ctx, group); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil // the group's change is on its way as an event
+			return false, nil // the group's change is on its way as an event
 		}
-		return fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
+		return false, fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if from, to := previousMin, group.Spec.MinMember; from > 0 && to < from {
 		// Never behind the user's back: the minimum of a finishing job falls as its pods succeed.
@@ -495,26 +510,7 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 			r.Recorder.Eventf(group, job, corev1.EventTypeNormal, "MinMemberLowered", "Update", "%s", msg)
 		}
 	}
-	return nil
-}
-
-func describeTaskMembers(m map[string]int32) string {
-	if len(m) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, t := range sortedKeys(m) {
-		parts = append(parts, fmt.Sprintf("%s %d", t, m[t]))
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-// describeSubGroups says how many sub-groups a group has: ", 4 sub-groups" ("" without any).
-func describeSubGroups(group *schedulingv1alpha1.PodGroup) string {
-	if n := len(group.Spec.SubGroups); n > 0 {
-		return fmt.Sprintf(", %d sub-groups", n)
-	}
-	return ""
+	return false, nil
 }
 
 // deletePods deletes pods by name and UID: a pod of the same name created since is not touched.
@@ -547,17 +543,18 @@ func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, del
 	return errs
 }
 
-// createPods runs the plugins' OnJobAdd and creates the pods of the slots. A slot whose name is
-// already taken (the cache had not shown the pod yet) is simply skipped.
-func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) []error {
+// createPods runs the plugins' OnJobAdd and creates the pods of the slots, and returns those it
+// created. A slot whose name is already taken (the cache had not shown the pod yet) is simply
+// skipped.
+func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) ([]createdPod, []error) {
 	for _, p := range jobPlugins {
 		if err := p.OnJobAdd(ctx, job); err != nil {
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return nil // the namespace, and the job with it, is going away
+				return nil, nil // the namespace, and the job with it, is going away
 			}
 			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
 			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
-			return []error{err}
+			return nil, []error{err}
 		}
 	}
 	spec := viewSpec(job)
@@ -567,7 +564,8 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 	}
 	var mu sync.Mutex
 	var errs []error
-	var created, taken []string
+	var created []createdPod
+	var taken []string
 	create := func(slot Slot) {
 		t, ok := spec.task(slot.Task)
 		if !ok {
@@ -588,7 +586,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 		defer mu.Unlock()
 		switch {
 		case err == nil:
-			created = append(created, pod.Name)
+			created = append(created, createdPod{name: pod.Name, task: slot.Task})
 		case apierrors.IsAlreadyExists(err):
 			taken = append(taken, pod.Name)
 		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -600,17 +598,13 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 	for _, wave := range creationWaves(slots, topology) {
 		workqueue.ParallelizeUntil(ctx, r.workers(), len(wave), func(i int) { create(wave[i]) })
 	}
-	if len(created) > 0 {
-		r.event(job, corev1.EventTypeNormal, "CreatedPods", "Create", "created %d pods for run %d: %s",
-			len(created), job.Status.RetryCount, abbreviate(created))
-	}
 	if len(taken) > 0 {
 		r.warnIfNotOurs(ctx, job, taken)
 	}
 	if len(errs) > 0 {
 		r.event(job, corev1.EventTypeWarning, "FailedCreate", "Create", "%v", errors.Join(errs...))
 	}
-	return errs
+	return created, errs
 }
 
 // warnIfNotOurs tells the user when a pod name the job needs is held by a pod it does not own:
@@ -633,63 +627,6 @@ func (r *Reconciler) workers() int {
 		return r.Workers
 	}
 	return 8
-}
-
-// recordDecision announces phase changes and actions as events on the job, and counts restarts.
-// It runs after the status is written, so that each is announced once.
-func (r *Reconciler) recordDecision(job *batchv1alpha1.Job, previous *batchv1alpha1.JobStatus, d Decision) {
-	for _, a := range d.Actions {
-		eventType := corev1.EventTypeWarning
-		if a.Action == batchv1alpha1.CompleteJobAction {
-			eventType = corev1.EventTypeNormal
-		}
-		r.event(job, eventType, string(a.Action), string(a.Action), "%s", a.Message)
-		switch a.Action {
-		case batchv1alpha1.RestartJobAction, batchv1alpha1.RestartTaskAction, batchv1alpha1.RestartSubGroupAction, batchv1alpha1.RestartPodAction:
-			restarts.WithLabelValues(queueOf(job), string(a.Action)).Inc()
-		}
-	}
-	for _, t := range d.Transitions {
-		if t.From == t.To {
-			continue
-		}
-		eventType := corev1.EventTypeNormal
-		switch t.To {
-		case batchv1alpha1.JobFailed, batchv1alpha1.JobAborting, batchv1alpha1.JobTerminating, batchv1alpha1.JobRestarting:
-			eventType = corev1.EventTypeWarning
-		}
-		note := fmt.Sprintf("Phase set to %s (%s): %s", t.To, t.Reason, t.Message)
-		if t.From != "" {
-			note = fmt.Sprintf("Phase changed from %s to %s (%s): %s", t.From, t.To, t.Reason, t.Message)
-		}
-		r.event(job, eventType, "PhaseChanged", "UpdateStatus", "%s", note)
-	}
-	if previous.State.Phase == d.Status.State.Phase && previous.State.Reason != d.Status.State.Reason &&
-		d.Status.State.Reason == ReasonSuspended {
-		r.event(job, corev1.EventTypeNormal, ReasonSuspended, "UpdateStatus", "%s", d.Status.State.Message)
-	}
-}
-
-func (r *Reconciler) event(job *batchv1alpha1.Job, eventType, reason, action, note string, args ...any) {
-	if r.Recorder == nil {
-		return
-	}
-	msg := fmt.Sprintf(note, args...)
-	// An event's note is limited to 1 kB.
-	if len(msg) > 1000 {
-		msg = msg[:997] + "..."
-	}
-	r.Recorder.Eventf(job, nil, eventType, reason, action, "%s", msg)
-}
-
-// abbreviate lists names, the first few of a long list.
-func abbreviate(names []string) string {
-	const most = 8
-	if len(names) <= most {
-		return strings.Join(sortedStrings(names), ", ")
-	}
-	sorted := sortedStrings(names)
-	return fmt.Sprintf("%s and %d more", strings.Join(sorted[:most], ", "), len(names)-most)
 }
 
 func queueOf(job *batchv1alpha1.Job) string {

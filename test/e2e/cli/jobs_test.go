@@ -61,7 +61,7 @@ func TestJobCommands(t *testing.T) {
 	describe := mustRun(t, env, ns, "job", "describe", "tf-dist")
 	head, events, found := strings.Cut(describe, "Events:")
 	require.True(t, found, "describe lists events: %s", describe)
-	assert.Contains(t, events, "PodGroupCreated")
+	assert.Contains(t, events, "PhaseChanged")
 	assert.Contains(t, events, "created PodGroup tf-dist: minMember 3")
 	// Which node each pod lands on is the scheduler's choice among equal nodes.
 	head = regexp.MustCompile(`cli-jobs-[0-9]`).ReplaceAllString(head, "cli-jobs-N")

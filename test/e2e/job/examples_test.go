@@ -95,7 +95,8 @@ func TestTensorFlowExample(t *testing.T) {
 	})
 	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Completing", "Completing→Completed"}, phaseChanges(env, ns, job.Name))
 	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Normal CompleteJob: task worker completed: the task worker policy on event TaskCompleted completes the job"))
-	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Normal PodGroupCreated: created PodGroup tf-mnist: minMember 6 (ps 2, worker 4) in queue default"))
+	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Normal PhaseChanged: Phase set to Pending (Created): the job was created; "+
+		"created PodGroup tf-mnist: minMember 6 (ps 2, worker 4) in queue default; created 6 pods for run 0: "), "one event says the first decision")
 }
 
 // The PyTorch example's pods get what torch.distributed reads: the master's address and port,
