@@ -190,12 +190,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return recheck, nil
 }
 
+// ofTephraJob says whether a Tephra Job controls the group.
+func ofTephraJob(group *schedulingv1alpha1.PodGroup) bool {
+	owner := metav1.GetControllerOf(group)
+	return owner != nil && owner.Kind == "Job" && owner.APIVersion == batchv1alpha1.SchemeGroupVersion.String()
+}
+
 // jobPhaseOf returns the phase of the Tephra Job that owns the group, "" if none does.
 func (r *Reconciler) jobPhaseOf(ctx context.Context, group *schedulingv1alpha1.PodGroup) (batchv1alpha1.JobPhase, error) {
-	owner := metav1.GetControllerOf(group)
-	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1alpha1.SchemeGroupVersion.String() {
+	if !ofTephraJob(group) {
 		return "", nil
 	}
+	owner := metav1.GetControllerOf(group)
 	job := &batchv1alpha1.Job{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: group.Namespace, Name: owner.Name}, job); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -227,15 +233,19 @@ func earliest(a, b time.Duration) time.Duration {
 
 // recordEvents announces a phase change (a Warning when the group failed, as it can no longer
 // complete) and a new reason the group cannot be placed. A changed message under the same
-// reason ("2 of 6 pods exist" becoming "3 of 6") is no news worth an event.
+// reason ("2 of 6 pods exist" becoming "3 of 6") is no news worth an event. The phase changes of
+// a Tephra Job's group are not announced unless it failed: the job's own phase changes say as
+// much, and in a burst of small jobs every event is a write the apiserver serves before the
+// next job's pods.
 func (r *Reconciler) recordEvents(group *schedulingv1alpha1.PodGroup, previous schedulingv1alpha1.PodGroupStatus, minMember int32, members int) {
 	if r.Recorder == nil {
 		return
 	}
 	status := group.Status
-	if status.Phase != previous.Phase {
+	failed := status.Phase == schedulingv1alpha1.PodGroupFailed
+	if status.Phase != previous.Phase && (failed || !ofTephraJob(group)) {
 		eventType := corev1.EventTypeNormal
-		if status.Phase == schedulingv1alpha1.PodGroupFailed {
+		if failed {
 			eventType = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(group, nil, eventType, "PhaseChanged", "UpdateStatus", "%s",

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
@@ -35,6 +36,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, schedulingv1alpha1.AddToScheme(scheme))
+	require.NoError(t, batchv1alpha1.AddToScheme(scheme))
 	f := &fixture{recorder: events.NewFakeRecorder(100)}
 	// The queues that tephra-controllers creates in every cluster.
 	objs = append(objs,
@@ -162,6 +164,29 @@ func TestReconcile(t *testing.T) {
 	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, "Scheduled"))
 	assert.Equal(t, []string{
 		"Warning PhaseChanged Phase changed from Running to Failed: 0 of 3 pods running, 1 succeeded, 2 failed; fewer than minMember (3) succeeded",
+	}, f.events())
+}
+
+// A Tephra Job's group announces no phase change but its failure: the job's own events say the
+// rest.
+func TestReconcileJobGroupAnnouncesOnlyFailure(t *testing.T) {
+	job := &batchv1alpha1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: testNamespace, UID: "job-uid"}}
+	g := group(1, nil)
+	g.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job"))}
+	f := newFixture(t, job, g, ptrTo(member("a", corev1.PodPending)))
+
+	got := f.reconcile(t)
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, got.Status.Phase)
+	assert.Empty(t, f.events())
+
+	f.setPhase(t, "a", corev1.PodRunning)
+	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, f.reconcile(t).Status.Phase)
+	assert.Empty(t, f.events())
+
+	f.setPhase(t, "a", corev1.PodFailed)
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, f.reconcile(t).Status.Phase)
+	assert.Equal(t, []string{
+		"Warning PhaseChanged Phase changed from Running to Failed: 0 of 1 pods running, 1 failed; fewer than minMember (1) succeeded",
 	}, f.events())
 }
 
