@@ -62,7 +62,7 @@ func writeJobBurstMethod(b *strings.Builder, res *JobBurstResults) {
 		"each Job's PodGroup and pods. Once as batch/v1 Jobs (parallelism = completions = the Job's pods; J8's Indexed): "+
 		"kube-controller-manager's Job controller creates the pods, plain pods without a gang, as batch/v1 gives. Both "+
 		"templates name tephra-scheduler, so the same scheduler binds both. kube-controller-manager runs with localcluster's "+
-		"client QPS 500 and burst 1000, tephra-controllers with its Deployment's flags (client QPS 200, burst 400). The kinds "+
+		"client QPS 500 and burst 1000, tephra-controllers with its Deployment's flags and defaults (client QPS 1000, burst 2000, 16 Jobs decided at once). The kinds "+
 		"alternate: for each repetition and shape, the order is rotated by one. Before the first burst, one of each kind "+
 		"warms the cluster up; after every burst all Jobs, PodGroups, pods and events are deleted, and the next starts once "+
 		"the namespace is empty.\n\n", jobs, workers, qps, jobs, jobs/8)
