@@ -15,7 +15,8 @@ import (
 // spares none of the jobs reclaim would take, and no drain hold keeps it waiting (nothing is
 // spared for patience, so nothing is drained); until then, the pod is tried again no later than
 // the limit. The limit only lifts patience: a job younger than its queue's reclaim minimum
-// runtime, or reclaimed as often as the limit per job allows, is still spared. It applies to
+// runtime, reclaimed as often as the limit per job allows, or started by reclaim and not yet paid
+// back (payback.go), is still spared. It applies to
 // reclaim alone, for queues below their deserved share with the pod (reclaim is for them only).
 
 // patienceLimitFor is the longest patience keeps a pod of the leaf queue waiting while the queue is
