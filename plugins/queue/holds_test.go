@@ -119,8 +119,8 @@ func TestAHeldPodGivesUpItsNomination(t *testing.T) {
 	q.holds.record(pod.UID, hold{verdict: verdict{reason: v1alpha1.ReasonQueueOverShare}})
 	result := q.releaseNomination(cs, pod)
 	require.NotNil(t, result)
-	assert.Equal(t, fwk.ModeOverride, result.NominatingInfo.Mode())
-	assert.Empty(t, result.NominatingInfo.NominatedNodeName, "the nomination is cleared")
+	assert.Equal(t, fwk.ModeOverride, result.Mode())
+	assert.Empty(t, result.NominatedNodeName, "the nomination is cleared")
 	e, _ := l.entry(pod.UID)
 	assert.False(t, e.nominated, "and its room no longer counts as on its way to it")
 }
