@@ -63,7 +63,7 @@ func (s JobBurstSettings) withDefaults() (JobBurstSettings, error) {
 	case s.OutDir == "":
 		return s, fmt.Errorf("bench: JobBurstSettings.OutDir is required")
 	case s.Jobs < 8:
-		return s, fmt.Errorf("N = %d Jobs: want at least 8, one Job of J8", s.Jobs)
+		return s, fmt.Errorf("jobs-n %d: want at least 8, one Job of J8", s.Jobs)
 	case s.Reps < 1:
 		return s, fmt.Errorf("%d repetitions: want at least 1", s.Reps)
 	}
