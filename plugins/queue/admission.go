@@ -49,13 +49,18 @@ func (q *Queue) snapshot() state {
 			delete(v.pending, queue)
 		}
 	}
-	pendingFits := q.ledger.pendingFits
-	if ranker := queueorder.Of(q.handle); ranker != nil {
-		pendingFits = func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
-			return q.ledger.pendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
-		}
+	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.pendingFitsInQueueOrder, placeable: q.placeableOnNodes}
+}
+
+// pendingFitsInQueueOrder is the ledger's pendingFits, trying the workloads as TephraGang orders
+// them when the profile has it; the ranker is looked up only here, when a refusal by share needs
+// it, not on every decision.
+func (q *Queue) pendingFitsInQueueOrder(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
+	ranker := queueorder.Of(q.handle)
+	if ranker == nil {
+		return q.ledger.pendingFits(queue, room, placeable)
 	}
-	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: pendingFits, placeable: q.placeableOnNodes}
+	return q.ledger.pendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
 }
 
 // rankBy ranks the ledger's waiting pods as ranker (TephraGang's order of the active queue) does;
