@@ -103,6 +103,10 @@ type Reconciler struct {
 
 	// gone remembers pods deleted before a decision saw them end.
 	gone gonePods
+	// unseen are pods created that the cache has not shown yet, and first the jobs' first
+	// statuses announced and not yet written (unwritten.go).
+	unseen unseenPods
+	first  firstStatuses
 }
 
 // SetupWithManager indexes pods by their job, registers the job metrics, and runs the reconciler
@@ -183,7 +187,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	d := Decide(Observed{Job: job, Pods: pods.Items, Gone: r.gone.of(req.NamespacedName, pods.Items, now), NodesDown: nodesDown, Now: now})
+	// What was written of the status, and what the decision starts from: the first status the
+	// job's first decision announced, while it waits to be written.
+	written := job.Status.DeepCopy()
+	first, unwritten := r.first.of(job.UID)
+	switch {
+	case unwritten && job.Status.State.Phase == "":
+		job.Status = first.status
+	case unwritten:
+		r.first.forget(job.UID) // written, or the job's status was set by another writer
+		unwritten = false
+	}
+	observed := r.unseen.with(job.UID, pods.Items, now)
+	d := Decide(Observed{Job: job, Pods: observed, Gone: r.gone.of(req.NamespacedName, observed, now), NodesDown: nodesDown, Now: now})
 
 	var jobPlugins []Plugin
 	if len(job.Spec.Plugins) > 0 && (len(d.Create) > 0 || d.Finished) {
@@ -200,14 +216,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, r.failJob(ctx, job, ReasonPluginError, fmt.Sprintf("spec.plugins: %v", err))
 		}
 	}
-	return r.apply(ctx, job, d, jobPlugins)
+	var waiting *firstStatus
+	if unwritten {
+		waiting = &first
+	}
+	return r.apply(ctx, job, written, waiting, d, jobPlugins)
 }
 
 // apply carries out a decision: first what must be remembered (the run record, the status),
 // then what touches other objects, so that a controller restarted in between redoes the second
 // part from the first and never decides anything twice. A job's first decision is the exception
-// (createsFirst).
-func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
+// (createsFirst). written is the status the apiserver holds; job's is the one decided from, the
+// first status announced and not yet written if first is set.
+func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, written *batchv1alpha1.JobStatus, first *firstStatus, d Decision, jobPlugins []Plugin) (ctrl.Result, error) {
 	previous := job.Status.DeepCopy()
 	if createsFirst(job, d) {
 		change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
@@ -224,14 +245,31 @@ func (r *Reconciler) apply(ctx context.Context, job *batchv1alpha1.Job, d Decisi
 		// The status counts the pods just created, Pending as they are: the cache showing them
 		// then changes nothing, and costs no second write.
 		countCreated(&d.Status, made.pods)
-		if _, err := r.writeIntent(ctx, job, d); err != nil {
+		if firstMayWait(d) {
+			// Announced by the event just recorded; written once the pods leave Pending, or
+			// when due (unwritten.go).
+			r.first.announced(job.UID, d.Status, r.now().Add(firstStatusDelay))
+			return ctrl.Result{RequeueAfter: earliestRequeue(d.RequeueAfter, firstStatusDelay)}, nil
+		}
+		if _, err := r.writeIntent(ctx, job, written, d); err != nil {
 			// A conflict: the job changed since the cache showed it, and that change is on its
 			// way as an event.
 			return ctrl.Result{}, client.IgnoreNotFound(ignoreConflict(err))
 		}
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
-	wrote, err := r.writeIntent(ctx, job, d)
+	if first != nil {
+		if now := r.now(); mayWaitToWrite(d, *first, now) {
+			change, err := r.podGroupChange(ctx, job, d.PodGroup, d.JobMinMember)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !change.changed {
+				return ctrl.Result{RequeueAfter: earliestRequeue(d.RequeueAfter, first.due.Sub(now))}, nil
+			}
+		}
+	}
+	wrote, err := r.writeIntent(ctx, job, written, d)
 	if err != nil {
 		// On a conflict, the job changed since the cache showed it; that change is on its way
 		// as an event, and the next decision starts from it.
@@ -344,7 +382,7 @@ func (r *Reconciler) deleteJob(ctx context.Context, job *batchv1alpha1.Job) erro
 // writeIntent writes the run record (with the resume annotation consumed) and then the status,
 // each with optimistic concurrency: a write from a stale cache is refused rather than counting a
 // restart twice. wrote says whether anything was written.
-func (r *Reconciler) writeIntent(ctx context.Context, job *batchv1alpha1.Job, d Decision) (wrote bool, err error) {
+func (r *Reconciler) writeIntent(ctx context.Context, job *batchv1alpha1.Job, written *batchv1alpha1.JobStatus, d Decision) (wrote bool, err error) {
 	recordChanged := d.Record != nil && job.Annotations[RestartsAnnotation] != *d.Record
 	if recordChanged || d.ConsumeResume {
 		before := job.DeepCopy()
@@ -362,13 +400,14 @@ func (r *Reconciler) writeIntent(ctx context.Context, job *batchv1alpha1.Job, d 
 		}
 		wrote = true
 	}
-	if !equality.Semantic.DeepEqual(job.Status, d.Status) {
+	if !equality.Semantic.DeepEqual(*written, d.Status) {
 		job.Status = d.Status
 		if err := r.Status().Update(ctx, job); err != nil {
 			return wrote, err
 		}
 		wrote = true
 	}
+	r.first.forget(job.UID)
 	return wrote, nil
 }
 
@@ -586,6 +625,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 		defer mu.Unlock()
 		switch {
 		case err == nil:
+			r.unseen.created(job.UID, pod, r.now())
 			created = append(created, createdPod{name: pod.Name, task: slot.Task})
 		case apierrors.IsAlreadyExists(err):
 			taken = append(taken, pod.Name)

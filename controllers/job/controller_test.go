@@ -71,7 +71,9 @@ type fixture struct {
 	writes []string
 	// failStatus makes status writes fail with a conflict.
 	failStatus bool
-	calls      []string
+	// hidePods makes the cache a write behind: lists of pods find none.
+	hidePods bool
+	calls    []string
 }
 
 func newFixture(t *testing.T, objs ...client.Object) *fixture {
@@ -92,6 +94,12 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 		WithStatusSubresource(&batchv1alpha1.Job{}, &schedulingv1alpha1.PodGroup{}).
 		WithIndex(&corev1.Pod{}, ControllerIndex, controllerIndexValue).
 		WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if _, pods := list.(*corev1.PodList); pods && f.hidePods {
+					return nil
+				}
+				return c.List(ctx, list, opts...)
+			},
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				log("create", obj)
 				return c.Create(ctx, obj, opts...)
@@ -145,6 +153,16 @@ func (f *fixture) pods(t *testing.T) []corev1.Pod {
 	return pods.Items
 }
 
+// deletePod deletes a pod of the job as another client would, and tells the reconciler as its
+// pod handler would.
+func (f *fixture) deletePod(t *testing.T, name string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	require.NoError(t, f.client.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: name}, pod))
+	require.NoError(t, f.client.Delete(context.Background(), pod))
+	f.reconciler.unseen.deleted(f.job(t).UID, pod)
+}
+
 // setPods sets the phase of every pod of the fixture, failed with exitCode for the names given.
 func (f *fixture) setPods(t *testing.T, phase corev1.PodPhase, failing ...string) {
 	t.Helper()
@@ -191,16 +209,26 @@ func newStoredJob(mutate ...func(*batchv1alpha1.Job)) *batchv1alpha1.Job {
 }
 
 // A new job gets its PodGroup first, then its pods, named, labelled, owned, with the job's
-// scheduler and what the plugins add, and then its status, which says Pending: the pods wait for
-// no status write. Events say what happened. Reconciling again changes nothing.
+// scheduler and what the plugins add. Its status, which says Pending, waits for the pods to start
+// or for firstStatusDelay, whichever comes first: the pods wait for no status write, and a job
+// whose pods start at once is written once. Events say what happened. Reconciling again changes
+// nothing.
 func TestReconcileCreatesGroupThenPods(t *testing.T) {
 	f := newFixture(t, newStoredJob())
-	f.reconcile(t)
+	res := f.reconcile(t)
 
 	writes := f.takeWrites()
-	require.GreaterOrEqual(t, len(writes), 8)
+	require.Len(t, writes, 7)
 	assert.Equal(t, "create *v1alpha1.PodGroup train", writes[0], "the group exists before its pods")
-	assert.Equal(t, "status *v1alpha1.Job train", writes[len(writes)-1], "the status is written once the pods exist")
+	assert.NotContains(t, writes, "status *v1alpha1.Job train", "the status waits for the pods to start")
+	assert.Equal(t, firstStatusDelay, res.RequeueAfter, "decided again when the status is due")
+	assert.Empty(t, f.job(t).Status.State.Phase)
+
+	f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "nothing is written before the status is due, nor created again")
+	f.now = f.now.Add(firstStatusDelay)
+	f.reconcile(t)
+	assert.Equal(t, []string{"status *v1alpha1.Job train"}, f.takeWrites(), "written when due")
 	assert.Equal(t, []string{"OnJobAdd", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate", "OnPodCreate"}, f.calls)
 
 	group := &schedulingv1alpha1.PodGroup{}
@@ -298,14 +326,15 @@ func TestReconcileDoesNotActOnAStaleJob(t *testing.T) {
 	job := newStoredJob()
 	f := newFixture(t, job)
 	f.reconcile(t)
+	f.now = f.now.Add(firstStatusDelay) // the first status is written
 	f.reconcile(t)
 	// A pod goes missing: the status counts one pending pod fewer, and that write proves the job
 	// fresh, so the pod is created again (the status still counts 5, from before).
-	require.NoError(t, f.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "train-ps-0"}}))
+	f.deletePod(t, "train-ps-0")
 	f.reconcile(t)
 	require.Len(t, f.pods(t), 6)
 	// The same pod goes missing again: now nothing needs writing, only a pod creating.
-	require.NoError(t, f.client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "train-ps-0"}}))
+	f.deletePod(t, "train-ps-0")
 	f.takeWrites()
 
 	f.reconciler.APIReader = staleReader{f.client}
@@ -405,6 +434,56 @@ func TestReconcileLeavesAForeignPodGroupAlone(t *testing.T) {
 	assert.Equal(t, int32(2), group.Spec.MinMember, "not rewritten")
 	assert.Len(t, f.pods(t), 6, "the pods are created all the same")
 	assert.Contains(t, f.events(), "Warning PodGroupNotOwned PodGroup train exists and does not belong to this job: its pods join it, with its minimum")
+}
+
+// A job whose pods start before its first status is due has it written once, Running: the
+// apiserver serves one update of the job, not two. Its events still say Pending, then Running.
+func TestAJobWhosePodsStartAtOnceHasItsStatusWrittenOnce(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.reconcile(t)
+	f.takeWrites()
+	f.events()
+
+	f.now = f.now.Add(firstStatusDelay / 2)
+	f.setPods(t, corev1.PodRunning)
+	f.takeWrites()
+	f.reconcile(t)
+	assert.Equal(t, []string{"status *v1alpha1.Job train"}, f.takeWrites())
+	job := f.job(t)
+	assert.Equal(t, batchv1alpha1.JobRunning, job.Status.State.Phase)
+	assert.Equal(t, int32(6), job.Status.Running)
+	assert.Equal(t, []string{"Normal PhaseChanged Phase changed from Pending to Running (MinAvailableRunning): 6 pods are running and 0 succeeded (minAvailable 6)"},
+		f.events(), "the change from the Pending the first event announced")
+
+	f.now = f.now.Add(firstStatusDelay)
+	f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "nothing more to write")
+}
+
+// Pods created that the cache has not shown yet are not created again: each would be a request
+// the apiserver refuses, in a burst of Jobs when it is busiest.
+func TestPodsTheCacheHasNotShownAreNotCreatedAgain(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.hidePods = true
+	f.reconcile(t)
+	require.Len(t, f.takeWrites(), 7, "the group and 6 pods")
+
+	f.reconcile(t)
+	assert.Empty(t, f.takeWrites(), "the pods just created count as Pending")
+	f.now = f.now.Add(firstStatusDelay)
+	f.reconcile(t)
+	assert.Equal(t, []string{"status *v1alpha1.Job train"}, f.takeWrites())
+	assert.Equal(t, int32(6), f.job(t).Status.Pending)
+
+	f.now = f.now.Add(unseenTTL + time.Second)
+	f.reconcile(t)
+	var creates int
+	for _, w := range f.takeWrites() {
+		if strings.HasPrefix(w, "create *v1.Pod ") {
+			creates++
+		}
+	}
+	assert.Equal(t, 6, creates, "a pod the cache never showed holds its slot no longer than unseenTTL")
 }
 
 // The job's SLA waiting time reaches its PodGroup, where tephra-scheduler reads it, and follows

@@ -140,6 +140,10 @@ func (r *Reconciler) podHandler() handler.EventHandler {
 				if job, ok := jobOf(pod); ok {
 					r.gone.remember(job, pod, r.now())
 				}
+				if ref := metav1.GetControllerOf(pod); ref != nil {
+					// A pod deleted before a decision saw it created is not waited for.
+					r.unseen.deleted(ref.UID, pod)
+				}
 			}
 			enqueue(e.Object, q)
 		},
