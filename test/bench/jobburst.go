@@ -203,6 +203,7 @@ func (d *burstDriver) burst(ctx context.Context, kind string, sh *JobShape, labe
 	}
 	defer rec.close()
 	cpuBefore, cpuErr := c.controllerCPU(kind)
+	apiBefore, allBefore, clusterErr := c.clusterCPU()
 	writesBefore, writesErr := c.mutatingRequestsByResource(ctx)
 
 	calls, answered, err := c.submit(ctx, kind, sh, run.Jobs, d.workers)
@@ -218,8 +219,11 @@ func (d *burstDriver) burst(ctx context.Context, kind string, sh *JobShape, labe
 		return err
 	}
 	cpuAfter, cpuAfterErr := c.controllerCPU(kind)
+	apiAfter, allAfter, clusterAfterErr := c.clusterCPU()
 	writesAfter, writesAfterErr := c.mutatingRequestsByResource(ctx)
 	run.ControllerCPUSeconds = optional(cpuAfter-cpuBefore, errors.Join(cpuErr, cpuAfterErr))
+	run.APIServerCPUSeconds = optional(apiAfter-apiBefore, errors.Join(clusterErr, clusterAfterErr))
+	run.ControlPlaneCPUSeconds = optional(allAfter-allBefore, errors.Join(clusterErr, clusterAfterErr))
 	if errors.Join(writesErr, writesAfterErr) == nil {
 		run.WritesPerPodByResource = map[string]float64{}
 		total := 0.0

@@ -139,6 +139,29 @@ func (c *burstCluster) controllerCPU(kind string) (float64, error) {
 	return sum, nil
 }
 
+// clusterCPU is the user+system CPU time so far of the kube-apiserver and of every process of
+// the control plane (etcd, both controller processes, the scheduler and kwok with it): on a
+// machine of 2 cores a burst is as fast as the CPU it costs them all.
+func (c *burstCluster) clusterCPU() (apiserver, all float64, err error) {
+	names := []string{localcluster.APIServer, localcluster.Etcd, localcluster.ControllerManager, localcluster.Scheduler, localcluster.Kwok}
+	names = append(names, c.ReplicaNames(localcluster.Controllers)...)
+	for _, name := range names {
+		pid := c.Pid(name)
+		if pid == 0 {
+			return 0, 0, fmt.Errorf("%s is not running", name)
+		}
+		stats, err := readProcStats(pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		if name == localcluster.APIServer {
+			apiserver = stats.CPUSeconds
+		}
+		all += stats.CPUSeconds
+	}
+	return apiserver, all, nil
+}
+
 // quietAfterEmpty is how long the driver waits once the namespace is empty: the garbage
 // collector, the Job controllers and the scheduler are still working off the deletions' events,
 // which must not overlap the next burst.

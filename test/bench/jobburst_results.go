@@ -62,6 +62,11 @@ type JobBurstRun struct {
 	// pods (tephra-controllers, or kube-controller-manager) from the first create call until the
 	// figures were read, half a second after the last bind.
 	ControllerCPUSeconds *float64 `json:"controllerCPUSeconds,omitempty"`
+	// APIServerCPUSeconds and ControlPlaneCPUSeconds are the same for the kube-apiserver, and
+	// for every process of the control plane together (the apiserver, etcd, both controller
+	// processes, the scheduler and kwok).
+	APIServerCPUSeconds    *float64 `json:"apiserverCPUSeconds,omitempty"`
+	ControlPlaneCPUSeconds *float64 `json:"controlPlaneCPUSeconds,omitempty"`
 	// MutatingRequestsPerPod is the apiserver's mutating requests over the same span, per pod,
 	// the Jobs' creation included.
 	MutatingRequestsPerPod *float64 `json:"mutatingRequestsPerPod,omitempty"`
@@ -135,11 +140,12 @@ type burstSummary struct {
 	submitted, allExist, allBound      float64
 	firstPodP50, firstPodP99           float64
 	controllerCPU, mutatingRequestsPod float64
+	apiserverCPU, controlPlaneCPU      float64
 }
 
 func (res *JobBurstResults) summarize(kind, shape string) burstSummary {
 	var s burstSummary
-	var submitted, exist, bound, p50, p99, cpu, writes []float64
+	var submitted, exist, bound, p50, p99, cpu, writes, apiCPU, allCPU []float64
 	for _, r := range res.runs(kind, shape) {
 		if ok, _ := r.complete(); !ok {
 			s.failed++
@@ -159,10 +165,15 @@ func (res *JobBurstResults) summarize(kind, shape string) burstSummary {
 		if r.MutatingRequestsPerPod != nil {
 			writes = append(writes, *r.MutatingRequestsPerPod)
 		}
+		if r.APIServerCPUSeconds != nil && r.ControlPlaneCPUSeconds != nil {
+			apiCPU = append(apiCPU, *r.APIServerCPUSeconds)
+			allCPU = append(allCPU, *r.ControlPlaneCPUSeconds)
+		}
 	}
 	s.submitted, s.allExist, s.allBound = median(submitted), median(exist), median(bound)
 	s.firstPodP50, s.firstPodP99 = median(p50), median(p99)
 	s.controllerCPU, s.mutatingRequestsPod = median(cpu), median(writes)
+	s.apiserverCPU, s.controlPlaneCPU = median(apiCPU), median(allCPU)
 	return s
 }
 

@@ -164,7 +164,8 @@ func burstResults() *JobBurstResults {
 	run := func(kind string, rep int, exist, p50 float64, errText string) JobBurstRun {
 		return JobBurstRun{Kind: kind, Shape: "J1", Rep: rep, Jobs: 100, Pods: 100, Seen: 100, Bound: 100, Error: errText,
 			SubmittedSeconds: 1, AllPodsExistSeconds: exist, AllPodsBoundSeconds: exist + 1,
-			FirstPodSeconds: &Quantiles{P50: p50, P99: 2 * p50}, ControllerCPUSeconds: ptr.To(3.0)}
+			FirstPodSeconds: &Quantiles{P50: p50, P99: 2 * p50}, ControllerCPUSeconds: ptr.To(3.0),
+			APIServerCPUSeconds: ptr.To(exist), ControlPlaneCPUSeconds: ptr.To(2 * exist)}
 	}
 	return &JobBurstResults{
 		Command: "make bench-jobs", Jobs: 100, Nodes: 50, Reps: 2, Workers: 32, QPS: 5000, Shapes: JobShapes,
@@ -210,7 +211,9 @@ func TestJobBurstSection(t *testing.T) {
 	assert.NotContains(t, text, "Not measured yet")
 	assert.Contains(t, text, "| J1: Tephra's time until every pod exists at most 1.0 × batch/v1's (Tephra / batch/v1) | 0.50× | yes |")
 	assert.Contains(t, text, "| Tephra | rep 2 | failed: no pod created or bound for 1m30s |")
-	assert.Contains(t, text, "| batch/v1 | median | 1.00 s | 4.00 s | 5.00 s | 0.50 s | 1.00 s | 3.00 | – |")
+	assert.Contains(t, text, "| batch/v1 | median | 1.00 s | 4.00 s | 5.00 s | 0.50 s | 1.00 s | 3.00 | 4.00 | 8.00 | – |")
+	assert.Contains(t, text, "| Tephra / batch/v1 | median | 1.00× | 0.50× | 0.60× | 1.00× | 1.00× | 1.00× | 0.50× | 0.50× | – |",
+		"the apiserver's and the whole control plane's CPU, against batch/v1's")
 	assert.Contains(t, text, "| Tephra / batch/v1 | median | 1.00× | 0.50× | 0.60× |")
 	assert.Contains(t, text, "- Tephra J1 (rep 2): no pod created or bound")
 	assert.Contains(t, text, "### J1\n\n100 one-pod Jobs (100 pods) created at once, 50 nodes.\n")
