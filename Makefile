@@ -18,8 +18,8 @@ LDFLAGS = -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 # Pinned tools, built once into bin/ under a versioned name.
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION := v2.15.0
-# Pinned in test/localcluster/helm.go, which the tests build it from too.
-HELM_VERSION := $(shell sed -n 's/^const HelmVersion = "\(.*\)"$$/\1/p' test/localcluster/helm.go)
+# Pinned in internal/localcluster/helm.go, which the tests build it from too.
+HELM_VERSION := $(shell sed -n 's/^const HelmVersion = "\(.*\)"$$/\1/p' internal/localcluster/helm.go)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM := $(BIN)/helm-$(HELM_VERSION)
@@ -57,8 +57,8 @@ down-multikueue: ## Stop the clusters of `make up-multikueue`.
 	@if [ -x $(BIN)/tephra-local ]; then $(BIN)/tephra-local down --dir .tephra-multikueue; else $(GO) run ./cmd/tephra-local down --dir .tephra-multikueue; fi
 
 # Packages outside test/ hold the unit tests (and cmd/tephra-local's one run of `make up`): they
-# run with the race detector. test/ holds the e2e tests, the local cluster and the benchmark,
-# which run real control planes.
+# run with the race detector. test/ holds the tests that run real control planes: the e2e tests,
+# the benchmark's smoke run and upstream's scheduler_perf.
 UNIT_PACKAGES = $(shell $(GO) list ./... | grep -v '/test/')
 
 # The e2e packages make test runs a second time with kube-scheduler's GenericWorkload gate on in

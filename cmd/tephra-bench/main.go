@@ -1,17 +1,17 @@
-// Command tephra-bench runs Tephra's scheduling benchmark (test/bench): for each configuration
+// Command tephra-bench runs Tephra's scheduling benchmark (internal/bench): for each configuration
 // (L, the apiserver's limit; B0, vanilla; B1, upstream gangs; C, Tephra; CU, Tephra on upstream
 // gangs mirrored by tephra-controllers, gang scenarios only) and each scenario, a
 // fresh local control plane with simulated nodes, on which a fresh scheduler drains a backlog
 // while an informer records every bind. `make bench` and `make bench-smoke` call it.
 //
-//	tephra-bench           full run: results under test/bench/out/, and docs/benchmarks.md
+//	tephra-bench           full run: results under bench-out/, and docs/benchmarks.md
 //	tephra-bench --smoke   100 nodes, a few hundred pods, one repetition; fails unless every
-//	                       configuration completes (test/bench/out/ only)
+//	                       configuration completes (bench-out/ only)
 //	tephra-bench --jobs    the Job burst alone (issue #61): N one-pod Jobs and N/8 Jobs of 8 pods
 //	                       created at once, as Tephra Jobs and as batch/v1 Jobs, on one control
 //	                       plane as `make up` starts it; --jobs-n (1000) and --jobs-reps (3) size
-//	                       it. Results under test/bench/out/jobs-..., and docs/benchmarks.md
-//	tephra-bench --publish test/bench/out/matrix-... (or sweep-..., jobs-...)
+//	                       it. Results under bench-out/jobs-..., and docs/benchmarks.md
+//	tephra-bench --publish bench-out/matrix-... (or sweep-..., jobs-...)
 //	                       writes docs/benchmarks.md again from a finished run's results (after
 //	                       a change to the report), without running anything
 //
@@ -36,8 +36,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/tephra-dev/tephra/test/bench"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/bench"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 func main() {
@@ -76,7 +76,7 @@ func run(smoke bool) error {
 	if err != nil {
 		return err
 	}
-	out := filepath.Join(root, "test", "bench", "out")
+	out := filepath.Join(root, "bench-out")
 	s := bench.Settings{OutDir: out, DocsDir: filepath.Join(root, "docs")}
 	if smoke {
 		s = bench.SmokeSettings(out)
@@ -123,7 +123,7 @@ func runJobBurst(jobs, reps int) error {
 		return err
 	}
 	// BENCH_OUT and BENCH_KEEP, read as the matrix reads them.
-	env := bench.Settings{OutDir: filepath.Join(root, "test", "bench", "out")}
+	env := bench.Settings{OutDir: filepath.Join(root, "bench-out")}
 	if err := env.FromEnv(); err != nil {
 		return err
 	}

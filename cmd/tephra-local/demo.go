@@ -17,7 +17,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // demoJob is the example the demo submits, relative to the repository.

@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 func main() {

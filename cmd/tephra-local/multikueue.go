@@ -19,7 +19,7 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 	"github.com/tephra-dev/tephra/controllers/kueue"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // MultiKueue mode (`make up-multikueue`): a manager and two workers, each its own control plane

@@ -1,7 +1,7 @@
 // Command tephra-replay replays a job trace on fresh local control planes, once per scheduler
 // configuration (C, Tephra as installed; B0, the stock scheduler; B1, upstream's gang
 // scheduling), and reports what happened to the jobs: completion times, waits, GPU utilisation,
-// partial gangs, queue shares, preemptions (test/replay, docs/replay.md). `make replay` calls
+// partial gangs, queue shares, preemptions (internal/replay, docs/replay.md). `make replay` calls
 // it.
 //
 //	tephra-replay --trace jobs.csv [--cluster cluster.yaml | --nodes 64 --node-gpus 8 ...]
@@ -32,10 +32,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay"
-	"github.com/tephra-dev/tephra/test/replay/report"
-	"github.com/tephra-dev/tephra/test/replay/trace"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay"
+	"github.com/tephra-dev/tephra/internal/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
 
 // flags are the command's flags.

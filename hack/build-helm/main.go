@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 func main() {

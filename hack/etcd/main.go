@@ -1,5 +1,5 @@
 // Command etcd is etcd's own server main, built from this module's dependency graph for the local
-// control plane (test/localcluster).
+// control plane (internal/localcluster).
 package main
 
 import (

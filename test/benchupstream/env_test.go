@@ -19,9 +19,9 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
+	"github.com/tephra-dev/tephra/internal/bench"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/plugins/registry"
-	"github.com/tephra-dev/tephra/test/bench"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // env is what every run shares: the repository, the copied workload files, where results go.

@@ -21,7 +21,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
-	"github.com/tephra-dev/tephra/test/bench"
+	"github.com/tephra-dev/tephra/internal/bench"
 )
 
 var (

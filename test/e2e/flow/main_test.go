@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // Simulation annotations of manifests/kwok/stages.yaml.

@@ -25,8 +25,8 @@ import (
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // TestMain installs the shipped overlay for clusters where Tephra replaces scheduler-plugins and

@@ -27,8 +27,8 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/foreign"
 	"github.com/tephra-dev/tephra/controllers/upstream"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 func TestMain(m *testing.M) {

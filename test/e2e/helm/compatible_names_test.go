@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // TestCompatibleNamesConfigIsTheBase: the kustomize component

@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // chartArgs are the values the package's cluster is installed with: Tephra also serves pods

@@ -28,8 +28,8 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/phases/controlplane"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // kubeadmConfig is the file baked into the scheduler image (see the Makefile's image target) that

@@ -21,8 +21,8 @@ import (
 	schedulerpluginsv1alpha1 "github.com/tephra-dev/tephra/apis/foreign/schedulerplugins/v1alpha1"
 	volcanov1beta1 "github.com/tephra-dev/tephra/apis/foreign/volcano/v1beta1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // exerciseForeignAdapters makes the adapters of controllers/foreign use every verb of their

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // disruptionPool is three nodes of a test's own, tainted so that the package's other tests keep

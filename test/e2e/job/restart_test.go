@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // holdFinalizer keeps a deleted pod in place until the test lets it go.

@@ -29,8 +29,8 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/kueue"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 const (

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // packageUsageHalfLife "" runs the package with the shipped usage history (a week's half-life):

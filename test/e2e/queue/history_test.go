@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
-	"github.com/tephra-dev/tephra/test/localcluster"
 )
 
 // withUsageHistory runs tephra-controllers and tephra-scheduler with usage history of the given

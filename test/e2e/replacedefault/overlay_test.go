@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // TestReplaceDefaultOverlayIsTheBase renders manifests/ and manifests/overlays/replace-default as

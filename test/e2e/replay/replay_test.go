@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay"
-	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay"
+	"github.com/tephra-dev/tephra/internal/replay/report"
 )
 
 // replayTrace runs tephra-replay on a trace, as make replay does, and returns each

@@ -31,7 +31,7 @@ func StatsOf(values []float64) Stats {
 }
 
 // percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted values, as
-// test/bench computes it.
+// internal/bench computes it.
 func percentile(sorted []float64, p float64) float64 {
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
 	return sorted[min(max(rank, 1), len(sorted))-1]

@@ -21,8 +21,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay/trace"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
 
 // pod is a replay pod of job in the given phase, bound when node is set.

@@ -52,7 +52,7 @@ func writeJobBurstMethod(b *strings.Builder, res *JobBurstResults) {
 	}
 	fmt.Fprintf(b, "How fast the Job path turns a burst of Jobs into pods, and pods into bound pods: Tephra's Job controller "+
 		"against Kubernetes' own (issue #61). One control plane for every burst, with Tephra installed as `make up` installs it "+
-		"(test/localcluster's defaults: etcd, kube-apiserver, kube-controller-manager with its default controllers, kwok, "+
+		"(internal/localcluster's defaults: etcd, kube-apiserver, kube-controller-manager with its default controllers, kwok, "+
 		"tephra-scheduler and tephra-controllers as their ServiceAccounts, from the shipped manifests), and %d simulated nodes "+
 		"(8 CPUs, 32Gi, 110 pods) that kwok runs: a bound pod turns Running and, with no `sim.tephra.dev/duration`, runs until "+
 		"deleted, so no Job completes during a burst. Each pod asks for 10m CPU and 16Mi, no GPU: every burst fits at once.\n\n", nodes)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // Scenario is one workload, run on every configuration.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // GangAPI is how a configuration's jobs are written.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 func TestPercentileAndMedian(t *testing.T) {

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 	queueplugin "github.com/tephra-dev/tephra/plugins/queue"
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay/report"
-	"github.com/tephra-dev/tephra/test/replay/trace"
 )
 
 // queuesFile is the optional queues file: the weight and GPU guarantee of some of the trace's

@@ -1,5 +1,5 @@
 // Package bench measures how fast pods are scheduled on a real local control plane
-// (test/localcluster), for five configurations of the same apiserver and nodes:
+// (internal/localcluster), for five configurations of the same apiserver and nodes:
 //
 //   - L, the limit: no scheduler; a binder client binds the pending pods to nodes round-robin.
 //     Its throughput is the ceiling the apiserver allows on this machine. In scenario Q it is a

@@ -1,6 +1,6 @@
 // Package replay runs a job trace through a scheduler configuration on a fresh local control
-// plane (test/localcluster) and records what happened to every job and pod, for the report
-// (test/replay/report). cmd/tephra-replay is the command; `make replay` calls it.
+// plane (internal/localcluster) and records what happened to every job and pod, for the report
+// (internal/replay/report). cmd/tephra-replay is the command; `make replay` calls it.
 //
 // Each configuration gets its own control plane, with the same simulated nodes (kwok plays their
 // pods) and the same trace:

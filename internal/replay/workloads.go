@@ -23,8 +23,8 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay/trace"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
 
 // namespace holds every object of a replay.

@@ -35,7 +35,7 @@ type Settings struct {
 	Profile *bool
 
 	// OutDir receives raw results, plots, the rendered report and the clusters' logs
-	// (BENCH_OUT, default test/bench/out under the repository).
+	// (BENCH_OUT, default bench-out under the repository).
 	OutDir string
 	// DocsDir, if set, also receives the results and the report for the documentation: the
 	// report as DocsDir/benchmarks.md, the rest under DocsDir/benchmarks/. Empty in smoke runs.

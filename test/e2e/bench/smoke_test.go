@@ -1,4 +1,5 @@
-package bench
+// Package bench_test runs the benchmark as `make bench-smoke` does, on real local control planes.
+package bench_test
 
 import (
 	"bytes"
@@ -10,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/bench"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // TestSmoke runs `make bench-smoke`'s smoke mode: every configuration, on 100 nodes, must bind
@@ -24,9 +26,9 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	s := SmokeSettings(filepath.Join(root, "test", "bench", "out"))
+	s := bench.SmokeSettings(filepath.Join(root, "bench-out"))
 	s.Log = &log
-	res, err := Run(ctx, s)
+	res, err := bench.Run(ctx, s)
 	if err != nil {
 		t.Log(log.String())
 	}

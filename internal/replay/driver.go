@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/tephra-dev/tephra/test/replay/report"
-	"github.com/tephra-dev/tephra/test/replay/trace"
+	"github.com/tephra-dev/tephra/internal/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
 
 // driver submits a trace's jobs at their times, watches their pods, and plays their work: it is

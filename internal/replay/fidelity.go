@@ -5,7 +5,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/report"
 )
 
 // Fidelity compares the same configuration's runs of a trace at two speedups: how far each job's

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
-	"github.com/tephra-dev/tephra/test/localcluster"
-	"github.com/tephra-dev/tephra/test/replay/report"
-	"github.com/tephra-dev/tephra/test/replay/trace"
+	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
 
 // DefaultSpeedup plays a day of trace in 10 minutes.

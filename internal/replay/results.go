@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tephra-dev/tephra/test/replay/report"
+	"github.com/tephra-dev/tephra/internal/replay/report"
 )
 
 // Saved is a replay's results as written to runs.json, from which the report can be written again

@@ -219,7 +219,7 @@ func writeSharesPlot(path string, outs []Outcomes) error {
 		grid[i] = []*plot.Plot{p}
 	}
 	width, height := 10*vg.Inch, vg.Length(len(panels))*panel
-	// .png as test/bench allows, to look at the plot where no SVG viewer is at hand.
+	// .png as internal/bench allows, to look at the plot where no SVG viewer is at hand.
 	var canvas vg.CanvasWriterTo = vgsvg.New(width, height)
 	if strings.HasSuffix(path, ".png") {
 		canvas = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}

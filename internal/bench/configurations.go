@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // GangAPI is how a configuration's workloads express gangs.
@@ -135,7 +135,7 @@ func configurationNames() []string {
 }
 
 // apiServerArgs take the apiserver's own limits out of the way: no priority and fairness, no cap
-// on requests in flight. Etcd already runs without fsync (test/localcluster). Several workers
+// on requests in flight. Etcd already runs without fsync (internal/localcluster). Several workers
 // delete a collection, which is how a smoke run empties a namespace between scenarios.
 var apiServerArgs = []string{
 	"--enable-priority-and-fairness=false",

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tephra-dev/tephra/test/localcluster"
+	"github.com/tephra-dev/tephra/internal/localcluster"
 )
 
 // The Job burst benchmark (issue #61, `make bench-jobs`, and `make bench` after the matrix):
