@@ -283,13 +283,17 @@ func readOnly[T any, PT interface {
 }
 
 // Accounting is every queue's usage and share, computed from the cluster's objects with the
-// same rules as the scheduler's ledger.
+// rules the scheduler's ledger applies too (quota.ChargeOf).
 type Accounting struct {
 	Tree      *quota.Tree
 	Total     quota.Amounts
 	Allocated map[string]quota.Amounts // by queue, subtrees summed
 	Pending   map[string]quota.Amounts // by leaf queue
-	Deserved  map[string]quota.Amounts
+	// Demand is what waits and can run now, by leaf queue: not gated, in a queue that admits
+	// it, of a group with the members its minimum needs. Deserved shares are of it and of
+	// Allocated.
+	Demand   map[string]quota.Amounts
+	Deserved map[string]quota.Amounts
 	// Usage is each queue's status.usage (nil when history is off).
 	Usage map[string]*schedulingv1alpha1.QueueUsage
 	// Workloads counts pod groups (and pods without a group) by queue and state.
@@ -334,9 +338,7 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 		Workloads: map[string]*WorkloadCounts{},
 	}
 	for _, node := range nodes {
-		alloc := quota.FromList(node.Status.Allocatable)
-		delete(alloc, corev1.ResourcePods)
-		a.Total.Add(alloc)
+		a.Total.Add(quota.NodeCapacity(node))
 	}
 	var lookup quota.DeviceLookup
 	if devices != nil {
@@ -371,53 +373,45 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 	allocatedClaims, pendingClaims, demandClaims := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	groupMembers := map[string]int{}
 	groupPending := map[string]map[string]quota.Amounts{}
+	queueOf := func(namespace, name string) (string, bool) {
+		q, ok := groupQueue[namespace+"/"+name]
+		return q, ok
+	}
 	for _, pod := range pods {
-		if !schedulingv1alpha1.CountsInQueues(pod, schedulerNames) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		c := quota.ChargeOf(pod, schedulerNames, queueOf)
+		if c.Standing == quota.Uncounted || c.Standing == quota.Unresolved {
 			continue
 		}
-		queue, group := "", ""
-		name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
-		if grouped {
-			group = pod.Namespace + "/" + name
-			q, ok := groupQueue[group]
-			if !ok {
-				continue // the scheduler counts such pods nowhere either
-			}
-			queue = q
-		} else {
-			queue = schedulingv1alpha1.QueueOfPod(pod, "")
-		}
+		queue, group := c.Queue, c.Group
 		requests, claims := podRequests(pod, lookup, memo)
-		gated := quota.Gated(pod)
-		if grouped && pod.DeletionTimestamp == nil && !gated {
+		if c.Member() {
 			groupMembers[group]++
 		}
-		switch {
-		case pod.Spec.NodeName != "":
+		switch c.Standing {
+		case quota.Placed:
 			add(leafAllocated, queue, requests)
 			claimsOnce(leafAllocated, allocatedClaims, queue, pod.Namespace, claims)
-			if !grouped {
+			if group == "" {
 				a.counts(queue).Running++
 			}
-		case pod.DeletionTimestamp == nil:
+		case quota.Waiting:
 			add(a.Pending, queue, requests)
 			claimsOnce(a.Pending, pendingClaims, queue, pod.Namespace, claims)
-			if !grouped {
+			if group == "" {
 				a.counts(queue).Pending++
 			}
-			if !gated && a.Tree.Admits(queue) {
-				claimsOnce(demandPending, demandClaims, queue, pod.Namespace, claims)
+			if !c.Demand() || !a.Tree.Admits(queue) {
+				break
 			}
-			switch {
-			case gated || !a.Tree.Admits(queue):
-			case grouped:
-				if groupPending[group] == nil {
-					groupPending[group] = map[string]quota.Amounts{}
-				}
-				add(groupPending[group], queue, requests)
-			default:
+			claimsOnce(demandPending, demandClaims, queue, pod.Namespace, claims)
+			if group == "" {
 				add(demandPending, queue, requests)
+				break
 			}
+			if groupPending[group] == nil {
+				groupPending[group] = map[string]quota.Amounts{}
+			}
+			add(groupPending[group], queue, requests)
 		}
 	}
 	for group, byQueue := range groupPending {
@@ -428,6 +422,7 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 			add(demandPending, queue, v)
 		}
 	}
+	a.Demand = demandPending
 	demand := map[string]quota.Amounts{}
 	for queue, v := range leafAllocated {
 		add(demand, queue, v)

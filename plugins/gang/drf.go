@@ -2,10 +2,10 @@ package gang
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -21,13 +21,8 @@ import (
 type jobShares struct {
 	mu     sync.Mutex
 	frozen map[types.UID]frozenShare
-	// total is the cluster's allocatable capacity and the devices ResourceSlices offer, replaced
-	// whole on changes of either.
-	total atomic.Pointer[quota.Amounts]
-	nodes sync.Map // node name → quota.Amounts
-	// totalMu serializes the recomputations of total; devices is the slices' part.
-	totalMu sync.Mutex
-	devices quota.Amounts
+	// capacity is the cluster's allocatable capacity and the devices ResourceSlices offer.
+	capacity quota.ClusterTotal
 }
 
 type frozenShare struct {
@@ -40,39 +35,20 @@ const maxFrozen = 200000
 
 func newJobShares() *jobShares {
 	s := &jobShares{frozen: map[types.UID]frozenShare{}}
-	s.total.Store(&quota.Amounts{})
 	return s
 }
 
-// setNode records a node's allocatable (nil: gone) and recomputes the total.
+// setNode records a node's allocatable (nil: gone).
 func (s *jobShares) setNode(name string, allocatable corev1.ResourceList) {
 	if allocatable == nil {
-		s.nodes.Delete(name)
-	} else {
-		s.nodes.Store(name, quota.FromList(allocatable))
+		s.capacity.RemoveNode(name)
+		return
 	}
-	s.recount()
+	s.capacity.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: allocatable}})
 }
 
 // setDevices records the devices the cluster's ResourceSlices offer.
-func (s *jobShares) setDevices(total quota.Amounts) {
-	s.totalMu.Lock()
-	s.devices = total
-	s.totalMu.Unlock()
-	s.recount()
-}
-
-func (s *jobShares) recount() {
-	s.totalMu.Lock()
-	defer s.totalMu.Unlock()
-	total := s.devices.Clone()
-	s.nodes.Range(func(_, v any) bool {
-		total.Add(v.(quota.Amounts))
-		return true
-	})
-	delete(total, corev1.ResourcePods)
-	s.total.Store(&total)
-}
+func (s *jobShares) setDevices(total quota.Amounts) { s.capacity.SetDevices(total) }
 
 // nodeHandler keeps the total from the scheduler's node informer.
 func (s *jobShares) nodeHandler() cache.ResourceEventHandler {
@@ -135,7 +111,7 @@ func (g *groupManager) shareOf(e fwk.QueuedEntityInfo) float64 {
 
 // groupShare is the dominant share of a group's bound members now.
 func (g *groupManager) groupShare(key groupKey) float64 {
-	total := *g.shares.total.Load()
+	total := g.shares.capacity.Total()
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	bound := quota.Amounts{}
 	for _, obj := range members {

@@ -1328,10 +1328,10 @@ func TestJobSharesTotalCountsDevices(t *testing.T) {
 	devices := corev1.ResourceName("gpu.example.com.deviceclass.resource.k8s.io/devices")
 	s.setDevices(quota.Amounts{devices: 8})
 	s.setNode("n1", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("110")})
-	assert.Equal(t, quota.Amounts{devices: 8, corev1.ResourceCPU: 4000}, *s.total.Load())
+	assert.Equal(t, quota.Amounts{devices: 8, corev1.ResourceCPU: 4000}, s.capacity.Total())
 	s.setDevices(quota.Amounts{devices: 4})
 	s.setNode("n1", nil)
-	assert.Equal(t, quota.Amounts{devices: 4}, *s.total.Load())
+	assert.Equal(t, quota.Amounts{devices: 4}, s.capacity.Total())
 }
 
 // A claim's devices freed brings back the members of groups that claim devices; the scheduler's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
@@ -52,6 +53,23 @@ const nominationGrace = 30 * time.Second
 
 func (e *podEntry) placed() bool { return e.bound || e.assumed }
 
+// charge is the entry as quota.ChargeOf charged its pod, placed also when this scheduler assumed
+// it: its sums follow the same rules as the Queue controller's count.
+func (e *podEntry) charge() quota.PodCharge {
+	c := quota.PodCharge{Queue: e.queue, Group: e.group, Terminating: e.terminating, Gated: e.gated}
+	switch {
+	case e.queue == "":
+		c.Standing = quota.Unresolved
+	case e.placed():
+		c.Standing = quota.Placed
+	case e.terminating:
+		c.Standing = quota.Leaving
+	default:
+		c.Standing = quota.Waiting
+	}
+	return c
+}
+
 // arranged says whether the pod is placed, or nominated to room a preemption of the last
 // nominationGrace freed for it: either way, its gang's minimum counts it.
 func (e *podEntry) arranged() bool {
@@ -89,12 +107,11 @@ type ledger struct {
 	minMember func(group string) int
 	// unresolved holds pods whose PodGroup was not known yet, by group.
 	unresolved map[string]map[types.UID]*corev1.Pod
-	nodes      map[string]quota.Amounts
-	total      quota.Amounts
-	// deviceTotal is the part of total that ResourceSlices offer (setDevices), and devices reads
-	// the claims pods are charged for (nil: pods are charged their requests only).
-	deviceTotal quota.Amounts
-	devices     quota.DeviceLookup
+	// capacity is the cluster's total: the nodes' (setNode) and the devices ResourceSlices offer
+	// (setDevices). devices reads the claims pods are charged for (nil: pods are charged their
+	// requests only).
+	capacity quota.ClusterTotal
+	devices  quota.DeviceLookup
 	// placedClaims and pendingClaims count, by queue and claim, the entries that name a claim
 	// directly, with the charge counted for it: until the claim is reserved, every pod that
 	// would use it is charged it (quota.ChargeDevices), and the queue must count it once.
@@ -124,9 +141,6 @@ func newLedger(schedulerNames ...string) *ledger {
 		groupMembers:   map[string]int{},
 		short:          map[string]struct{}{},
 		unresolved:     map[string]map[types.UID]*corev1.Pod{},
-		nodes:          map[string]quota.Amounts{},
-		total:          quota.Amounts{},
-		deviceTotal:    quota.Amounts{},
 		placedClaims:   map[claimRef]*claimCount{},
 		pendingClaims:  map[claimRef]*claimCount{},
 		gone:           map[types.UID]struct{}{},
@@ -262,7 +276,11 @@ func (l *ledger) refresh(pod *corev1.Pod, resolve func(namespace, group string) 
 }
 
 func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) string, knownOnly bool) {
-	if !l.counts(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	c := quota.ChargeOf(pod, *l.names.Load(), func(namespace, group string) (string, bool) {
+		q := resolve(namespace, group)
+		return q, q != ""
+	})
+	if c.Standing == quota.Uncounted {
 		if !knownOnly {
 			l.forget(pod.UID, pod)
 		}
@@ -270,20 +288,14 @@ func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	}
 	requests := quota.PodRequests(pod)
 	e := &podEntry{
+		queue:       c.Queue,
+		group:       c.Group,
 		name:        pod.Name,
 		priority:    corev1helpers.PodPriority(pod),
-		bound:       pod.Spec.NodeName != "",
-		terminating: pod.DeletionTimestamp != nil,
+		bound:       c.Standing == quota.Placed,
+		terminating: c.Terminating,
 		nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
-		gated:       quota.Gated(pod),
-	}
-	groupQueue := ""
-	if name, ok := v1alpha1.PodGroupNameOf(pod); ok {
-		e.group = pod.Namespace + "/" + name
-		groupQueue = resolve(pod.Namespace, name)
-	}
-	if e.group == "" || groupQueue != "" {
-		e.queue = v1alpha1.QueueOfPod(pod, groupQueue)
+		gated:       c.Gated,
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -292,8 +304,8 @@ func (l *ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	}
 	// Charged under the lock: the pod's informer and its claims' call observe concurrently,
 	// and the last to record must have read the newest claims.
-	c := l.withDevices(pod, requests)
-	e.requests, e.direct, e.shared, e.claims, e.namespace = c.requests, c.direct, c.shared, c.claims, pod.Namespace
+	d := l.withDevices(pod, requests)
+	e.requests, e.direct, e.shared, e.claims, e.namespace = d.requests, d.direct, d.shared, d.claims, pod.Namespace
 	if old := l.pods[pod.UID]; old != nil {
 		e.assumed = old.assumed && !e.bound
 		if !e.bound && !e.nominated && !old.nominatedAt.IsZero() && time.Since(old.nominatedAt) < nominationGrace {
@@ -485,7 +497,8 @@ func (l *ledger) account(e *podEntry, sign int64) {
 			delete(l.groupPlaced, e.group)
 		}
 	}
-	if e.group != "" && !e.terminating && !e.gated {
+	c := e.charge()
+	if c.Member() {
 		l.groupMembers[e.group] += int(sign)
 		if l.groupMembers[e.group] == 0 {
 			delete(l.groupMembers, e.group)
@@ -501,13 +514,13 @@ func (l *ledger) account(e *podEntry, sign int64) {
 		own.Sub(e.direct)
 	}
 	switch {
-	case e.placed():
+	case c.Standing == quota.Placed:
 		addSigned(l.allocated, e.queue, own, sign)
 		addClaims(l.allocated, l.placedClaims, e.queue, e.namespace, e.claims, sign)
 		if e.terminating {
 			addSigned(l.terminating, e.queue, own, sign)
 		}
-	case !e.terminating && !e.gated:
+	case c.Demand():
 		addSigned(l.pending, e.queue, own, sign)
 		addClaims(l.pending, l.pendingClaims, e.queue, e.namespace, e.claims, sign)
 		if e.group != "" {
@@ -550,23 +563,16 @@ func addSigned(sums map[string]quota.Amounts, key string, add quota.Amounts, sig
 	}
 }
 
-// setNode records a node's allocatable (nil: the node is gone). The pod count is left out of
-// the total: no queue shares pods.
+// setNode records a node's allocatable (nil: the node is gone).
 func (l *ledger) setNode(name string, allocatable corev1.ResourceList) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.version++
-	if old, ok := l.nodes[name]; ok {
-		l.total.Sub(old)
-		delete(l.nodes, name)
-	}
 	if allocatable == nil {
+		l.capacity.RemoveNode(name)
 		return
 	}
-	amounts := quota.FromList(allocatable)
-	delete(amounts, corev1.ResourcePods)
-	l.nodes[name] = amounts
-	l.total.Add(amounts)
+	l.capacity.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: allocatable}})
 }
 
 // setDevices records what the cluster's ResourceSlices offer.
@@ -574,14 +580,7 @@ func (l *ledger) setDevices(total quota.Amounts) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.version++
-	l.total.Sub(l.deviceTotal)
-	l.total.Add(total)
-	for name, v := range l.total {
-		if v == 0 {
-			delete(l.total, name)
-		}
-	}
-	l.deviceTotal = total
+	l.capacity.SetDevices(total)
 }
 
 // view is a consistent copy of what a scheduling decision reads from the ledger.
@@ -713,7 +712,7 @@ func (l *ledger) nextStepFits(e *podEntry, room quota.Amounts) (int, bool) {
 			}
 		}
 	}
-	return count, fitsIn(unit, room, l.total)
+	return count, fitsIn(unit, room, l.capacity.Total())
 }
 
 // fitsIn says whether unit fits in room, in every resource the cluster has.
@@ -735,7 +734,7 @@ func (l *ledger) view() view {
 	defer l.mu.RUnlock()
 	v := view{
 		version:     l.version,
-		total:       l.total.Clone(),
+		total:       l.capacity.Total().Clone(),
 		allocated:   cloneSums(l.allocated),
 		terminating: cloneSums(l.terminating),
 		pending:     cloneSums(l.pending),

@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
+)
+
+// The ledger charges every pod as the Queue controller's count does: both are tested over the
+// same cases (controllers/queue's TestTheCountChargesPodsAsTheLedgerDoes). The ledger's pending
+// is the demand; what waits gated is the Queue status's alone.
+func TestTheLedgerChargesPodsAsTheCountDoes(t *testing.T) {
+	for _, c := range chargingcases.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			groups := map[string]v1alpha1.PodGroup{}
+			for _, g := range c.Groups {
+				groups[g.Namespace+"/"+g.Name] = g
+			}
+			l := newLedger(chargingcases.SchedulerNames...)
+			l.minMember = func(group string) int { return int(groups[group].Spec.MinMember) }
+			resolve := func(namespace, name string) string {
+				g, ok := groups[namespace+"/"+name]
+				switch {
+				case !ok:
+					return ""
+				case g.Spec.Queue == "":
+					return v1alpha1.DefaultQueue
+				}
+				return g.Spec.Queue
+			}
+			for i := range c.Nodes {
+				l.setNode(c.Nodes[i].Name, c.Nodes[i].Status.Allocatable)
+			}
+			for i := range c.Pods {
+				l.observe(&c.Pods[i], resolve)
+			}
+			v := l.view()
+			assert.Equal(t, c.Total, v.total, "total")
+			for _, q := range c.Queues {
+				assert.Equal(t, nonZero(c.Allocated[q.Name]), nonZero(v.allocated[q.Name]), "allocated of %s", q.Name)
+				assert.Equal(t, nonZero(c.Demand[q.Name]), nonZero(v.pending[q.Name]), "demand of %s", q.Name)
+			}
+		})
+	}
+}
+
+// nonZero is amounts without their zero entries, nil for none: a sum that rose and fell back
+// equals one never touched.
+func nonZero(a quota.Amounts) quota.Amounts {
+	var out quota.Amounts
+	for name, v := range a {
+		if v != 0 {
+			if out == nil {
+				out = quota.Amounts{}
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
