@@ -26,6 +26,7 @@ import (
 	"github.com/tephra-dev/tephra/cmd/internal/version"
 	"github.com/tephra-dev/tephra/controllers/setup"
 	"github.com/tephra-dev/tephra/controllers/webhookcert"
+	"github.com/tephra-dev/tephra/internal/quota"
 )
 
 func main() {
@@ -54,7 +55,7 @@ func main() {
 	flag.IntVar(&concurrentJobSyncs, "concurrent-job-syncs", setup.DefaultConcurrentJobSyncs, "Tephra Jobs decided at once: each waits on the apiserver for its status, PodGroup and pods")
 	flag.StringVar(&schedulerNames, "scheduler-names", schedulingv1alpha1.SchedulerName, "comma-separated scheduler names whose pods count in the queues: the profiles of tephra-scheduler that enable TephraQueue (add default-scheduler when Tephra replaces the default scheduler)")
 	flag.DurationVar(&defaultReadyTimeout, "default-ready-timeout", 0, "ready timeout of PodGroups that set no spec.readyTimeoutSeconds: a group whose minimum is not bound and Running this long after its first pod was bound has its bound pods evicted and is placed again after a backoff (0: none)")
-	flag.DurationVar(&usageHalfLife, "usage-half-life", 168*time.Hour, "half-life of the usage each queue accrues in status.usage, which lowers its deserved share against siblings that used less (fair share over time); must equal the scheduler's TephraQueue usageHalfLife; 0 turns history off and removes status.usage")
+	flag.DurationVar(&usageHalfLife, "usage-half-life", quota.DefaultUsageHalfLife, "half-life of the usage each queue accrues in status.usage, which lowers its deserved share against siblings that used less (fair share over time); tephra-scheduler reads it from status.usage; 0 turns history off and removes status.usage")
 	flag.StringVar(&webhooks.bindAddress, "webhook-bind-address", ":9443", "address of the admission webhooks' HTTPS server")
 	flag.StringVar(&webhooks.configuration, "webhook-configuration", "tephra-controllers", "the ValidatingWebhookConfiguration whose webhooks this process serves: it keeps their caBundle, and a certificate valid for the hosts they call; empty serves no webhook")
 	flag.StringVar(&webhooks.secret, "webhook-cert-secret", "tephra-controllers-webhook-tls", "Secret, in the controllers' namespace, holding the webhooks' CA and serving certificate (created and renewed by the controllers)")

@@ -134,10 +134,11 @@ func TestUpAndDown(t *testing.T) {
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "TephraPlacement.scoringStrategy=LeastAllocated", "up says which settings it takes")
 	schedulerConfig := findFile(t, dir, "kind: KubeSchedulerConfiguration")
-	for _, want := range []string{"scoringStrategy: LeastAllocated", "reclaimMinRuntime: 10m", "reclaimPatience: false", "reclaimLimitPerJob: 3", "queueHeadReservations: true", "usageHalfLife: 1h"} {
+	for _, want := range []string{"scoringStrategy: LeastAllocated", "reclaimMinRuntime: 10m", "reclaimPatience: false", "reclaimLimitPerJob: 3", "queueHeadReservations: true"} {
 		assert.Contains(t, schedulerConfig, want, "the scheduler's configuration")
 	}
-	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the same half-life")
+	assert.NotContains(t, schedulerConfig, "usageHalfLife", "the scheduler reads the half-life from Queue status")
+	assert.NotEmpty(t, processesMentioning(t, "--usage-half-life=1h"), "tephra-controllers takes the half-life")
 	out, err = exec.Command(bin, "down", "--dir", dir).CombinedOutput()
 	require.NoError(t, err, string(out))
 }
@@ -249,7 +250,7 @@ func TestUpAndDownMultiKueue(t *testing.T) {
 }
 
 // A file of scheduler args that is not a map of plugins to maps of args is refused with a clear
-// error; the half-life is taken out for both components.
+// error; the half-life is taken out for tephra-controllers.
 func TestSchedulerArgsFile(t *testing.T) {
 	write := func(content string) string {
 		path := filepath.Join(t.TempDir(), "args.yaml")
@@ -260,7 +261,7 @@ func TestSchedulerArgsFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2h", args.usageHalfLife)
 	assert.Equal(t, map[string]map[string]any{"TephraPlacement": {"scoringStrategy": "None"}}, args.plugins)
-	assert.Equal(t, "TephraPlacement.scoringStrategy=None, TephraQueue.usageHalfLife=2h (and tephra-controllers' --usage-half-life)", args.describe())
+	assert.Equal(t, "TephraPlacement.scoringStrategy=None, tephra-controllers' --usage-half-life=2h (TephraQueue.usageHalfLife)", args.describe())
 
 	_, err = readSchedulerArgs(write("- TephraQueue\n"))
 	assert.ErrorContains(t, err, "want plugin names, each with a map of its args")

@@ -11,8 +11,9 @@ import (
 
 // schedulerArgs are the plugin args a person tries with `make up SCHEDULER_ARGS=FILE`: by plugin
 // name, merged into every profile's args of the shipped configuration. TephraQueue's
-// usageHalfLife is taken out: it must be tephra-controllers' --usage-half-life too, which the
-// local cluster sets from the same value.
+// usageHalfLife is taken out: the half-life of usage history is tephra-controllers'
+// --usage-half-life, which tephra-scheduler reads from Queue status, and the local cluster sets
+// the flag from it.
 type schedulerArgs struct {
 	plugins       map[string]map[string]any
 	usageHalfLife string
@@ -57,7 +58,7 @@ func (a schedulerArgs) describe() string {
 		}
 	}
 	if a.usageHalfLife != "" {
-		settings = append(settings, "TephraQueue.usageHalfLife="+a.usageHalfLife+" (and tephra-controllers' --usage-half-life)")
+		settings = append(settings, "tephra-controllers' --usage-half-life="+a.usageHalfLife+" (TephraQueue.usageHalfLife)")
 	}
 	slices.Sort(settings)
 	return strings.Join(settings, ", ")

@@ -60,11 +60,10 @@ type Options struct {
 	// scheduler's service account either way.
 	SchedulerConfig string
 	// UsageHalfLife, if set, is the half-life of the queues' usage history (fair share over
-	// time) that both components run with instead of the shipped one, as a Go duration ("0s":
-	// off): tephra-controllers gets --usage-half-life after its Deployment's arguments, and the
-	// TephraQueue args of every profile in the scheduler's configuration get usageHalfLife, as
-	// the chart's fairShare.usageHalfLife sets both. SetUsageHalfLife changes it for the next
-	// start of each.
+	// time) instead of the shipped one, as a Go duration ("0s": off): tephra-controllers gets
+	// --usage-half-life after its Deployment's arguments, as the chart's fairShare.usageHalfLife
+	// sets it, and tephra-scheduler reads it from Queue status. SetUsageHalfLife changes it for
+	// the controller's next start.
 	UsageHalfLife string
 	// SchedulerPluginArgs, by plugin name, are merged into that plugin's args in every profile of
 	// the scheduler's configuration, e.g. {"TephraGang": {"queueHeadReservations": true}}; a

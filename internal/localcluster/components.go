@@ -276,11 +276,6 @@ func (c *Cluster) pointSchedulerConfig(args []string, kubeconfig string) error {
 	if err := yaml.Unmarshal(data, &config); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	if h := c.usageHalfLife(); h != "" {
-		if err := setPluginArgs(config, "TephraQueue", map[string]any{"usageHalfLife": h}); err != nil {
-			return fmt.Errorf("%s: %w", source, err)
-		}
-	}
 	for plugin, args := range c.schedulerPluginArgs() {
 		if err := setPluginArgs(config, plugin, args); err != nil {
 			return fmt.Errorf("%s: %w", source, err)
@@ -299,9 +294,9 @@ func (c *Cluster) pointSchedulerConfig(args []string, kubeconfig string) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-// SetUsageHalfLife changes Options.UsageHalfLife: tephra-scheduler and tephra-controllers run
-// with it from their next start (RestartComponent), e.g. for a test of usage history in a
-// package whose other tests run without it.
+// SetUsageHalfLife changes Options.UsageHalfLife: tephra-controllers runs with it from its next
+// start (RestartComponent), e.g. for a test of usage history in a package whose other tests run
+// without it; tephra-scheduler follows what the controller then writes in Queue status.
 func (c *Cluster) SetUsageHalfLife(halfLife string) {
 	c.usageMu.Lock()
 	defer c.usageMu.Unlock()

@@ -165,6 +165,27 @@ func UsageStatus(usage Usage, halfLife time.Duration, now time.Time) *v1alpha1.Q
 	return out
 }
 
+// DefaultUsageHalfLife is the default half-life of usage history (tephra-controllers'
+// --usage-half-life): a week, as Slurm's PriorityDecayHalfLife.
+const DefaultUsageHalfLife = 168 * time.Hour
+
+// StatusHalfLife is the half-life the Queue controller accrues usage with, as its newest write of
+// a queue's status.usage says: the one setting of it (tephra-controllers' --usage-half-life),
+// which the scheduler reads rather than repeats. 0 when no queue has usage: history is off, or
+// nothing was used yet, and shares are by weight alone either way.
+func (t *Tree) StatusHalfLife() time.Duration {
+	var newest *v1alpha1.QueueUsage
+	for _, n := range t.Nodes() {
+		if u := n.statusUsage; u != nil && u.HalfLife.Duration > 0 && (newest == nil || newest.Time.Before(&u.Time)) {
+			newest = u
+		}
+	}
+	if newest == nil {
+		return 0
+	}
+	return newest.HalfLife.Duration
+}
+
 // UseHistory sets every queue's Usage from its Queue status.usage, decayed from when it was
 // measured to now, so that queues are compared at one time. With a half-life of 0 it clears
 // them: history is off and shares are by weight alone.

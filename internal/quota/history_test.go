@@ -210,3 +210,22 @@ func TestUsageFactorIsBounded(t *testing.T) {
 	assert.Greater(t, f, 0.0, "never 0: water-filling divides by weights")
 	assert.False(t, math.IsInf(1/f, 0))
 }
+
+// The scheduler takes the half-life from the Queue controller's newest write of status.usage, its
+// one setting; with no usage written anywhere, history is off.
+func TestStatusHalfLifeIsTheNewestWrites(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	queue := func(name string, usage *v1alpha1.QueueUsage) *v1alpha1.Queue {
+		q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.QueueSpec{Weight: 1}}
+		q.Status.Usage = usage
+		return q
+	}
+	assert.Zero(t, NewTree([]*v1alpha1.Queue{queue("a", nil), queue("b", nil)}).StatusHalfLife(), "no usage: off")
+
+	older := UsageStatus(Usage{"cpu": 1}, time.Hour, at)
+	newer := UsageStatus(Usage{"cpu": 1}, 2*time.Hour, at.Add(time.Minute))
+	tree := NewTree([]*v1alpha1.Queue{queue("a", older), queue("b", newer), queue("c", nil)})
+	assert.Equal(t, 2*time.Hour, tree.StatusHalfLife(), "the half-life the controller runs with now")
+	tree.UseHistory(tree.StatusHalfLife(), at.Add(time.Minute))
+	assert.InDelta(t, 2*math.Pow(2, -1.0/120), tree.Get("a").Usage["cpu"], 1e-9, "usage accrued under the old half-life is rescaled to the new (x2), and decayed a minute")
+}

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -43,12 +42,12 @@ type accounts struct {
 // shareCache holds the queue tree, rebuilt when Queues change, and the deserved shares, computed
 // once per ledger version and tree.
 type shareCache struct {
+	// queues list the Queues. The tree reads each queue's usage from Queue status when it is
+	// built, decayed to then under the half-life the Queue controller accrued it with (its one
+	// setting, tephra-controllers' --usage-half-life); usage changes only when the controller
+	// writes status, which rebuilds the tree, so shares stay fixed in between and within a
+	// scheduling cycle.
 	queues schedulinglisters.QueueLister
-	// halfLife is the half-life of usage history (0: off). The tree reads each queue's usage
-	// from Queue status when it is built, decayed to then; usage changes only when the Queue
-	// controller writes status, which rebuilds the tree, so shares stay fixed in between and
-	// within a scheduling cycle.
-	halfLife time.Duration
 
 	mu            sync.Mutex
 	tree          *quota.Tree
@@ -71,7 +70,7 @@ func (c *shareCache) currentTree() *quota.Tree {
 	if c.treeStale || c.tree == nil {
 		queues, _ := c.queues.List(labels.Everything())
 		c.tree = quota.NewTree(queues)
-		c.tree.UseHistory(c.halfLife, time.Now())
+		c.tree.UseHistory(c.tree.StatusHalfLife(), time.Now())
 		c.treeStale = false
 	}
 	return c.tree
@@ -97,32 +96,29 @@ var (
 )
 
 // accountsFor returns the scheduler's shared accounts, made and fed by the informers on the
-// first call, and counts the pods of the calling profile in the queues from now on. Every
-// profile must give the same usage half-life: they share one set of deserved shares.
-func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactory, halfLife time.Duration) (*accounts, error) {
+// first call, and counts the pods of the calling profile in the queues from now on.
+func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
 	accountsMu.Lock()
 	defer accountsMu.Unlock()
 	a, ok := sharedAccounts[handle.KubeConfig()]
 	if !ok {
 		var err error
-		if a, err = newAccounts(handle, factory, halfLife); err != nil {
+		if a, err = newAccounts(handle, factory); err != nil {
 			return nil, err
 		}
 		sharedAccounts[handle.KubeConfig()] = a
-	} else if a.shares.halfLife != halfLife {
-		return nil, fmt.Errorf("%s args: usageHalfLife %s differs from another profile's %s: the profiles share one set of queue shares", Name, halfLife, a.shares.halfLife)
 	}
 	a.serve(handle.ProfileName())
 	return a, nil
 }
 
-func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory, halfLife time.Duration) (*accounts, error) {
+func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	a := &accounts{
 		ledger:    newLedger(),
 		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
 		pods:      podInformer.GetIndexer(),
-		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true, halfLife: halfLife},
+		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.shares.invalidateTree() },

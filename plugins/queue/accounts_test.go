@@ -62,7 +62,7 @@ func newScheduler(t *testing.T) scheduler {
 func (s scheduler) profile(t *testing.T, name string) (profileHandle, *accounts) {
 	t.Helper()
 	h := profileHandle{config: s.config, profile: name, informers: s.informers, recorder: events.NewFakeRecorder(10)}
-	a, err := accountsFor(h, s.tephra, DefaultUsageHalfLife)
+	a, err := accountsFor(h, s.tephra)
 	require.NoError(t, err)
 	return h, a
 }

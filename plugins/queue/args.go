@@ -10,10 +10,6 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
-// DefaultUsageHalfLife is the default half-life of usage history: a week, as Slurm's
-// PriorityDecayHalfLife.
-const DefaultUsageHalfLife = 168 * time.Hour
-
 // DefaultReclaimLimitPerJob is how many times reclaim restarts one job by default: twice, as a
 // team tolerates, and what bounded the Philly day's restarts without losing its fair share.
 const DefaultReclaimLimitPerJob = 2
@@ -30,7 +26,6 @@ const DefaultReclaimPatienceLimit = 5 * time.Minute
 //	pluginConfig:
 //	- name: TephraQueue
 //	  args:
-//	    usageHalfLife: 168h
 //	    reclaimMinRuntime: 0s
 //	    reclaimPatience: true
 //	    reclaimPatienceLimit: 5m
@@ -38,11 +33,11 @@ const DefaultReclaimPatienceLimit = 5 * time.Minute
 //	    reclaimDrain: false
 //	    reclaimPatienceCounts: RunBeforeWait
 type Args struct {
-	// UsageHalfLife is the half-life of the usage the Queue controller accrues in Queue
-	// status.usage: deserved shares weigh each queue's weight against its share of its siblings'
-	// usage (fair share over time, docs/queues.md). It must be tephra-controllers'
-	// --usage-half-life, so that the scheduler and Queue status agree. Default 168h; 0 turns
-	// history off (shares by weight alone).
+	// UsageHalfLife is ignored, and kept so that configurations that set it still load: the
+	// half-life of usage history is set once, by tephra-controllers' --usage-half-life, and the
+	// scheduler reads it from the Queue status.usage the controller writes.
+	//
+	// Deprecated: set tephra-controllers' --usage-half-life.
 	UsageHalfLife *metav1.Duration `json:"usageHalfLife,omitempty"`
 	// ReclaimMinRuntime is how long a job runs before another queue may reclaim it, for queues
 	// whose spec.reclaimMinRuntimeSeconds is unset: its pods (a gang's whole minimum counts from
@@ -95,9 +90,6 @@ const (
 
 // SetDefaults fills what is unset.
 func (a *Args) SetDefaults() {
-	if a.UsageHalfLife == nil {
-		a.UsageHalfLife = &metav1.Duration{Duration: DefaultUsageHalfLife}
-	}
 	if a.ReclaimMinRuntime == nil {
 		a.ReclaimMinRuntime = &metav1.Duration{}
 	}
@@ -120,9 +112,6 @@ func (a *Args) SetDefaults() {
 
 // Validate says what is wrong with defaulted args.
 func (a *Args) Validate() error {
-	if a.UsageHalfLife.Duration < 0 {
-		return fmt.Errorf("usageHalfLife: %s must not be negative", a.UsageHalfLife.Duration)
-	}
 	if a.ReclaimMinRuntime.Duration < 0 {
 		return fmt.Errorf("reclaimMinRuntime: %s must not be negative", a.ReclaimMinRuntime.Duration)
 	}

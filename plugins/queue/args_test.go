@@ -19,28 +19,19 @@ import (
 func TestArgs(t *testing.T) {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
-	assert.Equal(t, 168*time.Hour, args.UsageHalfLife.Duration, "history is on by default, with a week's half-life")
+	assert.Nil(t, args.UsageHalfLife, "the half-life is tephra-controllers' to set")
 
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"usageHalfLife": "0s"}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.Equal(t, time.Duration(0), args.UsageHalfLife.Duration, "0 turns history off")
-
-	for _, raw := range []string{`{"usageHalfLife": "-1h"}`, `{"halfLife": "1h"}`} {
+	for _, raw := range []string{`{"usageHalfLife": "168h"}`, `{"usageHalfLife": "0s"}`} {
 		_, err := ParseArgs(&runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON})
-		assert.Error(t, err, raw)
+		assert.NoError(t, err, "%s: a configuration that set the half-life still loads", raw)
 	}
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"halfLife": "1h"}`), ContentType: runtime.ContentTypeJSON})
+	assert.Error(t, err, "an unknown field is refused")
 }
 
-func TestProfilesMustAgreeOnTheHalfLife(t *testing.T) {
-	s := newScheduler(t)
-	s.profile(t, v1alpha1.SchedulerName)
-	h := profileHandle{config: s.config, profile: "default-scheduler", informers: s.informers}
-	_, err := accountsFor(h, s.tephra, time.Hour)
-	assert.ErrorContains(t, err, "usageHalfLife")
-}
-
-// The scheduler's shares weigh the usage Queue status shows, decayed to when the tree is built;
-// with a half-life of 0 they are by weight alone.
+// The scheduler's shares weigh the usage Queue status shows, decayed to when the tree is built
+// under the half-life the Queue controller accrued it with; once the controller removes the usage
+// (history off) they are by weight alone.
 func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 	s := newScheduler(t)
 	measured := time.Now().Add(-time.Hour)
@@ -55,13 +46,21 @@ func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 	v := view{total: quota.Amounts{gpu: 10}, allocated: map[string]quota.Amounts{}, pending: map[string]quota.Amounts{"a": {gpu: 10}, "b": {gpu: 10}}}
 	lister := s.tephra.Scheduling().V1alpha1().Queues().Lister()
 
-	with := &shareCache{queues: lister, halfLife: time.Hour, treeStale: true}
+	with := &shareCache{queues: lister, treeStale: true}
 	tree := with.currentTree()
+	assert.Equal(t, time.Hour, tree.HistoryHalfLife, "the half-life status.usage was accrued with")
 	assert.InEpsilon(t, 10*3600/math.Ln2, tree.Get("a").Usage[gpu], 1e-3, "usage measured a half-life ago counts half")
 	shares := with.deserved(tree, v)
 	assert.Equal(t, int64(2), shares["a"][gpu], "the queue that used the GPUs deserves a fifth")
 	assert.Equal(t, int64(8), shares["b"][gpu])
 
+	for _, name := range []string{"a", "b"} {
+		q, err := lister.Get(name)
+		require.NoError(t, err)
+		q = q.DeepCopy()
+		q.Status.Usage = nil
+		require.NoError(t, s.tephra.Scheduling().V1alpha1().Queues().Informer().GetIndexer().Update(q))
+	}
 	without := &shareCache{queues: lister, treeStale: true}
 	shares = without.deserved(without.currentTree(), v)
 	assert.Equal(t, map[corev1.ResourceName]int64{gpu: 5}, map[corev1.ResourceName]int64(shares["a"]), "history off: by weight")

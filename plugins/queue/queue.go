@@ -136,7 +136,10 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	a, err := accountsFor(handle, factory, args.UsageHalfLife.Duration)
+	if args.UsageHalfLife != nil {
+		klog.FromContext(ctx).Info("TephraQueue's usageHalfLife is ignored: the scheduler reads the half-life that tephra-controllers' --usage-half-life sets from Queue status.usage", "usageHalfLife", args.UsageHalfLife.Duration)
+	}
+	a, err := accountsFor(handle, factory)
 	if err != nil {
 		return nil, err
 	}

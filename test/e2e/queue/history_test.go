@@ -14,9 +14,10 @@ import (
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
-// withUsageHistory runs tephra-controllers and tephra-scheduler with usage history of the given
-// half-life until the test ends, restarting both with it (the package runs without history:
-// TestMain), and reclaim at once; the components are started again as before afterwards.
+// withUsageHistory runs tephra-controllers with usage history of the given half-life until the
+// test ends (the package runs without history: TestMain), which tephra-scheduler follows from
+// Queue status, and the scheduler with reclaim at once; both are restarted with it, and started
+// again as before afterwards.
 func withUsageHistory(t *testing.T, env *framework.Env, halfLife string) {
 	t.Helper()
 	restart := func() {
