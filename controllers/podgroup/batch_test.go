@@ -55,3 +55,29 @@ func TestMembersBatchedMakeOneRequestPerGroupAfterTheDelay(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []types.NamespacedName{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}}, got)
 }
+
+// A new group is reconciled after the delay, once for many creations (a restart lists every
+// group); its other changes are not this handler's.
+func TestACreatedGroupIsReconciledAfterTheDelay(t *testing.T) {
+	ctx := context.Background()
+	newQueue := func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		t.Cleanup(q.ShutDown)
+		return q
+	}
+	group := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}
+	later := newQueue()
+	createdBatched(time.Hour).Create(ctx, event.TypedCreateEvent[client.Object]{Object: group}, later)
+	assert.Zero(t, later.Len(), "nothing before the delay")
+
+	q := newQueue()
+	h := createdBatched(10 * time.Millisecond)
+	h.Create(ctx, event.TypedCreateEvent[client.Object]{Object: group}, q)
+	h.Create(ctx, event.TypedCreateEvent[client.Object]{Object: group}, q)
+	h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: group, ObjectNew: group}, q)
+	assert.Eventually(t, func() bool { return q.Len() == 1 }, 5*time.Second, 5*time.Millisecond)
+	req, _ := q.Get()
+	assert.Equal(t, types.NamespacedName{Namespace: "ns", Name: "g"}, req.NamespacedName)
+	q.Done(req)
+	assert.Zero(t, q.Len(), "one request for both creations, none for the update")
+}

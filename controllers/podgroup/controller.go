@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -58,7 +59,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&schedulingv1alpha1.PodGroup{}).
+		// A new group's first status waits as its members' changes do: its members come within
+		// moments (a Job creates its pods right after its group), and a status written before
+		// them would only be written again.
+		For(&schedulingv1alpha1.PodGroup{}, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
+		Watches(&schedulingv1alpha1.PodGroup{}, createdBatched(memberBatchDelay)).
 		// On a label change the handler maps both the old and the new pod, so the group a pod
 		// leaves is reconciled too.
 		Watches(&corev1.Pod{}, membersBatched(memberBatchDelay)).
@@ -97,6 +102,16 @@ func membersBatched(delay time.Duration) handler.TypedFuncs[client.Object, recon
 		},
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
+		},
+	}
+}
+
+// createdBatched maps a group's creation to its reconcile request after delay, and nothing else
+// (For maps the group's other changes at once).
+func createdBatched(delay time.Duration) handler.TypedFuncs[client.Object, reconcile.Request] {
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}, delay)
 		},
 	}
 }
