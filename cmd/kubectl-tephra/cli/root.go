@@ -48,6 +48,7 @@ what Tephra Jobs do, why a pod, gang or job waits, and who uses what.`,
 	root.AddCommand(
 		newQueuesCommand(o),
 		newJobsCommand(o),
+		newGroupsCommand(o),
 		newJobCommand(o),
 		newFlowsCommand(o),
 		newFlowCommand(o),

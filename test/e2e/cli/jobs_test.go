@@ -57,6 +57,8 @@ func TestJobCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(mustRun(t, env, ns, "jobs", "-o", "json")), &rows))
 	require.Len(t, rows, 1)
 	assert.Equal(t, map[string]any{"name": "tf-dist", "phase": "Running", "queue": "cli-jobs", "running": 3.0, "minAvailable": 3.0}, pick(rows[0], "name", "phase", "queue", "running", "minAvailable"))
+	// The job's PodGroup, named by the object it stands for, as kubectl get takes it.
+	settled(t, env, ns, "groups", "groups")
 
 	describe := mustRun(t, env, ns, "job", "describe", "tf-dist")
 	head, events, found := strings.Cut(describe, "Events:")
