@@ -67,9 +67,11 @@ func runDemo(kubeconfig string) error {
 	}
 	fmt.Printf("\ndemo: submitted Job %s/%s from %s: TensorFlow, 2 ps + 4 workers placed as one gang; the workers run 8s\n",
 		metav1.NamespaceDefault, job.Name, demoJob)
-	// A watch sees every status the controller writes, so that a phase that lasts a moment
-	// (Pending, while the gang is placed) is shown too.
-	var last batchv1alpha1.JobPhase
+	// A watch sees every status the controller writes, so that a phase that lasts a moment is
+	// shown too. A job is Pending until its first status (as kubectl tephra jobs shows it): the
+	// controller writes none until its pods leave Pending, or 2 s have passed.
+	last := batchv1alpha1.JobPending
+	fmt.Printf("demo: %s %-10s %d running, %d succeeded (%s)\n", time.Now().Format("15:04:05"), last, 0, 0, "Created")
 	rv := created.ResourceVersion
 	for {
 		w, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + job.Name, ResourceVersion: rv})
