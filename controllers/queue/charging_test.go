@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
@@ -17,25 +16,10 @@ func TestTheCountChargesPodsAsTheLedgerDoes(t *testing.T) {
 			a := Account(c.Queues, c.Pods, c.Nodes, c.Groups, chargingcases.SchedulerNames, nil)
 			assert.Equal(t, c.Total, a.Total, "total")
 			for _, q := range c.Queues {
-				assert.Equal(t, nonZero(c.Allocated[q.Name]), nonZero(a.Allocated[q.Name]), "allocated of %s", q.Name)
-				assert.Equal(t, nonZero(c.Waiting[q.Name]), nonZero(a.Pending[q.Name]), "waiting of %s", q.Name)
-				assert.Equal(t, nonZero(c.Demand[q.Name]), nonZero(a.Demand[q.Name]), "demand of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Allocated[q.Name]), chargingcases.NonZero(a.Allocated[q.Name]), "allocated of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Waiting[q.Name]), chargingcases.NonZero(a.Pending[q.Name]), "waiting of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Demand[q.Name]), chargingcases.NonZero(a.Demand[q.Name]), "demand of %s", q.Name)
 			}
 		})
 	}
-}
-
-// nonZero is amounts without their zero entries, nil for none: a sum that rose and fell back
-// equals one never touched.
-func nonZero(a quota.Amounts) quota.Amounts {
-	var out quota.Amounts
-	for name, v := range a {
-		if v != 0 {
-			if out == nil {
-				out = quota.Amounts{}
-			}
-			out[name] = v
-		}
-	}
-	return out
 }

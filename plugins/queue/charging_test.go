@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
@@ -41,24 +40,9 @@ func TestTheLedgerChargesPodsAsTheCountDoes(t *testing.T) {
 			v := l.view()
 			assert.Equal(t, c.Total, v.total, "total")
 			for _, q := range c.Queues {
-				assert.Equal(t, nonZero(c.Allocated[q.Name]), nonZero(v.allocated[q.Name]), "allocated of %s", q.Name)
-				assert.Equal(t, nonZero(c.Demand[q.Name]), nonZero(v.pending[q.Name]), "demand of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Allocated[q.Name]), chargingcases.NonZero(v.allocated[q.Name]), "allocated of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Demand[q.Name]), chargingcases.NonZero(v.pending[q.Name]), "demand of %s", q.Name)
 			}
 		})
 	}
-}
-
-// nonZero is amounts without their zero entries, nil for none: a sum that rose and fell back
-// equals one never touched.
-func nonZero(a quota.Amounts) quota.Amounts {
-	var out quota.Amounts
-	for name, v := range a {
-		if v != 0 {
-			if out == nil {
-				out = quota.Amounts{}
-			}
-			out[name] = v
-		}
-	}
-	return out
 }

@@ -156,3 +156,18 @@ func pod(name, queue, group string, cpus int64, opts ...func(*corev1.Pod)) corev
 	}
 	return p
 }
+
+// NonZero is amounts without their zero entries, nil for none: a sum that rose and fell back
+// equals one never touched, on either side.
+func NonZero(a quota.Amounts) quota.Amounts {
+	var out quota.Amounts
+	for name, v := range a {
+		if v != 0 {
+			if out == nil {
+				out = quota.Amounts{}
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
