@@ -48,6 +48,10 @@ type Configuration struct {
 	// ReclaimMinRuntime, in trace time, runs TephraQueue with that reclaimMinRuntime (played at the
 	// speedup): no job younger is reclaimed (docs/queues.md); 0 keeps the shipped one.
 	ReclaimMinRuntime time.Duration
+	// ReclaimPatienceLimit, in trace time, runs TephraQueue with that reclaimPatienceLimit (played
+	// at the speedup): how long a pod below its queue's share waits before patience spares none
+	// of its victims (docs/queues.md); 0 keeps the shipped one.
+	ReclaimPatienceLimit time.Duration
 	// ShortestFirstBound, in trace time, gives every Tephra Job its runtime estimate (its trace
 	// duration) and orders each Queue ShortestEstimateFirst with that bound (played at the
 	// speedup, docs/queues.md "Order within a queue"); 0 keeps submission order.
@@ -143,6 +147,17 @@ var Configurations = []*Configuration{
 		Title:  "C with patience counting a victim's whole run since its last start, what the reclaim throws away, not its run before the wait (TephraQueue's reclaimPatienceCounts WholeRun)",
 		Gangs:  TephraJobs,
 		Queues: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun"}}
+			return nil
+		},
+	},
+	{
+		Name:                 "Cwl",
+		Title:                fmt.Sprintf("Cw with a reclaim patience limit of %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceCounts WholeRun and reclaimPatienceLimit)", longPatienceLimit),
+		Gangs:                TephraJobs,
+		Queues:               true,
+		ReclaimPatienceLimit: longPatienceLimit,
 		options: func(o *localcluster.Options, _, _ string) error {
 			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun"}}
 			return nil
@@ -278,6 +293,8 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
+	// longPatienceLimit is Cwl's: an hour, past most waits of a day of the Philly trace.
+	longPatienceLimit = time.Hour
 	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
 	shortestFirstBound = 4 * time.Hour
 	// leastAttainedBound is Cl's, as Cs's.

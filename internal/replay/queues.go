@@ -204,8 +204,8 @@ func (c *Configuration) orderOf(speedup float64) queueOrder {
 
 // playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that
 // are times, played at the speedup: the reclaim minimum runtime, the first level of attained
-// service (an accelerator-hour of trace time), and, for Tephra's queues, the shipped reclaim
-// patience limit, so that a replay plays the limit a day of the trace would meet.
+// service (an accelerator-hour of trace time), and, for Tephra's queues, the reclaim patience
+// limit (the configuration's, else the shipped one), so that a replay plays the limit a day of the trace would meet.
 func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float64) {
 	set := func(plugin, arg string, value any) {
 		if o.SchedulerPluginArgs == nil {
@@ -220,7 +220,11 @@ func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float6
 		set("TephraQueue", "reclaimMinRuntime", (time.Duration(float64(c.ReclaimMinRuntime) / speedup)).Round(100*time.Millisecond).String())
 	}
 	if c.Queues {
-		set("TephraQueue", "reclaimPatienceLimit", (time.Duration(float64(queueplugin.DefaultReclaimPatienceLimit) / speedup)).Round(100*time.Millisecond).String())
+		limit := queueplugin.DefaultReclaimPatienceLimit
+		if c.ReclaimPatienceLimit > 0 {
+			limit = c.ReclaimPatienceLimit
+		}
+		set("TephraQueue", "reclaimPatienceLimit", (time.Duration(float64(limit) / speedup)).Round(100*time.Millisecond).String())
 	}
 	if c.LeastAttainedBound > 0 {
 		set("TephraGang", "attainedServiceFirstLevelSeconds", max(int64(math.Round(time.Hour.Seconds()/speedup)), 1))
