@@ -167,6 +167,13 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		{"Jobs restarted (most restarts of one)", func(o *Outcomes) string {
 			return fmt.Sprintf("%d (%d)", o.RestartedJobs, o.MostRestarts)
 		}},
+		{"JCT against B1's, job by job: restarted jobs / the others", func(o *Outcomes) string {
+			a := o.AgainstB1
+			if a == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%s job-hours (%d jobs) / %s (%d)", signedHours(a.Restarted), a.RestartedJobs, signedHours(a.Others), a.OtherJobs)
+		}},
 		{"Queue share MAD", func(o *Outcomes) string {
 			return fmt.Sprintf("%s (%d/%d samples contended)", points(o.All.ShareMAD), o.ContendedSamples, len(o.Series.Times))
 		}},
@@ -218,6 +225,10 @@ func writeDefinitions(b *strings.Builder, o Options) {
 - Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running), and their part
   of the trace's work (Σ replicas × GPUs × duration). A job restarted is one whose minimum came to
   run again after a preemption.
+- JCT against B1's, job by job, sums each job's JCT less its JCT in B1, in job-hours, over the
+  jobs that finished in both: for the jobs restarted by a preemption, then for the others. A mean
+  JCT above B1's comes from the work reclaim threw away, and the wait to start again, when the
+  first carries it; from order and placement when the second does.
 - Queue share MAD is the mean |share held − deserved share| over %d time samples, counting only
   those when the queues asked for at least the cluster (contended), in percentage points of the
   cluster. Deserved shares are Tephra's (weights and guarantees), for every configuration. It is
@@ -290,6 +301,17 @@ func points(f float64) string {
 }
 
 // gpuHours formats GPU-seconds as GPU-hours, keeping small non-zero amounts visible.
+// signedHours is seconds as hours with their sign, to a tenth, or a hundredth below an hour.
+func signedHours(s float64) string {
+	if s == 0 {
+		return "0"
+	}
+	if h := s / 3600; math.Abs(h) < 1 {
+		return fmt.Sprintf("%+.2f", h)
+	}
+	return fmt.Sprintf("%+.1f", s/3600)
+}
+
 func gpuHours(s float64) string {
 	h := s / 3600
 	switch {

@@ -131,6 +131,14 @@ type Outcomes struct {
 	// start again), and MostRestarts is the most times one job started again.
 	RestartedJobs, MostRestarts int
 
+	// AgainstB1 splits the finished jobs' JCT against B1's, job by job, between the jobs restarted
+	// by a preemption and the others; nil for B1 and when the comparison has no B1 run.
+	AgainstB1 *JCTAgainst
+	// jct is each finished job's JCT, and restarted says which jobs' minimum started more than
+	// once: what AgainstB1 compares.
+	jct       map[string]float64
+	restarted map[string]bool
+
 	// WholeFreeWhileBigWait and ScatteredFreeWhileBigWait are the mean free GPUs on nodes with no
 	// GPU held and on partly held nodes, over the grid times at which a big gang waited (NaN when
 	// none waited, or the run has no nodes' record): a gang of whole nodes can use only the first.
@@ -212,11 +220,52 @@ func Analyze(run Run) Outcomes { return Options{}.Analyze(run) }
 // runs' order.
 func Compare(runs []Run) []Outcomes { return Options{}.Compare(runs) }
 
-// Compare analyses each run with these options, in the runs' order.
+// Compare analyses each run with these options, in the runs' order, and each against B1's run
+// when there is one.
 func (o Options) Compare(runs []Run) []Outcomes {
 	out := make([]Outcomes, len(runs))
 	for i, run := range runs {
 		out[i] = o.Analyze(run)
+	}
+	for i := range out {
+		if out[i].Config == againstConfig {
+			for j := range out {
+				if j != i {
+					out[j].AgainstB1 = jctAgainst(&out[j], &out[i])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// againstConfig is the run every other is compared with job by job.
+const againstConfig = "B1"
+
+// JCTAgainst is, over the jobs that finished in both of two runs, the sum of each job's JCT less
+// its JCT in the other run, in seconds, for the jobs this run restarted by a preemption and for
+// the others, with how many of each. A mean JCT above the other's comes from the work reclaim threw
+// away (and the wait to start again) when Restarted carries it, from order and placement when
+// Others does.
+type JCTAgainst struct {
+	Restarted, Others         float64
+	RestartedJobs, OtherJobs int
+}
+
+func jctAgainst(o, base *Outcomes) *JCTAgainst {
+	out := &JCTAgainst{}
+	for name, jct := range o.jct {
+		was, ok := base.jct[name]
+		if !ok {
+			continue
+		}
+		if o.restarted[name] {
+			out.Restarted += jct - was
+			out.RestartedJobs++
+		} else {
+			out.Others += jct - was
+			out.OtherJobs++
+		}
 	}
 	return out
 }
@@ -250,9 +299,13 @@ func (o Options) Analyze(run Run) Outcomes {
 	}
 	firstSubmit, lastEnd := math.Inf(1), math.Inf(-1)
 
+	out.jct, out.restarted = map[string]float64{}, map[string]bool{}
 	for _, j := range run.Jobs {
 		qi := index[queueOf(j)]
 		all.add(j)
+		if !math.IsNaN(j.Ended) {
+			out.jct[j.Name] = j.Ended - j.Submit
+		}
 		perQueue[qi].add(j)
 		if j.Replicas*j.GPUs >= BigGangGPUs {
 			big.add(j)
@@ -267,6 +320,7 @@ func (o Options) Analyze(run Run) Outcomes {
 
 		out.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
 		if restarts := len(j.Started) - 1; restarts > 0 {
+			out.restarted[j.Name] = true
 			out.RestartedJobs++
 			out.MostRestarts = max(out.MostRestarts, restarts)
 		}

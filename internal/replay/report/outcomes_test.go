@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -350,4 +351,37 @@ func TestSubmitToFirstPod(t *testing.T) {
 	near(t, "first pod mean", o.FirstPod.Mean, (15+90)/2.0)
 	near(t, "first pod p90", o.FirstPod.P90, 90)
 	equal(t, "no Seen recorded", Analyze(sequenceRun()).FirstPod.N, 0)
+}
+
+// Against B1, job by job: in preemptionRun (C), l was restarted and took 250 s, h was not and took
+// 110 s. In B1 l ran first, 0–100 (JCT 100), and h after it, 100–200 (JCT 160). C's excess is all
+// l's (+150 s); h did better (−50 s). B1 itself is compared with nothing, nor is a run beside no B1.
+func TestJCTAgainstB1SplitsRestartedJobsFromTheOthers(t *testing.T) {
+	c := preemptionRun()
+	b1 := Run{Config: "B1", GPUs: 2, End: 200, Jobs: []Job{
+		gangJob("l", "", 0, 2, []float64{0}, 100, pod("l-0", 0, 0, 100)),
+		gangJob("h", "", 40, 2, []float64{100}, 200, pod("h-0", 100, 100, 200)),
+	}}
+	outs := Compare([]Run{c, b1})
+	a := outs[0].AgainstB1
+	if a == nil {
+		t.Fatal("C is not compared with B1")
+	}
+	near(t, "restarted jobs' excess", a.Restarted, 150)
+	equal(t, "restarted jobs", a.RestartedJobs, 1)
+	near(t, "other jobs' excess", a.Others, -50)
+	equal(t, "other jobs", a.OtherJobs, 1)
+	if outs[1].AgainstB1 != nil {
+		t.Error("B1 is compared with itself")
+	}
+	if Compare([]Run{c})[0].AgainstB1 != nil {
+		t.Error("a run beside no B1 is compared")
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, outs, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| JCT against B1's, job by job: restarted jobs / the others | +0.04 job-hours (1 jobs) / -0.01 (1) | – |\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, b.String())
+	}
 }
