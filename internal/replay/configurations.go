@@ -153,6 +153,16 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:                 "Ct",
+		Title:                fmt.Sprintf("C with a reclaim patience limit of %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceLimit)", longPatienceLimit),
+		Gangs:                TephraJobs,
+		Queues:               true,
+		ReclaimPatienceLimit: longPatienceLimit,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
 		Name:                 "Cwl",
 		Title:                fmt.Sprintf("Cw with a reclaim patience limit of %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceCounts WholeRun and reclaimPatienceLimit)", longPatienceLimit),
 		Gangs:                TephraJobs,
@@ -293,7 +303,7 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
-	// longPatienceLimit is Cwl's: an hour, past most waits of a day of the Philly trace.
+	// longPatienceLimit is Ct's and Cwl's: an hour, past most waits of a day of the Philly trace.
 	longPatienceLimit = time.Hour
 	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
 	shortestFirstBound = 4 * time.Hour
