@@ -11,27 +11,32 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	queueplugin "github.com/tephra-dev/tephra/plugins/queue"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
 const (
 	// boundHogRan is how long the other queue's pods run before the waiting queue submits.
 	boundHogRan = time.Minute
-	// shippedPatienceLimit is TephraQueue's reclaimPatienceLimit when unset
-	// (queue.DefaultReclaimPatienceLimit).
-	shippedPatienceLimit = 5 * time.Minute
+	// queuePatienceLimit is bound-b's own reclaim patience limit (spec.reclaimPatienceLimitSeconds),
+	// below the shipped one (queue.DefaultReclaimPatienceLimit), which a test cannot wait out.
+	queuePatienceLimit = time.Minute
 )
 
 // With the shipped args (the e2e cluster's TephraQueue args are the shipped ones: patience, and
-// its 5-minute limit), queue bound-a's two 8-unit pods fill two nodes of 8 units and run
-// boundHogRan; then queue bound-b, of equal weight and idle until then, asks for its share, 8
-// one-unit pods. Patience alone would make each of them wait 8 times as long as an 8-unit pod had
-// run (sizes 8 against 1): 8 minutes. The limit lets bound-b reclaim one of bound-a's pods once its
-// pods have waited 5 minutes, and its 8 pods bind within the limit and a little slack; the
-// eviction's event says the limit let it through.
+// its limit) and a Queue that sets its own limit, queue bound-a's two 8-unit pods fill two nodes
+// of 8 units and run boundHogRan; then queue bound-b, of equal weight and idle until then, whose
+// spec bounds its wait at queuePatienceLimit, asks for its share, 8 one-unit pods. Patience alone
+// would make each of them wait 8 times as long as an 8-unit pod had run (sizes 8 against 1): 8
+// minutes. The queue's limit lets bound-b reclaim one of bound-a's pods once its pods have waited
+// that long, and its 8 pods bind within the limit and a little slack; the eviction's event says the
+// limit let it through.
 //
-// Plain pods, no gang: the run with the GenericWorkload gate on would wait the same 6 minutes
-// again for nothing the gate touches.
+// Plain pods, no gang: the run with the GenericWorkload gate on would wait the same minutes again
+// for nothing the gate touches.
 func TestAQueueBelowItsShareReachesItWithinThePatienceLimit(t *testing.T) {
 	framework.GateOffOnly(t, "plain pods' reclaim, minutes of wall clock")
 	env := framework.Shared(t)
@@ -39,13 +44,16 @@ func TestAQueueBelowItsShareReachesItWithinThePatienceLimit(t *testing.T) {
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-bound"
 	pool := units(t, env, gpu, 2, 8)
 	framework.CreateQueue(t, env, "bound-a", nil)
-	framework.CreateQueue(t, env, "bound-b", nil)
+	framework.CreateQueue(t, env, "bound-b", func(s *schedulingv1alpha1.QueueSpec) {
+		s.ReclaimPatienceLimitSeconds = ptr.To(int32(queuePatienceLimit.Seconds()))
+	})
+	require.Less(t, queuePatienceLimit, queueplugin.DefaultReclaimPatienceLimit, "the queue's own limit must be the one that lets bound-b through")
 
 	submit(t, env, ns, 2, "hog", workPod{queue: "bound-a", res: gpu, amount: 8, pool: pool})
 	framework.WaitBound(t, env, ns, map[string]int{"bound-a": 2}, time.Minute)
 	time.Sleep(boundHogRan)
 
-	limit := shippedPatienceLimit
+	limit := queuePatienceLimit
 	const slack = 30 * time.Second
 	// Each waiting pod, of 1 unit of 16, would throw away what a pod of 8 had run before it came:
 	// patience alone makes it wait 8 × boundHogRan.
