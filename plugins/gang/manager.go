@@ -23,6 +23,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/topology"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
@@ -231,59 +232,31 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	if problem != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
 	}
-	// The group's state, read once for the whole decision.
-	var waiting int
-	var unfit string
-	var reserved []string
-	var assigned *domain
-	var subGroupDomains map[string]*domain
-	var inAttempt bool
-	g.groups.with(key, func(s *groupState) {
-		waiting = len(s.waiting)
-		unfit = s.keptUnfit(now, freed)
-		reserved = s.reserved
-		assigned = s.domain
-		if len(pg.Spec.SubGroups) > 0 {
-			// A group whose spec no longer has sub-groups (a Job's task some of whose pods
-			// succeeded) places by its own domain alone.
-			subGroupDomains = s.subGroupDomains
-		}
-		inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
-	})
-	if _, refused := admission.Refused(state); refused && reserved != nil && waiting == 0 {
+	view := g.viewForPreFilter(key, pg, now, freed)
+	if _, refused := admission.Refused(state); refused && view.reserved != nil && view.waiting == 0 {
 		// Its queue turned it away in this cycle: no nodes are held for it meanwhile, as they
 		// would keep off the very pods the queue waits to admit. It reserves again once admitted.
 		g.releaseReservation(klog.FromContext(ctx), key)
-		reserved = nil
+		view.reserved = nil
 	}
-	if waiting > 0 {
+	if view.waiting > 0 {
 		// An attempt is under way: members wait at Permit for the rest of the minimum, which
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
 		// all), so a member tried while the minimum's binds are in flight is counted below, and
 		// held back as elastic if another group's minimum is pending.
-		return onDomain(reserved, subGroupDomain(pod, assigned, subGroupDomains)), nil
+		return onDomain(view.reserved, subGroupDomain(pod, view.assigned, view.subGroupDomains)), nil
 	}
-	if unfit != "" {
+	if view.unfit != "" {
 		// A member of the group found the minimum unable to fit, and nothing has happened since
 		// that could change it: counting the members again would cost O(members) per member.
 		// Unschedulable, not UnschedulableAndUnresolvable: TephraQueue's PostFilter evicts for
 		// one pod at a time, so every member of a minimum that waits for reclaim must get to it.
-		return nil, fwk.NewStatus(fwk.Unschedulable, unfit)
+		return nil, fwk.NewStatus(fwk.Unschedulable, view.unfit)
 	}
 	count := g.countMembers(key, pg, nil)
 	if count.placedMeets(pg) {
-		// The minimum runs: this member is elastic. It waits while a minimum elsewhere may
-		// still take the capacity.
-		if other := g.pendingMinimum(key); other != "" {
-			g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(other)))
-		}
-		if mine := subGroupDomain(pod, assigned, subGroupDomains); mine != nil && (constraint != nil || subGroupDomains != nil) {
-			// It joins its sub-group's or group's domain if that has room for it, else goes
-			// anywhere.
-			return elasticInDomain(pod, nodes, mine), nil
-		}
-		return nil, nil
+		// The minimum runs: this member is elastic.
+		return g.decideElastic(key, pod, nodes, constraint, view)
 	}
 	g.groups.with(key, func(s *groupState) {
 		s.wantsMinimum, s.stalled, s.lastActive = true, false, now
@@ -292,111 +265,216 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	subGrouped := len(pg.Spec.SubGroups) > 0
 	if count.bound >= int(pg.Spec.MinMember) && !subGrouped {
 		g.admit(ctx, key, pod)
-		return onDomain(nil, assigned), nil // the minimum runs but for a task's; this member completes it
+		return onDomain(nil, view.assigned), nil // the minimum runs but for a task's; this member completes it
 	}
-	unplacedRequests := sortedRequests(count.unplaced)
-	if g.devices != nil && slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
+	return g.decideMinimum(ctx, state, &minimumCheck{
+		preFilterView: view, key: key, pg: pg, pod: pod, freed: freed,
+		constraint: constraint, subGrouped: subGrouped, count: count, nodes: nodes,
+	})
+}
+
+// preFilterView is the group's state as a member's PreFilter reads it: once for the whole
+// decision.
+type preFilterView struct {
+	waiting         int
+	unfit           string
+	reserved        []string
+	assigned        *domain
+	subGroupDomains map[string]*domain
+	inAttempt       bool
+}
+
+// viewForPreFilter reads the group's state for a member's PreFilter, under the group's lock.
+func (g *groupManager) viewForPreFilter(key groupKey, pg *v1alpha1.PodGroup, now time.Time, freed uint64) preFilterView {
+	var v preFilterView
+	g.groups.with(key, func(s *groupState) {
+		v.waiting = len(s.waiting)
+		v.unfit = s.keptUnfit(now, freed)
+		v.reserved = s.reserved
+		v.assigned = s.domain
+		if len(pg.Spec.SubGroups) > 0 {
+			// A group whose spec no longer has sub-groups (a Job's task some of whose pods
+			// succeeded) places by its own domain alone.
+			v.subGroupDomains = s.subGroupDomains
+		}
+		v.inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
+	})
+	return v
+}
+
+// decideElastic decides for a member above its group's running minimum (elastic).
+func (g *groupManager) decideElastic(key groupKey, pod *corev1.Pod, nodes []fwk.NodeInfo, constraint *topology.Constraint, view preFilterView) (*fwk.PreFilterResult, *fwk.Status) {
+	// It waits while a minimum elsewhere may still take the capacity.
+	if other := g.pendingMinimum(key); other != "" {
+		g.groups.with(key, func(s *groupState) { s.elasticWaiting = true })
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: pod %s is above the minimum of its group and waits while the minimum of pod group %s is being placed", v1alpha1.ReasonElasticWaiting, pod.Name, refusal.Volatile(other)))
+	}
+	if mine := subGroupDomain(pod, view.assigned, view.subGroupDomains); mine != nil && (constraint != nil || view.subGroupDomains != nil) {
+		// It joins its sub-group's or group's domain if that has room for it, else goes
+		// anywhere.
+		return elasticInDomain(pod, nodes, mine), nil
+	}
+	return nil, nil
+}
+
+// minimumCheck is a member's PreFilter for a group whose minimum is not placed yet: the group as
+// read for it, what the rest of the minimum needs, and the nodes it may take.
+type minimumCheck struct {
+	preFilterView
+	key        groupKey
+	pg         *v1alpha1.PodGroup
+	pod        *corev1.Pod
+	freed      uint64
+	constraint *topology.Constraint
+	subGrouped bool
+	count      memberCount
+	// refused: the member's queue turned it away in this cycle (admission.Refused).
+	refused          bool
+	unplacedRequests []corev1.ResourceList
+	need             corev1.ResourceList
+	// nodes are those the minimum may take, reservable those a reservation may hold, and allowed
+	// the nodes the pod may use, for a topology gang's domains.
+	nodes, reservable, allowed []fwk.NodeInfo
+}
+
+// decideMinimum admits a member of a minimum not yet placed when the rest of the minimum fits
+// the free capacity of the nodes it may take (its reservation's, its domain's), and otherwise
+// refuses it (cannotFit).
+func (g *groupManager) decideMinimum(ctx context.Context, state fwk.CycleState, c *minimumCheck) (*fwk.PreFilterResult, *fwk.Status) {
+	g.needAndNodes(ctx, state, c)
+	var status *fwk.Status
+	switch {
+	case c.subGrouped:
+		status = g.placeSubGroups(ctx, c)
+	case c.constraint != nil:
+		status = g.placeInDomain(ctx, c)
+	}
+	if status != nil {
+		return nil, status
+	}
+	if status = g.checkMinimumFits(ctx, state, c); status != nil {
+		return nil, status
+	}
+	g.admit(ctx, c.key, c.pod)
+	return onDomain(c.reserved, subGroupDomain(c.pod, c.assigned, c.subGroupDomains)), nil
+}
+
+// needAndNodes works out what the rest of the minimum needs and the nodes it may take: with
+// their devices when members claim some, and the group's reserved nodes when it holds (or now
+// gets) a reservation.
+func (g *groupManager) needAndNodes(ctx context.Context, state fwk.CycleState, c *minimumCheck) {
+	c.unplacedRequests = sortedRequests(c.count.unplaced)
+	if g.devices != nil && slices.ContainsFunc(c.count.unplaced, devices.UsesDevices) {
 		// The minimum's devices are checked against the nodes' as its CPU is: without them, a
 		// gang short of devices would be placed and released again and again, and a topology
 		// gang kept in a domain whose devices are taken.
-		unplacedRequests = g.requestsWithDevices(count.unplaced)
-		nodes = g.devices.WithDevices(nodes)
+		c.unplacedRequests = g.requestsWithDevices(c.count.unplaced)
+		c.nodes = g.devices.WithDevices(c.nodes)
 	}
-	need := g.minimumStillNeeded(pg, count, unplacedRequests)
-	reservable := nodes
-	var allowed []fwk.NodeInfo // the nodes the pod may use, for a topology gang's domains
-	if constraint != nil || subGrouped {
-		allowed = nodesFor(pod, nodes)
+	c.need = g.minimumStillNeeded(c.pg, c.count, c.unplacedRequests)
+	c.reservable = c.nodes
+	if c.constraint != nil || c.subGrouped {
+		c.allowed = nodesFor(c.pod, c.nodes)
 	}
-	if constraint != nil {
-		if reserved == nil {
+	if c.constraint != nil {
+		if c.reserved == nil {
 			// A reservation of a topology gang holds nodes of one domain only.
-			reservable = reservationDomain(constraint, allowed, need)
+			c.reservable = reservationDomain(c.constraint, c.allowed, c.need)
 		}
 	}
-	_, refused := admission.Refused(state)
-	if !refused {
-		reserved = g.reservationFor(ctx, key, pg, pod, need, reservable, reserved)
+	_, c.refused = admission.Refused(state)
+	if !c.refused {
+		c.reserved = g.reservationFor(ctx, c.key, c.pg, c.pod, c.need, c.reservable, c.reserved)
 	}
-	// cannotFit refuses the member: the minimum cannot fit now. A group at the head of its queue
-	// gets nodes reserved then (queuehead.go), if its queue admits it and it holds none yet.
-	cannotFit := func(msg string) *fwk.Status {
-		if reserved == nil && !refused {
-			if held := g.reserveAtQueueHead(ctx, key, pg, pod, need, reservable); held != nil {
-				msg += fmt.Sprintf("; it heads its queue, and nodes %s are reserved for it", strings.Join(held, ", "))
-			}
-		}
-		return g.unfit(key, msg, freed)
+	if c.reserved != nil {
+		c.nodes = onNodes(c.nodes, c.reserved)
+		c.allowed = onNodes(c.allowed, c.reserved)
 	}
-	if reserved != nil {
-		nodes = onNodes(nodes, reserved)
-		allowed = onNodes(allowed, reserved)
-	}
-	switch {
-	case subGrouped:
-		// The group's domain and its sub-groups' are chosen together, before any member is
-		// placed (subgroups.go).
-		if !inAttempt || (assigned == nil && subGroupDomains == nil) {
-			a, problem, why := g.assignSubGroups(pg, constraint, count, allowed)
-			if problem != "" {
-				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
-			}
-			if why != "" {
-				return nil, cannotFit(fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, key, why))
-			}
-			assigned, subGroupDomains = a.Group, a.SubGroups
-			if subGroupDomains == nil {
-				subGroupDomains = map[string]*domain{}
-			}
-			g.groups.with(key, func(s *groupState) { s.domain, s.subGroupDomains = assigned, subGroupDomains })
-			klog.FromContext(ctx).V(4).Info("Sub-groups assigned", "podGroup", key.String(), "domain", assigned.String(), "subGroups", describeSubGroupDomains(subGroupDomains))
-		}
-		if assigned != nil {
-			nodes = nodesOf(nodes, assigned)
-		}
-	case constraint != nil:
-		// The whole minimum goes to one domain, chosen before any member is placed: member by
-		// member, a gang would strand half-placed in a domain too small for it.
-		if assigned == nil || !inAttempt {
-			minimum := minimumNeeds{need: need, missing: int(pg.Spec.MinMember) - count.placed}
-			if minimum.missing > 0 && len(count.unplaced) >= minimum.missing {
-				minimum.smallest = smallestRequests(unplacedRequests)
-			}
-			var why string
-			// The domain of the group's last attempt (a gang restarted by its Job, say) is kept
-			// while it holds the minimum.
-			assigned, why = chooseDomain(constraint, allowed, minimum, g.placedOn(key), assigned)
-			if why != "" {
-				return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(need), why))
-			}
-			g.groups.with(key, func(s *groupState) { s.domain, s.subGroupDomains = assigned, nil })
-		}
-		if assigned != nil {
-			nodes = nodesOf(nodes, assigned)
+}
+
+// cannotFit refuses the member: the minimum cannot fit now. A group at the head of its queue
+// gets nodes reserved then (queuehead.go), if its queue admits it and it holds none yet.
+func (g *groupManager) cannotFit(ctx context.Context, c *minimumCheck, msg string) *fwk.Status {
+	if c.reserved == nil && !c.refused {
+		if held := g.reserveAtQueueHead(ctx, c.key, c.pg, c.pod, c.need, c.reservable); held != nil {
+			msg += fmt.Sprintf("; it heads its queue, and nodes %s are reserved for it", strings.Join(held, ", "))
 		}
 	}
-	if lacking := lackingCapacity(need, nodes); lacking != "" {
-		return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, key, lacking))
+	return g.unfit(c.key, msg, c.freed)
+}
+
+// placeSubGroups narrows the nodes of a group with sub-groups to its domain. The group's domain
+// and its sub-groups' are chosen together, before any member is placed (subgroups.go).
+func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk.Status {
+	if !c.inAttempt || (c.assigned == nil && c.subGroupDomains == nil) {
+		a, problem, why := g.assignSubGroups(c.pg, c.constraint, c.count, c.allowed)
+		if problem != "" {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, c.key, problem))
+		}
+		if why != "" {
+			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, c.key, why))
+		}
+		c.assigned, c.subGroupDomains = a.Group, a.SubGroups
+		if c.subGroupDomains == nil {
+			c.subGroupDomains = map[string]*domain{}
+		}
+		g.groups.with(c.key, func(s *groupState) { s.domain, s.subGroupDomains = c.assigned, c.subGroupDomains })
+		klog.FromContext(ctx).V(4).Info("Sub-groups assigned", "podGroup", c.key.String(), "domain", c.assigned.String(), "subGroups", describeSubGroupDomains(c.subGroupDomains))
+	}
+	if c.assigned != nil {
+		c.nodes = nodesOf(c.nodes, c.assigned)
+	}
+	return nil
+}
+
+// placeInDomain narrows the nodes of a topology gang to its domain. The whole minimum goes to
+// one domain, chosen before any member is placed: member by member, a gang would strand
+// half-placed in a domain too small for it.
+func (g *groupManager) placeInDomain(ctx context.Context, c *minimumCheck) *fwk.Status {
+	if c.assigned == nil || !c.inAttempt {
+		minimum := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed}
+		if minimum.missing > 0 && len(c.count.unplaced) >= minimum.missing {
+			minimum.smallest = smallestRequests(c.unplacedRequests)
+		}
+		var why string
+		// The domain of the group's last attempt (a gang restarted by its Job, say) is kept
+		// while it holds the minimum.
+		c.assigned, why = chooseDomain(c.constraint, c.allowed, minimum, g.placedOn(c.key), c.assigned)
+		if why != "" {
+			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, c.key, formatRequests(c.need), why))
+		}
+		g.groups.with(c.key, func(s *groupState) { s.domain, s.subGroupDomains = c.assigned, nil })
+	}
+	if c.assigned != nil {
+		c.nodes = nodesOf(c.nodes, c.assigned)
+	}
+	return nil
+}
+
+// checkMinimumFits refuses the member (cannotFit) unless the nodes' free capacity holds the rest
+// of the minimum: in total, and member by member.
+func (g *groupManager) checkMinimumFits(ctx context.Context, state fwk.CycleState, c *minimumCheck) *fwk.Status {
+	if lacking := lackingCapacity(c.need, c.nodes); lacking != "" {
+		return g.cannotFit(ctx, c, fmt.Sprintf("%s: the minimum of pod group %s needs %s", v1alpha1.ReasonNotEnoughResources, c.key, lacking))
 	}
 	// Free capacity in total is not enough: members cannot span nodes. A gang that could never be
 	// placed whole would otherwise be placed member by member, held at Permit and released, again
 	// after every backoff, and every member it holds nominated makes the filters of other pods
 	// slower.
-	if missing := int(pg.Spec.MinMember) - count.placed; missing > 0 && len(count.unplaced) >= missing {
-		smallest := smallestRequests(unplacedRequests)
-		if fit := membersThatFit(smallest, nodes, missing); fit < missing {
-			if constraint == nil && !subGrouped && !slices.ContainsFunc(count.unplaced, devices.UsesDevices) {
+	if missing := int(c.pg.Spec.MinMember) - c.count.placed; missing > 0 && len(c.count.unplaced) >= missing {
+		smallest := smallestRequests(c.unplacedRequests)
+		if fit := membersThatFit(smallest, c.nodes, missing); fit < missing {
+			if c.constraint == nil && !c.subGrouped && !slices.ContainsFunc(c.count.unplaced, devices.UsesDevices) {
 				// It fits in total: PostFilter may move pods to make whole nodes for it
 				// (consolidate.go). Not for a topology gang or one with sub-groups, nor one that claims devices,
 				// whose domains and devices the planner does not see.
-				markFragmented(state, unplacedRequests, missing, need)
+				markFragmented(state, c.unplacedRequests, missing, c.need)
 			}
-			return nil, cannotFit(fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
-				v1alpha1.ReasonNotEnoughResources, key, missing, fit, formatRequests(smallest)))
+			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
+				v1alpha1.ReasonNotEnoughResources, c.key, missing, fit, formatRequests(smallest)))
 		}
 	}
-	g.admit(ctx, key, pod)
-	return onDomain(reserved, subGroupDomain(pod, assigned, subGroupDomains)), nil
+	return nil
 }
 
 // unfit records that the group's minimum cannot fit now, for its other members to be refused
