@@ -13,10 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
@@ -65,139 +63,34 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	if len(units) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no pod on the node may be reclaimed or preempted")
 	}
-	node := nodeInfo.Node().Name
-	// Pods on their way out (terminating, or victims of the last preemptions that do not show as
-	// terminating yet) free their room whatever is chosen here, and the pods nominated to the
-	// node before this one wait for that room: the dry run counts the node without them, or the
-	// preemptor would take a victim for room already coming, and a second for the room the
-	// nominated pods take.
-	var leaving []*corev1.Pod
-	for _, pi := range nodeInfo.GetPods() {
-		if p := pi.GetPod(); p.DeletionTimestamp != nil || r.going[p.UID] {
-			leaving = append(leaving, p)
-		}
-	}
-	// removed are the pods the dry run has taken off the node, whose devices it gives back.
-	removed := map[types.UID]*corev1.Pod{}
-	for _, p := range leaving {
-		if err := nodeInfo.RemovePod(klog.FromContext(ctx), p); err != nil {
-			return nil, 0, fwk.AsStatus(err)
-		}
-		removed[p.UID] = p
+	d, status := r.newNodeDryRun(ctx, cs, preemptor, nodeInfo)
+	if status != nil {
+		return nil, 0, status
 	}
 	if r.devices != nil {
 		skipDRAFilter(cs)
 	}
-	freed := map[string]quota.Amounts{}
-	remove := func(u *unit, sign int64) *fwk.Status {
-		for _, p := range u.pods {
-			if sign < 0 {
-				// A gang's members elsewhere go too: their share of a claim is freed.
-				removed[p.UID] = p
-			} else {
-				delete(removed, p.UID)
-			}
-			if p.Spec.NodeName != node {
-				continue
-			}
-			if sign < 0 {
-				if err := nodeInfo.RemovePod(klog.FromContext(ctx), p); err != nil {
-					return fwk.AsStatus(err)
-				}
-				continue
-			}
-			info, err := r.q.handle.SnapshotSharedLister().NodeInfos().Get(node)
-			if err != nil {
-				return fwk.AsStatus(err)
-			}
-			for _, pi := range info.GetPods() {
-				if pi.GetPod().UID == p.UID {
-					nodeInfo.AddPodInfo(pi)
-				}
-			}
-		}
-		addSigned(freed, u.queue, u.freed, -sign)
-		return nil
-	}
-	fits := func() bool {
-		if r.state.admit(r.leaf, r.need, freed, true) != "" {
-			return false
-		}
-		if !r.q.handle.RunFilterPluginsWithNominatedPods(ctx, cs, preemptor, nodeInfo).IsSuccess() {
-			return false
-		}
-		if r.devices == nil {
-			return true
-		}
-		ok, err := r.devices.fits(ctx, nodeInfo.Node(), removed)
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Reclaim cannot check the preemptor's devices", "pod", klog.KObj(preemptor), "node", node, "err", err)
-		}
-		return ok
-	}
-	if len(leaving) > 0 && fits() {
+	if len(d.leaving) > 0 && d.fits(ctx) {
 		// No victim is needed: the pod fits once those leaving are gone. The evaluator takes no
 		// candidate without victims, so the node is left out, and the pod is tried again when
 		// they are gone.
-		return nil, 0, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s has room for the pod once %d pods on their way out are gone", node, len(leaving)))
+		return nil, 0, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s has room for the pod once %d pods on their way out are gone", d.node, len(d.leaving)))
 	}
-	var chosen, deferred []*unit
-	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
 	patience := r.patience // this node's own: dry runs are parallel
-	for _, u := range units {
-		if u.breaksBudget && r.avoidBreaking {
-			r.skippedBreaking.Store(true)
-			continue
-		}
-		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
-			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
-			continue
-		}
-		if ok, from := patience.take(u); !ok {
-			r.protected.spare(u, from, spareCost)
-			deferred = append(deferred, u)
-			continue
-		}
-		if s := remove(u, -1); s != nil {
-			return nil, 0, s
-		}
-		if u.elastic {
-			elasticTaken[u.group]++
-			taskTaken[u.group+"/"+u.task]++
-		}
-		chosen = append(chosen, u)
-		if fits() {
-			break
-		}
+	chosen, deferred, status := r.chooseOnNode(ctx, d, units, &patience)
+	if status != nil {
+		return nil, 0, status
 	}
-	if len(chosen) == 0 || !fits() {
-		if r.q.reclaimDrain && len(deferred) > 0 {
-			take := func(u *unit) (bool, error) {
-				if !r.allowed(u, freed) {
-					return false, nil
-				}
-				return true, remove(u, -1).AsError()
-			}
-			if err := r.noteDrainable(node, chosen, deferred, &patience, take, fits); err != nil {
-				return nil, 0, fwk.AsStatus(err)
-			}
+	if len(chosen) == 0 || !d.fits(ctx) {
+		if err := r.noteIfDrainable(ctx, d, chosen, deferred, &patience); err != nil {
+			return nil, 0, fwk.AsStatus(err)
 		}
 		return nil, 0, fwk.NewStatus(fwk.Unschedulable, "evicting what may be evicted on the node does not make room")
 	}
 	// Spare the most important victims that are not needed after all.
-	var victims []*unit
-	for i := len(chosen) - 1; i >= 0; i-- {
-		u := chosen[i]
-		if s := remove(u, 1); s != nil {
-			return nil, 0, s
-		}
-		if fits() {
-			continue
-		}
-		if s := remove(u, -1); s != nil {
-			return nil, 0, s
-		}
-		victims = append(victims, u)
+	victims, status := d.spareUnneeded(ctx, chosen)
+	if status != nil {
+		return nil, 0, status
 	}
 	var pods []*corev1.Pod
 	for _, u := range victims {
@@ -207,9 +100,100 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 	slices.Reverse(victims)
 	broken := violations(victims, r.budgetsNow)
 	r.victimsMu.Lock()
-	r.dryRun[node] = victims
+	r.dryRun[d.node] = victims
 	r.victimsMu.Unlock()
 	return pods, broken, nil
+}
+
+// chooseOnNode takes units off the node, least important first, until the preemptor fits: those
+// reclaim allows on top of those taken, no more of an elastic group's (or task's) than it runs
+// above its minimum, none that breaks a budget while PostFilter avoids breaking any. It returns
+// the units taken and those patience defers.
+func (r *reclaimer) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*unit, p *patience) (chosen, deferred []*unit, status *fwk.Status) {
+	taken := newElasticCount()
+	for _, u := range units {
+		if u.breaksBudget && r.avoidBreaking {
+			r.skippedBreaking.Store(true)
+			continue
+		}
+		if !r.allowed(u, d.freed) || taken.full(u) {
+			continue
+		}
+		if ok, from := p.take(u); !ok {
+			r.protected.spare(u, from, spareCost)
+			deferred = append(deferred, u)
+			continue
+		}
+		if s := d.remove(ctx, u); s != nil {
+			return nil, nil, s
+		}
+		taken.add(u)
+		chosen = append(chosen, u)
+		if d.fits(ctx) {
+			break
+		}
+	}
+	return chosen, deferred, nil
+}
+
+// noteIfDrainable records, with TephraQueue's reclaimDrain, the node as drainable if taking the
+// units patience deferred, on top of those chosen, makes room for the preemptor (drain.go).
+func (r *reclaimer) noteIfDrainable(ctx context.Context, d *nodeDryRun, chosen, deferred []*unit, p *patience) error {
+	if !r.q.reclaimDrain || len(deferred) == 0 {
+		return nil
+	}
+	take := func(u *unit) (bool, error) {
+		if !r.allowed(u, d.freed) {
+			return false, nil
+		}
+		return true, d.remove(ctx, u).AsError()
+	}
+	return r.noteDrainable(d.node, chosen, deferred, p, take, func() bool { return d.fits(ctx) })
+}
+
+// spareUnneeded puts the chosen units back on the node one by one, the most important first,
+// and keeps back each the preemptor still fits beside. It returns the others, the victims, most
+// important first.
+func (d *nodeDryRun) spareUnneeded(ctx context.Context, chosen []*unit) ([]*unit, *fwk.Status) {
+	var victims []*unit
+	for i := len(chosen) - 1; i >= 0; i-- {
+		u := chosen[i]
+		if s := d.restore(u); s != nil {
+			return nil, s
+		}
+		if d.fits(ctx) {
+			continue
+		}
+		if s := d.remove(ctx, u); s != nil {
+			return nil, s
+		}
+		victims = append(victims, u)
+	}
+	return victims, nil
+}
+
+// elasticCount counts the elastic units taken, by group and by task: no more of a group's go
+// than it runs above its minimum, nor of a task's than it runs above its minTaskMember.
+type elasticCount struct {
+	byGroup, byTask map[string]int
+}
+
+func newElasticCount() elasticCount {
+	return elasticCount{byGroup: map[string]int{}, byTask: map[string]int{}}
+}
+
+// full says whether the unit is elastic and its group, or its task, has no pod to spare left.
+func (c elasticCount) full(u *unit) bool {
+	return (u.elastic && c.byGroup[u.group] >= u.spare) ||
+		(u.elastic && u.taskSpare >= 0 && c.byTask[u.group+"/"+u.task] >= u.taskSpare)
+}
+
+// add counts the unit as taken.
+func (c elasticCount) add(u *unit) {
+	if u.elastic {
+		c.byGroup[u.group]++
+		c.byTask[u.group+"/"+u.task]++
+	}
 }
 
 // units turns the candidate pods into eviction units the preemptor may take, least important
