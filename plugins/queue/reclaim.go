@@ -244,6 +244,58 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if status != nil {
 		return nil, status
 	}
+	minimum, status := q.startReclaim(pod, w, st, leaf, m)
+	if status != nil {
+		return nil, status
+	}
+	if result, status := q.refuseIfNothingEvictable(pod, w, minimum); status != nil {
+		return result, status
+	}
+	m, status = q.setUpDryRuns(pod, w, minimum, m)
+	if status != nil {
+		return nil, status
+	}
+	r := q.reclaimer
+	if node, err := r.roomComing(ctx, cs, pod, m); err != nil {
+		return nil, fwk.AsStatus(err)
+	} else if node != "" {
+		q.ledger.nominate(pod.UID, node, time.Now())
+		setup.EvictingFor(ctx, q.handle, pod)
+		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
+			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
+	}
+	if w.pg != nil && !minimumEqual(minimum, r.need) {
+		if why := r.planGang(ctx, pod, w, m); why != "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
+		}
+	}
+	result, status := q.preemptSparingBudgets(ctx, cs, pod, m)
+	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
+		q.notePreemption(ctx, pod, w, result.NominatedNodeName)
+	}
+	if !status.IsSuccess() && (w.pg == nil || minimumEqual(minimum, r.need)) {
+		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
+		// keep room idle that the rest may never join.
+		if node, option := r.drainTarget(); node != "" {
+			q.ledger.hold(pod.UID, node, time.Now())
+			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
+				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
+		}
+	}
+	msg := status.Message()
+	if !status.IsSuccess() {
+		msg += q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
+	}
+	if msg != "" {
+		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
+	}
+	return result, status
+}
+
+// startReclaim sets the reclaimer up for the pod: what it needs, and the queues' state with the
+// rest of its gang's minimum asked for and the victims still going counted as gone. It returns
+// the minimum, or why the pod may evict nobody: it is above its group's minimum.
+func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.Node, m fwk.NodeToStatusReader) (quota.Amounts, *fwk.Status) {
 	r := q.reclaimer
 	r.pod, r.work, r.leaf, r.nodeStatus = pod, w, leaf, m
 	r.protected.reset()
@@ -267,6 +319,14 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
+	return minimum, nil
+}
+
+// refuseIfNothingEvictable refuses the pod, with the result that goes with the refusal, when
+// nothing may be evicted for it, or not enough for the rest of its gang's minimum; nil if
+// reclaim may go on.
+func (q *Queue) refuseIfNothingEvictable(pod *corev1.Pod, w workload, minimum quota.Amounts) (*fwk.PostFilterResult, *fwk.Status) {
+	r := q.reclaimer
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		if msg := r.lastPreemptionPending(pod); msg != "" {
 			// Its victims are still going (terminating pods are not counted above): keep the
@@ -278,20 +338,28 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// preemption: the scheduler would otherwise keep that room for it, and the room was meant
 		// for the queue's share, which others of the queue have taken since.
 		clear := &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
-		return clear, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
+		return clear, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(r.leaf.Name))
 	}
 	evictable, victims := r.evictable()
 	if victims == 0 {
 		// Nothing in reach may be evicted: the dry run would try every candidate node for nothing
 		// (for each member of a gang that cannot fit, one after another). A nomination the pod
 		// holds is kept: the victims of its last preemption, terminating, are not counted here.
-		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
+		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(r.leaf.Name))
 	}
 	if w.pg != nil && !minimumEqual(minimum, r.need) {
 		if short := r.roomForMinimum(minimum, evictable); short != "" {
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: evicting what may be evicted would not make room for the minimum of pod group %s (%s short); nothing is evicted", w.group, short))
 		}
 	}
+	return nil, nil
+}
+
+// setUpDryRuns sets up what the evaluator's dry runs read besides the reclaimer's state: the
+// nodes in reach, the PodDisruptionBudgets, and the pod's claims. It returns the nodes' statuses
+// as the dry runs see them, or why nothing is evicted.
+func (q *Queue) setUpDryRuns(pod *corev1.Pod, w workload, minimum quota.Amounts, m fwk.NodeToStatusReader) (fwk.NodeToStatusReader, *fwk.Status) {
+	r := q.reclaimer
 	// A topology gang reclaims in one domain only, the one its minimum can be made to fit.
 	domain, why := r.reclaimDomain(w, minimum)
 	if why != "" {
@@ -313,72 +381,57 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		m = devicesMayFree{m}
 		r.nodeStatus = m
 	}
-	if node, err := r.roomComing(ctx, cs, pod, m); err != nil {
-		return nil, fwk.AsStatus(err)
-	} else if node != "" {
-		q.ledger.nominate(pod.UID, node, time.Now())
-		setup.EvictingFor(ctx, q.handle, pod)
-		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
-			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
-	}
-	if w.pg != nil && !minimumEqual(minimum, r.need) {
-		if why := r.planGang(ctx, pod, w, m); why != "" {
-			return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
-		}
-	}
-	r.victimsMu.Lock()
-	r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
-	r.victimsMu.Unlock()
+	return m, nil
+}
+
+// preemptSparingBudgets runs kube-scheduler's preemption evaluator for the pod, with the dry
+// runs' victims and drainable nodes of an earlier pass forgotten.
+// Budgets are broken only when nothing else makes room, now or once the victims spared for a
+// while (too young, patience) may go: upstream's preemption prefers the node of fewest
+// violations, but a node whose respecting victims are spared offers none, and its
+// neighbour's guarded pod would go at once. So a first pass takes no victim that breaks a
+// budget; only if it finds none, and none that respects them was spared, a second does.
+func (q *Queue) preemptSparingBudgets(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	r := q.reclaimer
+	r.forgetDryRuns()
 	r.patience = r.patienceFor([]*corev1.Pod{pod}, r.need, time.Now())
-	// Budgets are broken only when nothing else makes room, now or once the victims spared for a
-	// while (too young, patience) may go: upstream's preemption prefers the node of fewest
-	// violations, but a node whose respecting victims are spared offers none, and its
-	// neighbour's guarded pod would go at once. So a first pass takes no victim that breaks a
-	// budget; only if it finds none, and none that respects them was spared, a second does.
 	r.avoidBreaking = len(r.budgetsNow) > 0
 	r.skippedBreaking.Store(false)
 	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
 	if r.skippedBreaking.Load() && !status.IsSuccess() && !r.protected.sparedRespecting() {
 		r.avoidBreaking = false
-		r.victimsMu.Lock()
-		r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
-		r.victimsMu.Unlock()
+		r.forgetDryRuns()
 		result, status = q.evaluator.Preempt(ctx, cs, pod, m)
 	}
-	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
-		r.victimsMu.Lock()
-		victims := r.dryRun[result.NominatedNodeName]
-		for _, u := range victims {
-			for _, victim := range u.pods {
-				r.inFlight[victim.UID] = time.Now()
-			}
-		}
-		r.noteLimitLifted(victims)
-		r.victimsMu.Unlock()
-		r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
-		// The nomination reaches the informer only after the scheduler writes it: count it at
-		// once, so the next preemptor of the queue does not make room a second time.
-		q.ledger.nominate(pod.UID, result.NominatedNodeName, time.Now())
-		// TephraGang lets the pod's group go on: its other members need evictions of their own.
-		setup.EvictingFor(ctx, q.handle, pod)
-	}
-	if !status.IsSuccess() && (w.pg == nil || minimumEqual(minimum, r.need)) {
-		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
-		// keep room idle that the rest may never join.
-		if node, option := r.drainTarget(); node != "" {
-			q.ledger.hold(pod.UID, node, time.Now())
-			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
-				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
-		}
-	}
-	msg := status.Message()
-	if !status.IsSuccess() {
-		msg += q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
-	}
-	if msg != "" {
-		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
-	}
 	return result, status
+}
+
+// forgetDryRuns clears the victims and drainable nodes the dry runs found, for a new pass.
+func (r *reclaimer) forgetDryRuns() {
+	r.victimsMu.Lock()
+	r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
+	r.victimsMu.Unlock()
+}
+
+// notePreemption records a preemption that nominated the pod to node: its victims are going,
+// and count as reclaimed, and the nomination counts at once.
+func (q *Queue) notePreemption(ctx context.Context, pod *corev1.Pod, w workload, node string) {
+	r := q.reclaimer
+	r.victimsMu.Lock()
+	victims := r.dryRun[node]
+	for _, u := range victims {
+		for _, victim := range u.pods {
+			r.inFlight[victim.UID] = time.Now()
+		}
+	}
+	r.noteLimitLifted(victims)
+	r.victimsMu.Unlock()
+	r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
+	// The nomination reaches the informer only after the scheduler writes it: count it at
+	// once, so the next preemptor of the queue does not make room a second time.
+	q.ledger.nominate(pod.UID, node, time.Now())
+	// TephraGang lets the pod's group go on: its other members need evictions of their own.
+	setup.EvictingFor(ctx, q.handle, pod)
 }
 
 // preemptorQueue resolves the workload of a pod that preempts, the state it decides on, and its
