@@ -162,10 +162,61 @@ type placedChecker interface {
 // fits beside where the algorithm placed it. It returns the victims, least important first, and
 // the members' nodes, or why nothing may be evicted.
 func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc, check placedChecker) ([]*unit, []fwk.ProposedAssignment, string, error) {
-	logger := klog.FromContext(ctx)
-	infos, err := lister.NodeInfos().List()
+	candidates, podInfos, err := r.groupCandidates(ctx, lister)
 	if err != nil {
 		return nil, nil, "", err
+	}
+	pool := r.groupPool(candidates)
+	if len(pool) == 0 {
+		return nil, nil, fmt.Sprintf("no pod may be evicted for pod group %s: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", r.work.group, r.leaf.Name), nil
+	}
+	// From here freed is what the units off the snapshot free, kept by move: the sum the pool was
+	// checked against starts again from nothing (counted twice, it let PreFilter admit the group
+	// against twice what its victims free).
+	d := &groupDryRun{lister: lister, logger: klog.FromContext(ctx), podInfos: podInfos, freed: map[string]quota.Amounts{}}
+	for _, u := range pool {
+		if err := d.move(u, -1); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	assignments, ok := r.placeGroup(ctx, schedule, d.freed)
+	if !ok {
+		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
+	}
+	// Give back the most important units first: each one the group still fits beside stays. As
+	// upstream's workload-aware preemption reprieves, the members are checked again on the nodes
+	// the algorithm proposed (one Filter per member), not placed again: placing the whole group
+	// for every unit filtered every member on every node, once per unit (a thousand victims in
+	// upstream's benchmark), with every nominated pod added to each node.
+	var victims []*unit
+	for i := len(pool) - 1; i >= 0; i-- {
+		u := pool[i]
+		stays, err := r.giveBack(ctx, lister, u, assignments, d.freed, d.podInfos, d.move, check)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if !stays {
+			victims = append(victims, u)
+		}
+	}
+	// The pool passed the queues' convergence rule unit by unit, on everything taken before each;
+	// the victims left are fewer, and the rule is not monotone: the preemptor gains the same
+	// either way, so a queue far above its share may give up many pods where it may not give up a
+	// few (quota.MoveConverges). Evicting more than the group needs to pass it would be absurd:
+	// the group then waits for room instead.
+	if !r.victimsConverge(d.freed) {
+		return nil, nil, fmt.Sprintf("the %d pods pod group %s needs evicted would not bring the queues closer to their deserved shares; nothing is evicted", podsIn(victims), r.work.group), nil
+	}
+	slices.Reverse(victims)
+	return victims, assignments, "", nil
+}
+
+// groupCandidates returns the pods on the snapshot's nodes the group may take, and their
+// PodInfos, after it takes the pods on their way out off the snapshot.
+func (r *reclaimer) groupCandidates(ctx context.Context, lister fwk.MutableSnapshotSharedLister) ([]fwk.PodInfo, map[types.UID]fwk.PodInfo, error) {
+	infos, err := lister.NodeInfos().List()
+	if err != nil {
+		return nil, nil, err
 	}
 	// Pods on their way out free their room whatever is chosen: the group is placed without them.
 	var candidates []fwk.PodInfo
@@ -185,20 +236,23 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 	}
 	// Removed once the nodes are read: RemovePod changes the node's list of pods in place.
 	for _, p := range leaving {
-		if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
-			return nil, nil, "", err
+		if err := lister.RemovePod(klog.FromContext(ctx), p, p.Spec.NodeName); err != nil {
+			return nil, nil, err
 		}
 	}
-	// Every unit the group may take, least important first, as SelectVictimsOnNode would take
-	// them one after another.
+	return candidates, podInfos, nil
+}
+
+// groupPool is every unit the group may take, least important first, as SelectVictimsOnNode
+// would take them one after another.
+func (r *reclaimer) groupPool(candidates []fwk.PodInfo) []*unit {
 	var pool []*unit
 	freed := map[string]quota.Amounts{}
-	elasticTaken, taskTaken := map[string]int{}, map[string]int{}
+	taken := newElasticCount()
 	patience := r.patience
 	spared := false
 	for _, u := range orderByBudgets(r.units(candidates), r.budgetsNow) {
-		if !r.allowed(u, freed) || (u.elastic && elasticTaken[u.group] >= u.spare) ||
-			(u.elastic && u.taskSpare >= 0 && taskTaken[u.group+"/"+u.task] >= u.taskSpare) {
+		if !r.allowed(u, freed) || taken.full(u) {
 			continue
 		}
 		if ok, from := patience.take(u); !ok {
@@ -209,97 +263,71 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 		if u.breaksBudget && spared {
 			continue // as PostFilter: no budget broken for a victim patience keeps a while yet
 		}
-		if u.elastic {
-			elasticTaken[u.group]++
-			taskTaken[u.group+"/"+u.task]++
-		}
+		taken.add(u)
 		addSigned(freed, u.queue, u.freed, 1)
 		pool = append(pool, u)
 	}
-	if len(pool) == 0 {
-		return nil, nil, fmt.Sprintf("no pod may be evicted for pod group %s: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", r.work.group, r.leaf.Name), nil
-	}
-	move := func(u *unit, sign int) error {
-		for _, p := range u.pods {
-			if sign < 0 {
-				if err := lister.RemovePod(logger, p, p.Spec.NodeName); err != nil {
-					return err
-				}
-				continue
-			}
-			info, err := lister.NodeInfos().Get(p.Spec.NodeName)
-			if err != nil {
+	return pool
+}
+
+// groupDryRun is the group's preemption on the scheduler's snapshot: the units taken off it,
+// and what they free.
+type groupDryRun struct {
+	lister fwk.MutableSnapshotSharedLister
+	logger klog.Logger
+	// podInfos are the snapshot's PodInfos, kept to put the victims given back again.
+	podInfos map[types.UID]fwk.PodInfo
+	// freed is what the units off the snapshot free, by queue.
+	freed map[string]quota.Amounts
+}
+
+// move takes the unit's pods off the snapshot (sign < 0) or puts them back (sign > 0), and
+// counts what the unit frees accordingly.
+func (d *groupDryRun) move(u *unit, sign int) error {
+	for _, p := range u.pods {
+		if sign < 0 {
+			if err := d.lister.RemovePod(d.logger, p, p.Spec.NodeName); err != nil {
 				return err
 			}
-			pi, ok := podInfos[p.UID]
-			if !ok {
-				return fmt.Errorf("pod %s/%s is not on node %s in the scheduler's snapshot", p.Namespace, p.Name, p.Spec.NodeName)
-			}
-			if err := lister.AddPod(pi, info.Node().Name); err != nil {
-				return err
-			}
+			continue
 		}
-		addSigned(freed, u.queue, u.freed, int64(-sign))
-		return nil
-	}
-	// From here freed is what the units off the snapshot free, kept by move: the sum the pool was
-	// checked against starts again from nothing (counted twice, it let PreFilter admit the group
-	// against twice what its victims free).
-	freed = map[string]quota.Amounts{}
-	for _, u := range pool {
-		if err := move(u, -1); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	place := func() ([]fwk.ProposedAssignment, bool) {
-		f := map[string]quota.Amounts{}
-		for q, a := range freed {
-			f[q] = a.Clone()
-		}
-		r.q.simulated.Store(&f)
-		defer r.q.simulated.Store(nil)
-		result, status := schedule(ctx)
-		if !status.IsSuccess() || result == nil {
-			return nil, false
-		}
-		var placed []fwk.ProposedAssignment
-		for _, a := range result.ProposedAssignments {
-			if a.GetNodeName() != "" {
-				placed = append(placed, a)
-			}
-		}
-		return placed, true
-	}
-	assignments, ok := place()
-	if !ok {
-		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
-	}
-	// Give back the most important units first: each one the group still fits beside stays. As
-	// upstream's workload-aware preemption reprieves, the members are checked again on the nodes
-	// the algorithm proposed (one Filter per member), not placed again: placing the whole group
-	// for every unit filtered every member on every node, once per unit (a thousand victims in
-	// upstream's benchmark), with every nominated pod added to each node.
-	var victims []*unit
-	for i := len(pool) - 1; i >= 0; i-- {
-		u := pool[i]
-		stays, err := r.giveBack(ctx, lister, u, assignments, freed, podInfos, move, check)
+		info, err := d.lister.NodeInfos().Get(p.Spec.NodeName)
 		if err != nil {
-			return nil, nil, "", err
+			return err
 		}
-		if !stays {
-			victims = append(victims, u)
+		pi, ok := d.podInfos[p.UID]
+		if !ok {
+			return fmt.Errorf("pod %s/%s is not on node %s in the scheduler's snapshot", p.Namespace, p.Name, p.Spec.NodeName)
+		}
+		if err := d.lister.AddPod(pi, info.Node().Name); err != nil {
+			return err
 		}
 	}
-	// The pool passed the queues' convergence rule unit by unit, on everything taken before each;
-	// the victims left are fewer, and the rule is not monotone: the preemptor gains the same
-	// either way, so a queue far above its share may give up many pods where it may not give up a
-	// few (quota.MoveConverges). Evicting more than the group needs to pass it would be absurd:
-	// the group then waits for room instead.
-	if !r.victimsConverge(freed) {
-		return nil, nil, fmt.Sprintf("the %d pods pod group %s needs evicted would not bring the queues closer to their deserved shares; nothing is evicted", podsIn(victims), r.work.group), nil
+	addSigned(d.freed, u.queue, u.freed, int64(-sign))
+	return nil
+}
+
+// placeGroup asks the pod-group algorithm to place the group once, its queue admitting it
+// against what the units off the snapshot free (simulatedFreed). It returns the members it
+// placed on a node, or false if the group does not fit.
+func (r *reclaimer) placeGroup(ctx context.Context, schedule fwk.PodGroupSchedulingFunc, freed map[string]quota.Amounts) ([]fwk.ProposedAssignment, bool) {
+	f := map[string]quota.Amounts{}
+	for q, a := range freed {
+		f[q] = a.Clone()
 	}
-	slices.Reverse(victims)
-	return victims, assignments, "", nil
+	r.q.simulated.Store(&f)
+	defer r.q.simulated.Store(nil)
+	result, status := schedule(ctx)
+	if !status.IsSuccess() || result == nil {
+		return nil, false
+	}
+	var placed []fwk.ProposedAssignment
+	for _, a := range result.ProposedAssignments {
+		if a.GetNodeName() != "" {
+			placed = append(placed, a)
+		}
+	}
+	return placed, true
 }
 
 // giveBack puts a unit's pods back on the snapshot and keeps them there if the group still fits
