@@ -267,19 +267,8 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 				}
 			}
 		}
-		if kind == kindReclaim {
-			if from := r.reclaimableFrom(u, now); from.After(now) {
-				r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
-				continue
-			}
-			if from := r.paidBackFrom(u, now); from.After(now) {
-				r.protected.spare(u, from, sparePayback) // started by reclaim, not paid back (payback.go)
-				continue
-			}
-			if r.overLimit(u, r.need) {
-				r.protected.spare(u, time.Time{}, spareLimit) // reclaimed often enough (reclaimcost.go)
-				continue
-			}
+		if kind == kindReclaim && r.protectedFromReclaim(u, now) {
+			continue
 		}
 		if pod.Status.StartTime != nil {
 			u.started = pod.Status.StartTime.UnixNano()
@@ -294,6 +283,31 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		}
 		units = append(units, u)
 	}
+	sortLeastImportantFirst(units)
+	return units
+}
+
+// protectedFromReclaim says whether a unit reclaim would take is spared for now, and counts it
+// spared.
+func (r *reclaimer) protectedFromReclaim(u *unit, now time.Time) bool {
+	if from := r.reclaimableFrom(u, now); from.After(now) {
+		r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
+		return true
+	}
+	if from := r.paidBackFrom(u, now); from.After(now) {
+		r.protected.spare(u, from, sparePayback) // started by reclaim, not paid back (payback.go)
+		return true
+	}
+	if r.overLimit(u, r.need) {
+		r.protected.spare(u, time.Time{}, spareLimit) // reclaimed often enough (reclaimcost.go)
+		return true
+	}
+	return false
+}
+
+// sortLeastImportantFirst orders units lowest priority first, then elastic ones, then the most
+// recently started.
+func sortLeastImportantFirst(units []*unit) {
 	sort.SliceStable(units, func(i, j int) bool {
 		a, b := units[i], units[j]
 		if a.priority != b.priority {
@@ -304,7 +318,6 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		}
 		return a.started > b.started
 	})
-	return units
 }
 
 // gangUnit says whether the members of a group are elastic (the group runs more than its
