@@ -248,7 +248,7 @@ const againstConfig = "B1"
 // away (and the wait to start again) when Restarted carries it, from order and placement when
 // Others does.
 type JCTAgainst struct {
-	Restarted, Others         float64
+	Restarted, Others        float64
 	RestartedJobs, OtherJobs int
 }
 
