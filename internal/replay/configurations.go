@@ -154,22 +154,11 @@ var Configurations = []*Configuration{
 	},
 	{
 		Name:                 "Ct",
-		Title:                fmt.Sprintf("C with a reclaim patience limit of %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceLimit)", longPatienceLimit),
+		Title:                fmt.Sprintf("C with a tighter reclaim patience limit, %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceLimit)", tightPatienceLimit),
 		Gangs:                TephraJobs,
 		Queues:               true,
-		ReclaimPatienceLimit: longPatienceLimit,
+		ReclaimPatienceLimit: tightPatienceLimit,
 		options: func(o *localcluster.Options, _, _ string) error {
-			return nil
-		},
-	},
-	{
-		Name:                 "Cwl",
-		Title:                fmt.Sprintf("Cw with a reclaim patience limit of %v of trace time: a pod below its queue's share waits that long before patience spares none of its victims (TephraQueue's reclaimPatienceCounts WholeRun and reclaimPatienceLimit)", longPatienceLimit),
-		Gangs:                TephraJobs,
-		Queues:               true,
-		ReclaimPatienceLimit: longPatienceLimit,
-		options: func(o *localcluster.Options, _, _ string) error {
-			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun"}}
 			return nil
 		},
 	},
@@ -303,8 +292,9 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
-	// longPatienceLimit is Ct's and Cwl's: an hour, past most waits of a day of the Philly trace.
-	longPatienceLimit = time.Hour
+	// tightPatienceLimit is Ct's: minutes, as long as KAI's and Kueue's reclaim, which take room
+	// at once, make a team owed it wait.
+	tightPatienceLimit = 5 * time.Minute
 	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
 	shortestFirstBound = 4 * time.Hour
 	// leastAttainedBound is Cl's, as Cs's.

@@ -78,7 +78,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cw, Ct, Cwl, Cwd, Cf, Cs, Cl, Cq, Cp, B0, B1, B1p, B1j`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cd, Cw, Ct, Cwd, Cf, Cs, Cl, Cq, Cp, B0, B1, B1p, B1j`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
@@ -201,7 +201,7 @@ func TestLeastAttainedOrdersQueuesWithTheBoundAndLevelsAtTheSpeedup(t *testing.T
 // Tephra's configurations play their reclaim patience limit, else the shipped one, at the
 // speedup, beside the args their options set; the stock scheduler's have no TephraQueue.
 func TestTephraConfigurationsPlayThePatienceLimitAtTheSpeedup(t *testing.T) {
-	configs, err := ConfigurationsByName("C,Cr,B1,Cwl")
+	configs, err := ConfigurationsByName("C,Cr,B1,Ct")
 	require.NoError(t, err)
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
@@ -211,10 +211,10 @@ func TestTephraConfigurationsPlayThePatienceLimitAtTheSpeedup(t *testing.T) {
 		c.playedPluginArgs(o, 144)
 		return o.SchedulerPluginArgs
 	}
-	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceLimit": "2.1s"}}, played(configs[0]), "5 minutes at 144x")
-	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatience": false, "reclaimLimitPerJob": 0, "reclaimPatienceLimit": "2.1s"}}, played(configs[1]))
+	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceLimit": "25s"}}, played(configs[0]), "an hour at 144x")
+	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatience": false, "reclaimLimitPerJob": 0, "reclaimPatienceLimit": "25s"}}, played(configs[1]))
 	assert.NotContains(t, played(configs[2]), "TephraQueue")
-	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun", "reclaimPatienceLimit": "25s"}}, played(configs[3]), "an hour at 144x")
+	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceLimit": "2.1s"}}, played(configs[3]), "5 minutes at 144x")
 }
 
 // Cp caps each Queue at its weight's share of the cluster's GPUs, rounded down, or at its

@@ -15,11 +15,11 @@ import (
 const DefaultReclaimLimitPerJob = 2
 
 // DefaultReclaimPatienceLimit is the longest reclaim patience makes a pod of a queue below its
-// deserved share wait by default: 5 minutes. A team owed room then waits minutes, not as long as
-// its victims had run (a week, beside week-long training jobs), as with KAI and Kueue, which
-// reclaim at once; and patience still saves the work of reclaims that the cluster's own turnover
-// makes unnecessary within that time.
-const DefaultReclaimPatienceLimit = 5 * time.Minute
+// deserved share wait by default: an hour. A team owed room then waits at most an hour, not as
+// long as its victims had run (a week, beside week-long training jobs); and within the hour the
+// cluster's own turnover gives it most of what it is owed, which a shorter limit would take by
+// throwing away hours of other teams' work (docs/queues.md, from the replays of docs/replay.md).
+const DefaultReclaimPatienceLimit = time.Hour
 
 // Args configure the queue plugin, in the profile's pluginConfig:
 //
@@ -57,7 +57,7 @@ type Args struct {
 	// deserved share wait, for queues whose spec.reclaimPatienceLimitSeconds is unset: once the
 	// pod has waited that long, patience spares none of the jobs it would reclaim, nor does a
 	// drain hold keep it waiting, whatever those jobs had run. The victims' reclaim minimum
-	// runtime and the limit per job still apply. Default 5m (DefaultReclaimPatienceLimit); 0: no
+	// runtime and the limit per job still apply. Default 1h (DefaultReclaimPatienceLimit); 0: no
 	// limit.
 	ReclaimPatienceLimit *metav1.Duration `json:"reclaimPatienceLimit,omitempty"`
 	// ReclaimLimitPerJob is how many times reclaim may restart one job; a job reclaimed that often

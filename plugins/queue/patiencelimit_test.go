@@ -100,8 +100,8 @@ func TestPatienceLimitIsTheQueuesElseThePlugins(t *testing.T) {
 func TestArgsTakeAReclaimPatienceLimit(t *testing.T) {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
-	assert.Equal(t, DefaultReclaimPatienceLimit, args.ReclaimPatienceLimit.Duration, "5 minutes by default")
-	assert.Equal(t, 5*time.Minute, DefaultReclaimPatienceLimit)
+	assert.Equal(t, DefaultReclaimPatienceLimit, args.ReclaimPatienceLimit.Duration, "an hour by default")
+	assert.Equal(t, time.Hour, DefaultReclaimPatienceLimit)
 	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "0s"}`), ContentType: runtime.ContentTypeJSON})
 	require.NoError(t, err)
 	assert.Zero(t, args.ReclaimPatienceLimit.Duration, "0: no limit")
