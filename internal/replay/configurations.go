@@ -292,8 +292,8 @@ const (
 	historyHalfLife  = 6 * time.Hour
 	// reclaimMinRuntime is Cm's: half an hour, about a typical short job's whole run.
 	reclaimMinRuntime = 30 * time.Minute
-	// tightPatienceLimit is Ct's: minutes, as long as KAI's and Kueue's reclaim, which take room
-	// at once, make a team owed it wait.
+	// tightPatienceLimit is Ct's: minutes, close to KAI's and Kueue's reclaim, which takes room at
+	// once.
 	tightPatienceLimit = 5 * time.Minute
 	// shortestFirstBound is Cs's: a few hours, long for most jobs of a day, short for a day.
 	shortestFirstBound = 4 * time.Hour

@@ -205,7 +205,8 @@ func (c *Configuration) orderOf(speedup float64) queueOrder {
 // playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that
 // are times, played at the speedup: the reclaim minimum runtime, the first level of attained
 // service (an accelerator-hour of trace time), and, for Tephra's queues, the reclaim patience
-// limit (the configuration's, else the shipped one), so that a replay plays the limit a day of the trace would meet.
+// limit (the configuration's, else the shipped one), so that a replay plays the limit a day of
+// the trace would meet.
 func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float64) {
 	set := func(plugin, arg string, value any) {
 		if o.SchedulerPluginArgs == nil {
