@@ -118,8 +118,37 @@ type candidate struct {
 // deleted. handled returns the failed pods that a policy has taken care of or is waiting on,
 // which the default rules must not count as failures.
 func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *change) {
+	handled, due := m.dueEvents(p)
+	r := sortRestarts(due)
+	if r.jobAction != nil {
+		return handled, m.takeJobAction(*r.jobAction)
+	}
+	// Restarts within a task's budget; a task out of restarts raises TaskFailed instead.
+	outOfRetries := map[string]candidate{}
+	m.restartTasksWithinRetries(r.tasks, outOfRetries)
+	restartingSubGroups := m.restartSubGroups(r.subGroups, r.tasks, outOfRetries)
+	m.restartPodsWithinRetries(r.pods, r.tasks, restartingSubGroups, outOfRetries)
+	if next := m.raiseTaskFailed(outOfRetries); next != nil {
+		return handled, next
+	}
+	// A pod that ran out of retries is a plain failure for the default rules.
+	for _, pod := range m.pods {
+		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && m.rec.Tasks[pod.task].OutOfRetries {
+			delete(handled, pod.UID)
+		}
+	}
+	m.pruneRestarting()
+	if len(r.tasks) > 0 {
+		m.classify() // the restarted tasks' pods are now of an old generation
+	}
+	return handled, nil
+}
+
+// dueEvents are the job's events whose policy's action is due now; an event whose policy has a
+// timeout not yet reached requeues the plan for then. handled holds the failed pods a policy
+// matched, due or not: the policy takes care of them or is waiting to.
+func (m *machine) dueEvents(p *plan) (handled map[types.UID]bool, due []candidate) {
 	handled = map[types.UID]bool{}
-	var due []candidate
 	for _, ev := range m.podEvents() {
 		policy, owner := m.policyFor(ev)
 		if policy == nil {
@@ -136,56 +165,58 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 		}
 		due = append(due, candidate{ev: ev, action: policy.Action, why: describePolicy(policy, owner)})
 	}
-	// Restarts within a task's budget; a task out of restarts raises TaskFailed instead.
-	var jobAction *candidate
-	restartTasks := map[string]candidate{}
-	restartSubGroups := map[subGroupKey]candidate{}
-	var restartPods []candidate
-	consider := func(c candidate) {
-		if jobLevel(c.action) {
-			if jobAction == nil || actionRank(c.action) > actionRank(jobAction.action) {
-				jobAction = &c
-			}
-		}
-	}
+	return handled, due
+}
+
+// dueRestarts are the due actions sorted by what they act on: the job (the highest ranked of the
+// job-level actions), tasks, sub-groups and pods, the first candidate of each task or sub-group.
+type dueRestarts struct {
+	jobAction *candidate
+	tasks     map[string]candidate
+	subGroups map[subGroupKey]candidate
+	pods      []candidate
+}
+
+// sortRestarts sorts the due actions by what they act on. An event without the pod or sub-group
+// its action restarts restarts the task.
+func sortRestarts(due []candidate) dueRestarts {
+	r := dueRestarts{tasks: map[string]candidate{}, subGroups: map[subGroupKey]candidate{}}
 	for _, c := range due {
 		switch c.action {
 		case batchv1alpha1.RestartTaskAction:
-			if _, ok := restartTasks[c.ev.task]; !ok {
-				restartTasks[c.ev.task] = c
+			if _, ok := r.tasks[c.ev.task]; !ok {
+				r.tasks[c.ev.task] = c
 			}
 		case batchv1alpha1.RestartPodAction:
 			if c.ev.pod != nil {
-				restartPods = append(restartPods, c)
+				r.pods = append(r.pods, c)
 			} else {
 				// A task event has no pod to restart: restart the task.
-				restartTasks[c.ev.task] = c
+				r.tasks[c.ev.task] = c
 			}
 		case batchv1alpha1.RestartSubGroupAction:
 			if sub := subGroupOf(c.ev.pod); sub != "" {
-				if _, ok := restartSubGroups[subGroupKey{c.ev.task, sub}]; !ok {
-					restartSubGroups[subGroupKey{c.ev.task, sub}] = c
+				if _, ok := r.subGroups[subGroupKey{c.ev.task, sub}]; !ok {
+					r.subGroups[subGroupKey{c.ev.task, sub}] = c
 				}
-			} else if _, ok := restartTasks[c.ev.task]; !ok {
+			} else if _, ok := r.tasks[c.ev.task]; !ok {
 				// No sub-group to restart (a task event, a task without sub-groups): the task.
-				restartTasks[c.ev.task] = c
+				r.tasks[c.ev.task] = c
 			}
 		default:
-			consider(c)
+			if jobLevel(c.action) && (r.jobAction == nil || actionRank(c.action) > actionRank(r.jobAction.action)) {
+				r.jobAction = &c
+			}
 		}
 	}
-	if jobAction != nil {
-		return handled, m.takeJobAction(*jobAction)
-	}
+	return r
+}
 
-	outOfRetries := map[string]candidate{}
-	taskNames := make([]string, 0, len(restartTasks))
-	for name := range restartTasks {
-		taskNames = append(taskNames, name)
-	}
-	sort.Strings(taskNames)
-	for _, name := range taskNames {
-		c := restartTasks[name]
+// restartTasksWithinRetries restarts each task in tasks that has a restart left, in name order,
+// and adds the others to outOfRetries.
+func (m *machine) restartTasksWithinRetries(tasks map[string]candidate, outOfRetries map[string]candidate) {
+	for _, name := range slices.Sorted(maps.Keys(tasks)) {
+		c := tasks[name]
 		if !m.spendRestart(name) {
 			outOfRetries[name] = c
 			continue
@@ -195,9 +226,13 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartTaskAction, Event: c.ev.event, Task: name,
 			Message: fmt.Sprintf("%s: %s restarts task %s (restart %d of %d)", c.ev.describe(), c.why, name, m.rec.Tasks[name].Restarts, t.maxRetry)})
 	}
-	restartingSubGroups := m.restartSubGroups(restartSubGroups, restartTasks, outOfRetries)
-	for _, c := range restartPods {
-		if _, ok := restartTasks[c.ev.task]; ok {
+}
+
+// restartPodsWithinRetries restarts each pod of pods whose task has a restart left, unless its
+// task or sub-group restarts as a whole, and adds the tasks out of restarts to outOfRetries.
+func (m *machine) restartPodsWithinRetries(pods []candidate, tasks map[string]candidate, restartingSubGroups map[subGroupKey]bool, outOfRetries map[string]candidate) {
+	for _, c := range pods {
+		if _, ok := tasks[c.ev.task]; ok {
 			continue // its task restarts as a whole
 		}
 		if restartingSubGroups[subGroupKey{c.ev.task, subGroupOf(c.ev.pod)}] {
@@ -214,20 +249,6 @@ func (m *machine) handleEvents(p *plan) (handled map[types.UID]bool, next *chang
 		m.d.Actions = append(m.d.Actions, ActionTaken{Action: batchv1alpha1.RestartPodAction, Event: c.ev.event, Task: c.ev.task,
 			Message: fmt.Sprintf("%s: %s restarts the pod (restart %d of %d of task %s)", c.ev.describe(), c.why, m.rec.Tasks[c.ev.task].Restarts, t.maxRetry, c.ev.task)})
 	}
-	if next := m.raiseTaskFailed(outOfRetries); next != nil {
-		return handled, next
-	}
-	// A pod that ran out of retries is a plain failure for the default rules.
-	for _, pod := range m.pods {
-		if pod.kind == current && pod.Status.Phase == corev1.PodFailed && m.rec.Tasks[pod.task].OutOfRetries {
-			delete(handled, pod.UID)
-		}
-	}
-	m.pruneRestarting()
-	if len(restartTasks) > 0 {
-		m.classify() // the restarted tasks' pods are now of an old generation
-	}
-	return handled, nil
 }
 
 // subGroupKey names a sub-group of a task.
