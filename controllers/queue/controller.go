@@ -345,15 +345,46 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 		a.Total.Add(devices.Total())
 		lookup = devices
 	}
-	groupQueue := map[string]string{}
-	groupMin := map[string]int{}
+	facts := a.countGroups(groups)
+	leafAllocated := a.chargePods(pods, facts, schedulerNames, lookup, memo)
+	demand := map[string]quota.Amounts{}
+	for queue, v := range leafAllocated {
+		add(demand, queue, v)
+	}
+	for queue, v := range a.Demand {
+		add(demand, queue, v)
+	}
+	for _, n := range a.Tree.Nodes() {
+		for _, anc := range n.Ancestry() {
+			if n.Leaf() {
+				add(a.Allocated, anc.Name, leafAllocated[n.Name])
+			}
+		}
+	}
+	a.useHistory(queues, history)
+	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)
+	a.countInParents()
+	a.overGuaranteed = a.Tree.OverGuaranteed(a.Total)
+	return a
+}
+
+// groupFacts are what charging a pod needs of its PodGroup: its queue and its minimum, by
+// "namespace/name".
+type groupFacts struct {
+	queue map[string]string
+	min   map[string]int
+}
+
+// countGroups counts each queue's PodGroups by phase and gathers their facts.
+func (a *Accounting) countGroups(groups []*schedulingv1alpha1.PodGroup) groupFacts {
+	facts := groupFacts{queue: map[string]string{}, min: map[string]int{}}
 	for _, g := range groups {
 		queue := g.Spec.Queue
 		if queue == "" {
 			queue = schedulingv1alpha1.DefaultQueue
 		}
-		groupQueue[g.Namespace+"/"+g.Name] = queue
-		groupMin[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
+		facts.queue[g.Namespace+"/"+g.Name] = queue
+		facts.min[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
 		counts := a.counts(queue)
 		switch g.Status.Phase {
 		case schedulingv1alpha1.PodGroupPending, "":
@@ -364,17 +395,23 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 			counts.Running++
 		}
 	}
+	return facts
+}
+
+// chargePods charges every pod to its queue by quota.ChargeOf: the requests of placed pods to
+// the leaf queues' allocation, which it returns, and those of waiting pods to a.Pending. Into
+// a.Demand go what waits and can run now, as the scheduler counts it (plugins/queue): not gated
+// pods, not the pods of a group short of its minimum, not the pods of a queue that does not
+// admit them. Pods without a group count as workloads of their own.
+func (a *Accounting) chargePods(pods []*corev1.Pod, facts groupFacts, schedulerNames []string, lookup quota.DeviceLookup, memo *requestsMemo) map[string]quota.Amounts {
 	leafAllocated := map[string]quota.Amounts{}
-	// What waits and can run now is demand, as the scheduler counts it (plugins/queue): not
-	// gated pods, not the pods of a group short of its minimum, not the pods of a queue that
-	// does not admit them.
 	demandPending := map[string]quota.Amounts{}
 	// The claims pods name directly count once per queue, placed and waiting (podRequests).
 	allocatedClaims, pendingClaims, demandClaims := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	groupMembers := map[string]int{}
 	groupPending := map[string]map[string]quota.Amounts{}
 	queueOf := func(namespace, name string) (string, bool) {
-		q, ok := groupQueue[namespace+"/"+name]
+		q, ok := facts.queue[namespace+"/"+name]
 		return q, ok
 	}
 	for _, pod := range pods {
@@ -415,7 +452,7 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 		}
 	}
 	for group, byQueue := range groupPending {
-		if groupMembers[group] < groupMin[group] {
+		if groupMembers[group] < facts.min[group] {
 			continue
 		}
 		for queue, v := range byQueue {
@@ -423,23 +460,11 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 		}
 	}
 	a.Demand = demandPending
-	demand := map[string]quota.Amounts{}
-	for queue, v := range leafAllocated {
-		add(demand, queue, v)
-	}
-	for queue, v := range demandPending {
-		add(demand, queue, v)
-	}
-	for _, n := range a.Tree.Nodes() {
-		for _, anc := range n.Ancestry() {
-			if n.Leaf() {
-				add(a.Allocated, anc.Name, leafAllocated[n.Name])
-			}
-		}
-	}
-	a.useHistory(queues, history)
-	a.Deserved = quota.Deserved(a.Tree, a.Total, demand)
-	// Parents count their children's workloads.
+	return leafAllocated
+}
+
+// countInParents adds each leaf queue's workload counts to its parents'.
+func (a *Accounting) countInParents() {
 	for _, n := range a.Tree.Nodes() {
 		if !n.Leaf() {
 			continue
@@ -455,8 +480,6 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 			pc.Running += c.Running
 		}
 	}
-	a.overGuaranteed = a.Tree.OverGuaranteed(a.Total)
-	return a
 }
 
 func (a *Accounting) counts(queue string) *WorkloadCounts {
