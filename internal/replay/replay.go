@@ -116,40 +116,13 @@ func Replay(ctx context.Context, opts Options) ([]Result, error) {
 
 // replayOne runs the trace through one configuration on a control plane of its own.
 func replayOne(ctx context.Context, opts Options, config *Configuration) (Result, error) {
-	dir := filepath.Join(opts.Dir, config.Name)
-	if err := os.RemoveAll(dir); err != nil {
-		return Result{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Result{}, err
-	}
-	local := localcluster.Options{Dir: dir, Root: opts.Root, Binaries: opts.Binaries, Log: opts.Log}
-	if config.UsageHalfLife > 0 {
-		local.UsageHalfLife = (time.Duration(float64(config.UsageHalfLife) / opts.Speedup)).Round(time.Second).String()
-	}
-	if err := config.options(&local, opts.Root, dir); err != nil {
-		return Result{}, err
-	}
-	config.playedPluginArgs(&local, opts.Speedup)
-	fmt.Fprintf(opts.Log, "%s: starting a control plane in %s\n", config.Name, dir)
-	cluster, err := localcluster.Start(ctx, local)
+	cluster, err := startControlPlane(ctx, opts, config)
 	if err != nil {
-		if cluster != nil {
-			cluster.Stop()
-		}
 		return Result{}, err
 	}
 	defer cluster.Stop()
 
-	// The driver's own client: no client-side rate limit, so that submitting and playing the
-	// jobs keeps up with the trace.
-	fast := rest.CopyConfig(cluster.Config)
-	fast.QPS, fast.Burst = -1, 0
-	client, err := kubernetes.NewForConfig(fast)
-	if err != nil {
-		return Result{}, err
-	}
-	tephra, err := versioned.NewForConfig(fast)
+	client, tephra, err := unthrottledClients(cluster)
 	if err != nil {
 		return Result{}, err
 	}
@@ -182,39 +155,9 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	}()
 	fmt.Fprintf(opts.Log, "%s: replaying %d jobs at %gx\n", config.Name, len(opts.Jobs), opts.Speedup)
 
-	stopped := ""
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	lastReport := t0
-	for stopped == "" {
-		select {
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		case <-tick.C:
-		}
-		allEnded, working, count, last := d.progress()
-		now := time.Now()
-		allSubmitted := false
-		select {
-		case <-submitted:
-			allSubmitted = true
-		default:
-		}
-		switch {
-		case allSubmitted && allEnded:
-			stopped = "done"
-		case allSubmitted && !working && now.Sub(last) > opts.StallTimeout:
-			stopped = fmt.Sprintf("no job worked and nothing progressed for %s after the last submission: what is left would wait for good", opts.StallTimeout)
-		case opts.MaxWall > 0 && now.Sub(t0) > opts.MaxWall:
-			stopped = fmt.Sprintf("the run reached its limit of %s", opts.MaxWall)
-		case allSubmitted && now.Sub(t0).Seconds()*opts.Speedup >= opts.Horizon:
-			stopped = fmt.Sprintf("the run reached its horizon of %s of trace time", report.Duration(opts.Horizon))
-		}
-		if now.Sub(lastReport) >= 30*time.Second {
-			lastReport = now
-			fmt.Fprintf(opts.Log, "%s: %s, trace time %s, %d of %d jobs submitted\n", config.Name, now.Sub(t0).Round(time.Second),
-				time.Duration(float64(now.Sub(t0))*opts.Speedup).Round(time.Minute), count, len(opts.Jobs))
-		}
+	stopped, err := waitUntilStopped(ctx, opts, config, d, submitted, t0)
+	if err != nil {
+		return Result{}, err
 	}
 	end := time.Now()
 	cancel()
@@ -228,6 +171,102 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	}
 	fmt.Fprintf(opts.Log, "%s: finished in %s\n", config.Name, end.Sub(t0).Round(time.Second))
 	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: append(problems, d.failures...)}, nil
+}
+
+// startControlPlane starts the configuration's control plane in a directory of its own, emptied
+// first so that nothing of an earlier run is left in it. A control plane that failed to start is
+// stopped, so that nothing it started outlives the error.
+func startControlPlane(ctx context.Context, opts Options, config *Configuration) (*localcluster.Cluster, error) {
+	dir := filepath.Join(opts.Dir, config.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	local := localcluster.Options{Dir: dir, Root: opts.Root, Binaries: opts.Binaries, Log: opts.Log}
+	if config.UsageHalfLife > 0 {
+		local.UsageHalfLife = (time.Duration(float64(config.UsageHalfLife) / opts.Speedup)).Round(time.Second).String()
+	}
+	if err := config.options(&local, opts.Root, dir); err != nil {
+		return nil, err
+	}
+	config.playedPluginArgs(&local, opts.Speedup)
+	fmt.Fprintf(opts.Log, "%s: starting a control plane in %s\n", config.Name, dir)
+	cluster, err := localcluster.Start(ctx, local)
+	if err != nil {
+		if cluster != nil {
+			cluster.Stop()
+		}
+		return nil, err
+	}
+	return cluster, nil
+}
+
+// unthrottledClients are the driver's own clients: no client-side rate limit, so that submitting
+// and playing the jobs keeps up with the trace.
+func unthrottledClients(cluster *localcluster.Cluster) (*kubernetes.Clientset, *versioned.Clientset, error) {
+	fast := rest.CopyConfig(cluster.Config)
+	fast.QPS, fast.Burst = -1, 0
+	client, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		return nil, nil, err
+	}
+	tephra, err := versioned.NewForConfig(fast)
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, tephra, nil
+}
+
+// waitUntilStopped watches the run's progress every half second, logging it every 30 seconds,
+// until stopReason gives a reason to stop, and returns that reason ("done" when every job
+// ended). It returns the context's error when the context ends first.
+func waitUntilStopped(ctx context.Context, opts Options, config *Configuration, d *driver, submitted <-chan struct{}, t0 time.Time) (string, error) {
+	stopped := ""
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := t0
+	for stopped == "" {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-tick.C:
+		}
+		allEnded, working, count, last := d.progress()
+		now := time.Now()
+		allSubmitted := false
+		select {
+		case <-submitted:
+			allSubmitted = true
+		default:
+		}
+		stopped = stopReason(opts, allSubmitted, allEnded, working, t0, last, now)
+		if now.Sub(lastReport) >= 30*time.Second {
+			lastReport = now
+			fmt.Fprintf(opts.Log, "%s: %s, trace time %s, %d of %d jobs submitted\n", config.Name, now.Sub(t0).Round(time.Second),
+				time.Duration(float64(now.Sub(t0))*opts.Speedup).Round(time.Minute), count, len(opts.Jobs))
+		}
+	}
+	return stopped, nil
+}
+
+// stopReason says why a run started at t0 stops now, its last progress at last; "" while it goes
+// on. A run stops when every job ended ("done"); when, all jobs submitted, none works and nothing
+// moved for the stall timeout, since what is left would wait for good; at its wall-clock limit;
+// and, all jobs submitted, at its horizon of trace time.
+func stopReason(opts Options, allSubmitted, allEnded, working bool, t0, last, now time.Time) string {
+	switch {
+	case allSubmitted && allEnded:
+		return "done"
+	case allSubmitted && !working && now.Sub(last) > opts.StallTimeout:
+		return fmt.Sprintf("no job worked and nothing progressed for %s after the last submission: what is left would wait for good", opts.StallTimeout)
+	case opts.MaxWall > 0 && now.Sub(t0) > opts.MaxWall:
+		return fmt.Sprintf("the run reached its limit of %s", opts.MaxWall)
+	case allSubmitted && now.Sub(t0).Seconds()*opts.Speedup >= opts.Horizon:
+		return fmt.Sprintf("the run reached its horizon of %s of trace time", report.Duration(opts.Horizon))
+	}
+	return ""
 }
 
 // prepare creates the nodes, the namespace, the priority classes and, for a configuration with

@@ -89,9 +89,23 @@ type row struct {
 	cell  func(o *Outcomes) string
 }
 
+// writeMainTable writes the configurations' outcomes side by side, a column each, a row a
+// figure: what the jobs got, where their wait went, how the GPUs were used, what preemption
+// cost, and how the shares held.
 func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
-	tolerance := outs[0].Options.PartialTolerance
-	rows := []row{
+	var rows []row
+	rows = append(rows, jobRows(meta)...)
+	rows = append(rows, waitRows()...)
+	rows = append(rows, gpuRows(outs[0].Options.PartialTolerance)...)
+	rows = append(rows, preemptionRows()...)
+	rows = append(rows, shareRows()...)
+	writeColumns(b, outs, rows)
+}
+
+// jobRows are what the jobs got: how many finished or never ran, their JCT and their wait, with
+// the replay's wall-clock time for each configuration.
+func jobRows(meta Meta) []row {
+	return []row{
 		{"Configuration", func(o *Outcomes) string { return cell(o.Title) }},
 		{"Replay wall-clock", func(o *Outcomes) string {
 			if d, ok := meta.Durations[o.Config]; ok {
@@ -110,6 +124,14 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		{"Wait p50", func(o *Outcomes) string { return Duration(o.All.Wait.P50) }},
 		{"Wait p90", func(o *Outcomes) string { return Duration(o.All.Wait.P90) }},
 		{"Wait p99", func(o *Outcomes) string { return Duration(o.All.Wait.P99) }},
+	}
+}
+
+// waitRows are where the wait went: to the first pod's creation, to the scheduler once there
+// was room, to the big gangs, and to fair-share holds or scattered GPUs beside idle ones. A row
+// shows "–" for a run that measured nothing it needs.
+func waitRows() []row {
+	return []row{
 		{"Submit to first pod: mean / p90", func(o *Outcomes) string {
 			if o.FirstPod.N == 0 {
 				return "–"
@@ -146,6 +168,14 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 			}
 			return fmt.Sprintf("%.0f / %.0f", o.WholeFreeWhileBigWait, o.ScatteredFreeWhileBigWait)
 		}},
+	}
+}
+
+// gpuRows are how the GPUs were used: the makespan, the GPUs allocated and busy, and the GPUs
+// partial gangs held idle, the jobs among them counted when their partial gang outlasted the
+// tolerance.
+func gpuRows(tolerance float64) []row {
+	return []row{
 		{"Makespan", func(o *Outcomes) string {
 			s := Duration(o.Makespan)
 			if left := o.All.Jobs - o.All.Finished; left > 0 && o.All.Finished > 0 {
@@ -160,6 +190,13 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 		{"Pods partial at end", func(o *Outcomes) string {
 			return fmt.Sprintf("%d (%d GPUs)", o.PartialPodsAtEnd, o.PartialGPUsAtEnd)
 		}},
+	}
+}
+
+// preemptionRows are what preemption cost: the pods evicted, the work they lost, the jobs
+// restarted, and the JCT against B1's split between the restarted jobs and the others.
+func preemptionRows() []row {
+	return []row{
 		{"Preempted pods", func(o *Outcomes) string { return fmt.Sprint(o.PreemptedPods) }},
 		{"Discarded GPU-hours", func(o *Outcomes) string {
 			return fmt.Sprintf("%s (%s of the work)", gpuHours(o.DiscardedGPUSeconds), percent(ratio(o.DiscardedGPUSeconds, o.WorkGPUSeconds)))
@@ -174,10 +211,22 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 			}
 			return fmt.Sprintf("%s job-hours (%d jobs) / %s (%d)", signedHours(a.Restarted), a.RestartedJobs, signedHours(a.Others), a.OtherJobs)
 		}},
+	}
+}
+
+// shareRows are how far the queues' shares were from their deserved ones, with how many samples
+// were contended, since only those count.
+func shareRows() []row {
+	return []row{
 		{"Queue share MAD", func(o *Outcomes) string {
 			return fmt.Sprintf("%s (%d/%d samples contended)", points(o.All.ShareMAD), o.ContendedSamples, len(o.Series.Times))
 		}},
 	}
+}
+
+// writeColumns writes a table with a column per configuration, headed by its name, and a line
+// per row; the figures are right-aligned so that a row's columns compare at a glance.
+func writeColumns(b *strings.Builder, outs []Outcomes, rows []row) {
 	b.WriteString("|  |")
 	for i := range outs {
 		fmt.Fprintf(b, " %s |", cell(outs[i].Config))

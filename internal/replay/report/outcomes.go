@@ -292,11 +292,7 @@ func (o Options) Analyze(run Run) Outcomes {
 	}
 	var firstPod []float64
 	g := newGrid(end, o.Samples)
-	allocated, busy := make([]int64, g.n+1), make([]int64, g.n+1)
-	held, demand := make([][]int64, len(queues)), make([][]int64, len(queues))
-	for i := range queues {
-		held[i], demand[i] = make([]int64, g.n+1), make([]int64, g.n+1)
-	}
+	onGrid := newGPUGrid(g, len(queues))
 	firstSubmit, lastEnd := math.Inf(1), math.Inf(-1)
 
 	out.jct, out.restarted = map[string]float64{}, map[string]bool{}
@@ -318,40 +314,10 @@ func (o Options) Analyze(run Run) Outcomes {
 			firstPod = append(firstPod, math.Max(seen-j.Submit, 0))
 		}
 
-		out.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
-		if restarts := len(j.Started) - 1; restarts > 0 {
-			out.restarted[j.Name] = true
-			out.RestartedJobs++
-			out.MostRestarts = max(out.MostRestarts, restarts)
-		}
-		preempted, discarded := preemptions(j, end)
-		out.PreemptedPods += preempted
-		out.DiscardedGPUSeconds += discarded
-
+		out.addPreemptions(j, end)
 		f := timeline(j, end)
-		out.AllocatedGPUSeconds += f.allocated
-		out.BusyGPUSeconds += f.busy
-		out.PartialGPUSeconds += f.partial
-		if f.partialWindows > 0 && f.longestPartial > o.PartialTolerance {
-			out.PartialJobs++
-		}
-		out.PartialPodsAtEnd += f.partialPodsAtEnd
-		out.PartialGPUsAtEnd += f.partialPodsAtEnd * j.GPUs
-		for _, s := range f.segments {
-			from, to := g.span(s.from, s.to)
-			gpus := int64(s.pods * j.GPUs)
-			addRange(allocated, from, to, gpus)
-			addRange(held[qi], from, to, gpus)
-			if s.working {
-				addRange(busy, from, to, gpus)
-			}
-		}
-		ended := math.Inf(1)
-		if !math.IsNaN(j.Ended) {
-			ended = j.Ended
-		}
-		from, to := g.span(j.Submit, ended)
-		addRange(demand[qi], from, to, int64(j.Replicas*j.GPUs))
+		out.addHeldGPUs(j, f)
+		onGrid.add(j, qi, f.segments)
 	}
 
 	out.All, out.BigGangs = all.summary(), big.summary()
@@ -366,7 +332,7 @@ func (o Options) Analyze(run Run) Outcomes {
 	if out.All.Finished > 0 {
 		out.Makespan = lastEnd - firstSubmit
 	}
-	shares(&out, queues, g, allocated, busy, held, demand)
+	shares(&out, queues, g, onGrid.allocated, onGrid.busy, onGrid.held, onGrid.demand)
 	var toShare []ToShare
 	out.All.ToShare, toShare = toShareOf(out.Series, out.End, out.GPUs)
 	for i := range out.Queues {
@@ -375,6 +341,73 @@ func (o Options) Analyze(run Run) Outcomes {
 	out.HeldBesideIdleWaitSeconds, out.WaitSeconds = heldBesideIdle(run, &out, index, g, end)
 	out.RoomToBind, out.BoundWithoutRoom = roomToBind(run, queues, index)
 	return out
+}
+
+// addPreemptions counts a job's work, its restarts and the work its preempted pods lost (the
+// discarded work is reported as a part of the whole).
+func (o *Outcomes) addPreemptions(j Job, end float64) {
+	o.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
+	if restarts := len(j.Started) - 1; restarts > 0 {
+		o.restarted[j.Name] = true
+		o.RestartedJobs++
+		o.MostRestarts = max(o.MostRestarts, restarts)
+	}
+	preempted, discarded := preemptions(j, end)
+	o.PreemptedPods += preempted
+	o.DiscardedGPUSeconds += discarded
+}
+
+// addHeldGPUs adds a job's GPU-seconds held, busy and partial, and its pods partial at the end.
+// The job counts as a partial-gang job only when a partial gang of it lasted longer than
+// Options.PartialTolerance: shorter windows are a gang being bound.
+func (o *Outcomes) addHeldGPUs(j Job, f jobFigures) {
+	o.AllocatedGPUSeconds += f.allocated
+	o.BusyGPUSeconds += f.busy
+	o.PartialGPUSeconds += f.partial
+	if f.partialWindows > 0 && f.longestPartial > o.Options.PartialTolerance {
+		o.PartialJobs++
+	}
+	o.PartialPodsAtEnd += f.partialPodsAtEnd
+	o.PartialGPUsAtEnd += f.partialPodsAtEnd * j.GPUs
+}
+
+// gpuGrid gathers, as difference arrays over the grid, the GPUs held (by every pod, by the pods
+// of working jobs, and by each queue's pods) and the GPUs each queue's jobs asked for: what
+// shares turns into the series. Difference arrays make adding a stretch of time cost two cells,
+// whatever its length.
+type gpuGrid struct {
+	g               grid
+	allocated, busy []int64
+	held, demand    [][]int64
+}
+
+func newGPUGrid(g grid, queues int) gpuGrid {
+	d := gpuGrid{g: g, allocated: make([]int64, g.n+1), busy: make([]int64, g.n+1)}
+	d.held, d.demand = make([][]int64, queues), make([][]int64, queues)
+	for i := range queues {
+		d.held[i], d.demand[i] = make([]int64, g.n+1), make([]int64, g.n+1)
+	}
+	return d
+}
+
+// add puts a job of queue qi on the grid: the GPUs its pods held over its segments, and the GPUs
+// it asked for from its submit until it ended (until the run's end if it never did).
+func (d *gpuGrid) add(j Job, qi int, segments []segment) {
+	for _, s := range segments {
+		from, to := d.g.span(s.from, s.to)
+		gpus := int64(s.pods * j.GPUs)
+		addRange(d.allocated, from, to, gpus)
+		addRange(d.held[qi], from, to, gpus)
+		if s.working {
+			addRange(d.busy, from, to, gpus)
+		}
+	}
+	ended := math.Inf(1)
+	if !math.IsNaN(j.Ended) {
+		ended = j.Ended
+	}
+	from, to := d.g.span(j.Submit, ended)
+	addRange(d.demand[qi], from, to, int64(j.Replicas*j.GPUs))
 }
 
 // tally gathers a set of jobs into a Summary.
