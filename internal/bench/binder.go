@@ -48,16 +48,7 @@ func startBinder(ctx context.Context, b *benchCluster, w *workload, rec *recorde
 	}
 	bd := &binder{done: make(chan error, 1)}
 	ctx, bd.cancel = context.WithCancel(ctx)
-	bind := func(ctx context.Context, pod, node string) error {
-		binding := &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: w.namespace},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}
-		if err := client.CoreV1().Pods(w.namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("binding pod %s: %w", pod, err)
-		}
-		return nil
-	}
+	bind := podBinder(client, w.namespace)
 	if !w.queues() {
 		go func() {
 			bd.done <- parallel(ctx, binderWorkers, len(pods), func(ctx context.Context, i int) error {
@@ -72,6 +63,31 @@ func startBinder(ctx context.Context, b *benchCluster, w *workload, rec *recorde
 		bd.cancel()
 		return nil, fmt.Errorf("the cluster has no GPU node")
 	}
+	slots := gpuSlots(b, rec)
+	go func() {
+		bd.done <- bindFirstComeFirstServed(ctx, pods, slots, bind)
+	}()
+	return bd, nil
+}
+
+// podBinder returns a function that binds a pod of namespace to a node through the pods/binding
+// subresource.
+func podBinder(client kubernetes.Interface, namespace string) func(ctx context.Context, pod, node string) error {
+	return func(ctx context.Context, pod, node string) error {
+		binding := &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: namespace},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}
+		if err := client.CoreV1().Pods(namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("binding pod %s: %w", pod, err)
+		}
+		return nil
+	}
+}
+
+// gpuSlots returns a channel that holds a GPU node's name for each of its free GPUs, the GPU
+// nodes taken in turn, and makes the recorder put a GPU back when a pod on a GPU node ends.
+func gpuSlots(b *benchCluster, rec *recorder) chan string {
 	gpuNode := make(map[string]bool, len(b.gpuNodes))
 	for _, n := range b.gpuNodes {
 		gpuNode[n] = true
@@ -90,58 +106,61 @@ func startBinder(ctx context.Context, b *benchCluster, w *workload, rec *recorde
 			}
 		}
 	})
-	go func() {
-		// One dispatcher keeps the order; several workers bind.
-		type job struct{ pod, node string }
-		jobs := make(chan job)
-		dispatch := func(ctx context.Context) error {
-			defer close(jobs)
-			// Every Q pod asks for one GPU: one slot each.
-			for _, p := range pods {
-				var node string
-				select {
-				case node = <-slots:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				select {
-				case jobs <- job{p.name, node}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+	return slots
+}
+
+// bindFirstComeFirstServed binds the pods in order, each to the node of the next free GPU in
+// slots as soon as there is one, and returns the first error.
+func bindFirstComeFirstServed(ctx context.Context, pods []podSpec, slots chan string, bind func(ctx context.Context, pod, node string) error) error {
+	// One dispatcher keeps the order; several workers bind.
+	type job struct{ pod, node string }
+	jobs := make(chan job)
+	dispatch := func(ctx context.Context) error {
+		defer close(jobs)
+		// Every Q pod asks for one GPU: one slot each.
+		for _, p := range pods {
+			var node string
+			select {
+			case node = <-slots:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			return nil
+			select {
+			case jobs <- job{p.name, node}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		inner, cancel := context.WithCancel(ctx)
-		defer cancel()
-		errs := make(chan error, binderWorkers+1)
-		for range binderWorkers {
-			go func() {
-				for j := range jobs {
-					if err := bind(inner, j.pod, j.node); err != nil {
-						errs <- err
-						cancel()
-						for range jobs {
-						}
-						return
+		return nil
+	}
+	inner, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, binderWorkers+1)
+	for range binderWorkers {
+		go func() {
+			for j := range jobs {
+				if err := bind(inner, j.pod, j.node); err != nil {
+					errs <- err
+					cancel()
+					for range jobs {
 					}
+					return
 				}
-				errs <- nil
-			}()
-		}
-		dispatched := dispatch(inner)
-		var first error
-		for range binderWorkers {
-			if err := <-errs; err != nil && first == nil {
-				first = err
 			}
+			errs <- nil
+		}()
+	}
+	dispatched := dispatch(inner)
+	var first error
+	for range binderWorkers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
-		if first == nil {
-			first = dispatched
-		}
-		bd.done <- first
-	}()
-	return bd, nil
+	}
+	if first == nil {
+		first = dispatched
+	}
+	return first
 }
 
 // Done delivers the binder's result once it has bound every pod or failed.

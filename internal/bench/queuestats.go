@@ -62,30 +62,14 @@ const shareSampling = 100 * time.Millisecond
 // queueResult computes Q's figures from the recorder's pods on a pool of gpus GPUs.
 func queueResult(pods []podRecord, gpus int, evicted int) *QueueResult {
 	res := &QueueResult{GPUs: gpus, Evicted: evicted}
-	var firstBind, lastBind, lastEnd time.Time
-	var gpuSeconds float64
-	for _, p := range pods {
-		gpuSeconds += float64(p.gpus) * p.run.Seconds()
-		if p.bound.IsZero() {
-			continue
-		}
-		if firstBind.IsZero() || p.bound.Before(firstBind) {
-			firstBind = p.bound
-		}
-		if p.bound.After(lastBind) {
-			lastBind = p.bound
-		}
-		if p.ended.After(lastEnd) {
-			lastEnd = p.ended
-		}
-	}
+	span := queueSpanOf(pods)
 	if gpus > 0 {
-		res.LowerBoundSeconds = gpuSeconds / float64(gpus)
+		res.LowerBoundSeconds = span.gpuSeconds / float64(gpus)
 	}
-	if !firstBind.IsZero() && !lastEnd.IsZero() {
-		res.MakespanSeconds = lastEnd.Sub(firstBind).Seconds()
+	if !span.firstBind.IsZero() && !span.lastEnd.IsZero() {
+		res.MakespanSeconds = span.lastEnd.Sub(span.firstBind).Seconds()
 	}
-	res.Utilisation = utilisation(pods, gpus, firstBind, lastBind)
+	res.Utilisation = utilisation(pods, gpus, span.firstBind, span.lastBind)
 
 	index := map[string]int{}
 	weights := make([]float64, len(benchQueues))
@@ -94,6 +78,47 @@ func queueResult(pods []podRecord, gpus int, evicted int) *QueueResult {
 		weights[i] = float64(q.Weight)
 		res.Queues = append(res.Queues, QueueFigures{Name: q.Name, Weight: q.Weight})
 	}
+	addAdmissions(res, pods, index)
+	occupancy := newQueueOccupancy(pods, gpus, index, weights)
+	if !span.firstBind.IsZero() && !span.lastEnd.IsZero() {
+		res.Series = queueSeries(occupancy, span.firstBind, span.lastEnd)
+	}
+	addShares(res, occupancy, gpus, span.firstBind, span.lastBind)
+	return res
+}
+
+// queueSpan is when Q's pods were bound and ended, and the GPU-seconds they ran.
+type queueSpan struct {
+	// firstBind, lastBind and lastEnd are zero if no pod was bound.
+	firstBind, lastBind, lastEnd time.Time
+	// gpuSeconds counts every pod's run, bound or not: the work Q asks for.
+	gpuSeconds float64
+}
+
+// queueSpanOf reads the span of the recorder's pods.
+func queueSpanOf(pods []podRecord) queueSpan {
+	var s queueSpan
+	for _, p := range pods {
+		s.gpuSeconds += float64(p.gpus) * p.run.Seconds()
+		if p.bound.IsZero() {
+			continue
+		}
+		if s.firstBind.IsZero() || p.bound.Before(s.firstBind) {
+			s.firstBind = p.bound
+		}
+		if p.bound.After(s.lastBind) {
+			s.lastBind = p.bound
+		}
+		if p.ended.After(s.lastEnd) {
+			s.lastEnd = p.ended
+		}
+	}
+	return s
+}
+
+// addAdmissions counts each queue's pods and sets its create→bind times; pods of no bench queue
+// are left out.
+func addAdmissions(res *QueueResult, pods []podRecord, index map[string]int) {
 	admissions := make([][]float64, len(benchQueues))
 	for _, p := range pods {
 		i, ok := index[p.queue]
@@ -108,48 +133,71 @@ func queueResult(pods []podRecord, gpus int, evicted int) *QueueResult {
 	for i := range res.Queues {
 		res.Queues[i].AdmissionSeconds = quantiles(admissions[i])
 	}
+}
 
-	// at returns what each queue held and deserved at t.
-	held, waiting := make([]float64, len(benchQueues)), make([]float64, len(benchQueues))
-	demand := make([]float64, len(benchQueues))
-	at := func(t time.Time) ([]float64, []float64) {
-		clear(held)
-		clear(waiting)
-		for _, p := range pods {
-			i, ok := index[p.queue]
-			if !ok || p.created.After(t) {
-				continue
-			}
-			switch {
-			case p.bound.IsZero() || p.bound.After(t):
-				if p.ended.IsZero() || p.ended.After(t) {
-					waiting[i] += float64(p.gpus)
-				}
-			case p.ended.IsZero() || p.ended.After(t):
-				held[i] += float64(p.gpus)
-			}
-		}
-		for i := range demand {
-			demand[i] = held[i] + waiting[i]
-		}
-		return held, waterFill(float64(gpus), weights, demand)
-	}
-	if !firstBind.IsZero() && !lastEnd.IsZero() {
-		res.Series = &QueueSeries{StepSeconds: seriesStep.Seconds(),
-			Held: make([][]float64, len(benchQueues)), Deserved: make([][]float64, len(benchQueues))}
-		for t := firstBind; !t.After(lastEnd.Add(seriesStep)); t = t.Add(seriesStep) {
-			h, d := at(t)
-			for i := range benchQueues {
-				res.Series.Held[i] = append(res.Series.Held[i], h[i])
-				res.Series.Deserved[i] = append(res.Series.Deserved[i], math.Round(d[i]*100)/100)
-			}
-		}
-	}
+// queueOccupancy tells what each queue held and deserved at an instant. Its slices are reused
+// from one instant to the next: a caller reads what at returns before it calls at again.
+type queueOccupancy struct {
+	pods  []podRecord
+	gpus  int
+	index map[string]int
+	// weights are the queues' weights, in benchQueues' order.
+	weights               []float64
+	held, waiting, demand []float64
+}
 
-	// Shares, every shareSampling from the first bind to the last.
+func newQueueOccupancy(pods []podRecord, gpus int, index map[string]int, weights []float64) *queueOccupancy {
+	return &queueOccupancy{pods: pods, gpus: gpus, index: index, weights: weights,
+		held: make([]float64, len(benchQueues)), waiting: make([]float64, len(benchQueues)),
+		demand: make([]float64, len(benchQueues))}
+}
+
+// at returns the GPUs each queue held at t (its bound, not yet ended pods') and the GPUs it
+// deserved, water-filled over the queues' demand (held plus waiting).
+func (o *queueOccupancy) at(t time.Time) ([]float64, []float64) {
+	clear(o.held)
+	clear(o.waiting)
+	for _, p := range o.pods {
+		i, ok := o.index[p.queue]
+		if !ok || p.created.After(t) {
+			continue
+		}
+		switch {
+		case p.bound.IsZero() || p.bound.After(t):
+			if p.ended.IsZero() || p.ended.After(t) {
+				o.waiting[i] += float64(p.gpus)
+			}
+		case p.ended.IsZero() || p.ended.After(t):
+			o.held[i] += float64(p.gpus)
+		}
+	}
+	for i := range o.demand {
+		o.demand[i] = o.held[i] + o.waiting[i]
+	}
+	return o.held, waterFill(float64(o.gpus), o.weights, o.demand)
+}
+
+// queueSeries samples what each queue held and deserved every seriesStep from the first bind to
+// a step past the last end, for the plot.
+func queueSeries(occupancy *queueOccupancy, firstBind, lastEnd time.Time) *QueueSeries {
+	series := &QueueSeries{StepSeconds: seriesStep.Seconds(),
+		Held: make([][]float64, len(benchQueues)), Deserved: make([][]float64, len(benchQueues))}
+	for t := firstBind; !t.After(lastEnd.Add(seriesStep)); t = t.Add(seriesStep) {
+		h, d := occupancy.at(t)
+		for i := range benchQueues {
+			series.Held[i] = append(series.Held[i], h[i])
+			series.Deserved[i] = append(series.Deserved[i], math.Round(d[i]*100)/100)
+		}
+	}
+	return series
+}
+
+// addShares sets each queue's mean share, deserved share and deviation, sampled every
+// shareSampling from the first bind to the last (all zero if nothing was bound).
+func addShares(res *QueueResult, occupancy *queueOccupancy, gpus int, firstBind, lastBind time.Time) {
 	samples := 0
 	for t := firstBind; !firstBind.IsZero() && !t.After(lastBind); t = t.Add(shareSampling) {
-		held, deserved := at(t)
+		held, deserved := occupancy.at(t)
 		for i := range res.Queues {
 			share := held[i] / float64(gpus)
 			res.Queues[i].Share += share
@@ -166,7 +214,6 @@ func queueResult(pods []podRecord, gpus int, evicted int) *QueueResult {
 		res.Queues[i].Deserved /= float64(samples)
 		res.Queues[i].Deviation /= float64(samples)
 	}
-	return res
 }
 
 // utilisation is the mean fraction of gpus held by bound, not yet ended pods over [from, to]

@@ -336,6 +336,73 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		}
 		defer b.StopComponent(localcluster.ControllerManager)
 	}
+	if err := createBacklog(ctx, b, w, rec); err != nil {
+		return err
+	}
+	run.Timings.CreateSeconds = time.Since(created).Seconds()
+	base, err := readCostBaseline(ctx, b)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	var bd *binder
+	var prof *profiler
+	if b.config.Binder {
+		if bd, err = startBinder(ctx, b, w, rec); err != nil {
+			return err
+		}
+		defer bd.stop()
+	} else {
+		if err := b.StartComponent(ctx, localcluster.Scheduler); err != nil {
+			if b.config.Gangs == UpstreamGangs {
+				return unavailable("tephra-scheduler does not start with --feature-gates=%s: %v", b.config.FeatureGates, err)
+			}
+			return err
+		}
+		defer b.StopComponent(localcluster.Scheduler)
+		run.Timings.SchedulerStartSeconds = time.Since(start).Seconds()
+		if prof, err = d.profileScheduler(ctx, b, run); err != nil {
+			return err
+		}
+	}
+	drainErr := d.waitDrained(ctx, b, label, start, w, rec, bd)
+	run.Timings.DrainSeconds = time.Since(start).Seconds()
+	if prof != nil {
+		// Stopped now, analyzed once the run's figures are read.
+		files, err := prof.finish(ctx)
+		wall := time.Since(start)
+		heap := filepath.Join(prof.dir, prof.prefix+"-heap.pb.gz")
+		defer d.analyzeProfile(ctx, files, heap, err, wall, run)
+	}
+	if drainErr != nil {
+		if ctx.Err() == nil {
+			drainErr = fmt.Errorf("%w (%s)", drainErr, b.writeUnbound(ctx, w.namespace))
+		}
+		return drainErr
+	}
+	time.Sleep(d.settle())
+
+	o := rec.observation()
+	recordObservation(run, o, start, w, b.gpus())
+	if err := recordCosts(ctx, b, o, base, run); err != nil {
+		return err
+	}
+	if w.devices {
+		// After the figures: listing the claims costs the apiserver.
+		allocated, err := b.allocatedDevices(ctx, w.namespace, rec)
+		if err != nil {
+			return err
+		}
+		run.DevicesAllocated = ptr.To(allocated)
+	}
+	return nil
+}
+
+// createBacklog creates the workload's gangs and pods, then waits until the recorder has seen
+// every pod and, where the configuration makes them, every pod's claim and every gang's mirror:
+// the scheduler starts on the whole backlog.
+func createBacklog(ctx context.Context, b *benchCluster, w *workload, rec *recorder) error {
 	if err := w.createGangs(ctx, b); err != nil {
 		return err
 	}
@@ -360,65 +427,55 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 			return err
 		}
 	}
-	run.Timings.CreateSeconds = time.Since(created).Seconds()
-	before, err := b.mutatingRequests(ctx)
-	if err != nil {
-		return err
+	return nil
+}
+
+// costBaseline is what the apiserver and tephra-controllers have spent before the scheduling
+// starts: the run's costs are what they spend from there.
+type costBaseline struct {
+	mutatingRequests float64
+	apiServer        procStats
+	// controllers is zero without tephra-controllers.
+	controllers procStats
+}
+
+// readCostBaseline reads the apiserver's mutating requests and CPU, and tephra-controllers' CPU,
+// before the scheduling starts.
+func readCostBaseline(ctx context.Context, b *benchCluster) (costBaseline, error) {
+	var base costBaseline
+	var err error
+	if base.mutatingRequests, err = b.mutatingRequests(ctx); err != nil {
+		return base, err
 	}
-	apiBefore, err := readProcStats(b.Pid(localcluster.APIServer))
-	if err != nil {
-		return fmt.Errorf("reading the apiserver's CPU: %w", err)
+	if base.apiServer, err = readProcStats(b.Pid(localcluster.APIServer)); err != nil {
+		return base, fmt.Errorf("reading the apiserver's CPU: %w", err)
 	}
-	var controllersBefore procStats
 	if b.config.Controllers {
-		if controllersBefore, err = readProcStats(b.Pid(localcluster.Controllers)); err != nil {
-			return fmt.Errorf("reading tephra-controllers' CPU: %w", err)
+		if base.controllers, err = readProcStats(b.Pid(localcluster.Controllers)); err != nil {
+			return base, fmt.Errorf("reading tephra-controllers' CPU: %w", err)
 		}
 	}
+	return base, nil
+}
 
-	start := time.Now()
-	var bd *binder
-	var prof *profiler
-	if b.config.Binder {
-		if bd, err = startBinder(ctx, b, w, rec); err != nil {
-			return err
-		}
-		defer bd.stop()
-	} else {
-		if err := b.StartComponent(ctx, localcluster.Scheduler); err != nil {
-			if b.config.Gangs == UpstreamGangs {
-				return unavailable("tephra-scheduler does not start with --feature-gates=%s: %v", b.config.FeatureGates, err)
-			}
-			return err
-		}
-		defer b.StopComponent(localcluster.Scheduler)
-		run.Timings.SchedulerStartSeconds = time.Since(start).Seconds()
-		if d.profiled(run) {
-			dir := filepath.Join(d.runDir, "profiles")
-			if prof, err = startProfiler(ctx, b, dir, fmt.Sprintf("%s-%s-rep%d", run.Configuration, run.Scenario, run.Rep)); err != nil {
-				return err
-			}
-			run.Profiled = true
-		}
+// profileScheduler starts profiling the scheduler if the run is one of the profiled ones (nil
+// otherwise), and marks the run profiled.
+func (d *driver) profileScheduler(ctx context.Context, b *benchCluster, run *RunResult) (*profiler, error) {
+	if !d.profiled(run) {
+		return nil, nil
 	}
-	drainErr := d.waitDrained(ctx, b, label, start, w, rec, bd)
-	run.Timings.DrainSeconds = time.Since(start).Seconds()
-	if prof != nil {
-		// Stopped now, analyzed once the run's figures are read.
-		files, err := prof.finish(ctx)
-		wall := time.Since(start)
-		heap := filepath.Join(prof.dir, prof.prefix+"-heap.pb.gz")
-		defer d.analyzeProfile(ctx, files, heap, err, wall, run)
+	dir := filepath.Join(d.runDir, "profiles")
+	prof, err := startProfiler(ctx, b, dir, fmt.Sprintf("%s-%s-rep%d", run.Configuration, run.Scenario, run.Rep))
+	if err != nil {
+		return nil, err
 	}
-	if drainErr != nil {
-		if ctx.Err() == nil {
-			drainErr = fmt.Errorf("%w (%s)", drainErr, b.writeUnbound(ctx, w.namespace))
-		}
-		return drainErr
-	}
-	time.Sleep(d.settle())
+	run.Profiled = true
+	return prof, nil
+}
 
-	o := rec.observation()
+// recordObservation fills run with the figures of what the recorder saw: binds, throughput,
+// latencies, gangs, and in Q the queues' figures on a pool of gpus GPUs.
+func recordObservation(run *RunResult, o observation, start time.Time, w *workload, gpus int) {
 	run.Bound = len(o.binds)
 	run.BoundAll = o.bound
 	if len(o.binds) > 0 {
@@ -435,8 +492,14 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 	run.PeakPartialGangPods, run.PartialGangPodsAtEnd = o.peakPartial, o.partialAtEnd
 	run.GangBindSpreadSeconds = quantiles(seconds(o.gangSpreads))
 	if w.queues() {
-		run.Queues = queueResult(o.pods, b.gpus(), o.evicted)
+		run.Queues = queueResult(o.pods, gpus, o.evicted)
 	}
+}
+
+// recordCosts fills run with what the drain cost, per pod bound: the scheduler's CPU, memory and
+// scheduling attempts (without the binder), tephra-controllers' CPU, and the apiserver's mutating
+// requests and CPU since base.
+func recordCosts(ctx context.Context, b *benchCluster, o observation, base costBaseline, run *RunResult) error {
 	if !b.config.Binder {
 		stats, err := readProcStats(b.Pid(localcluster.Scheduler))
 		if err != nil {
@@ -455,26 +518,18 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 		if err != nil {
 			return fmt.Errorf("reading tephra-controllers' CPU: %w", err)
 		}
-		run.ControllersCPUSecondsPer1000Pods = ptr.To((stats.CPUSeconds - controllersBefore.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
+		run.ControllersCPUSecondsPer1000Pods = ptr.To((stats.CPUSeconds - base.controllers.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
 	}
 	after, err := b.mutatingRequests(ctx)
 	if err != nil {
 		return err
 	}
-	run.MutatingRequestsPerPod = (after - before) / float64(max(o.bound, 1))
+	run.MutatingRequestsPerPod = (after - base.mutatingRequests) / float64(max(o.bound, 1))
 	apiAfter, err := readProcStats(b.Pid(localcluster.APIServer))
 	if err != nil {
 		return fmt.Errorf("reading the apiserver's CPU: %w", err)
 	}
-	run.APIServerCPUSecondsPer1000Pods = ptr.To((apiAfter.CPUSeconds - apiBefore.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
-	if w.devices {
-		// After the figures: listing the claims costs the apiserver.
-		allocated, err := b.allocatedDevices(ctx, w.namespace, rec)
-		if err != nil {
-			return err
-		}
-		run.DevicesAllocated = ptr.To(allocated)
-	}
+	run.APIServerCPUSecondsPer1000Pods = ptr.To((apiAfter.CPUSeconds - base.apiServer.CPUSeconds) / float64(max(o.bound, 1)) * 1000)
 	return nil
 }
 
