@@ -158,56 +158,16 @@ type Cluster struct {
 // and Tephra's scheduler and controllers, waiting until each is healthy. On error everything
 // already started is stopped again.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	if opts.Dir == "" {
-		return nil, errors.New("localcluster: Options.Dir is required")
-	}
-	if opts.Root == "" {
-		if opts.Root, err = RepoRoot(); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+	if opts, err = completeOptions(opts); err != nil {
 		return nil, err
-	}
-	if opts.Manifests == nil {
-		opts.Manifests = KustomizeManifests("manifests")
-	}
-	if opts.SchedulerVerbosity == 0 {
-		// TEPHRA_SCHEDULER_V raises it to debug a test (5 logs every plugin's verdict).
-		if v, err := strconv.Atoi(os.Getenv("TEPHRA_SCHEDULER_V")); err == nil && v > 0 {
-			opts.SchedulerVerbosity = v
-		}
 	}
 	log := opts.Log
 	if log == nil {
 		log = io.Discard
 	}
-	bins := opts.Binaries
-	if bins == nil {
-		if bins, err = Build(ctx, opts.Root, log); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Kueue != nil && bins.Kueue == "" {
-		withKueue := *bins
-		if withKueue.Kueue, withKueue.KueueModule, err = BuildKueue(ctx, opts.Root, log); err != nil {
-			return nil, err
-		}
-		bins = &withKueue
-	}
-	if opts.LWS != nil && bins.LWS == "" {
-		withLWS := *bins
-		if withLWS.LWS, withLWS.LWSModule, err = BuildLWS(ctx, opts.Root, log); err != nil {
-			return nil, err
-		}
-		bins = &withLWS
-	}
-	if opts.JobSet != nil && bins.JobSet == "" {
-		withJobSet := *bins
-		if withJobSet.JobSet, withJobSet.JobSetModule, err = BuildJobSet(ctx, opts.Root, log); err != nil {
-			return nil, err
-		}
-		bins = &withJobSet
+	bins, err := binariesFor(ctx, opts, log)
+	if err != nil {
+		return nil, err
 	}
 	for _, sub := range []string{"logs", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, sub), 0o755); err != nil {
@@ -242,35 +202,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
-	steps := []string{Etcd, APIServer, "manifests"}
-	if !opts.WithoutControllerManager {
-		steps = append(steps, ControllerManager)
-	}
-	if !opts.WithoutKwok {
-		steps = append(steps, Kwok)
-	}
-	for _, p := range c.peers() {
-		steps = append(steps, peerManifestsStep+p.name, p.name)
-	}
-	if !opts.WithoutControllers {
-		steps = append(steps, c.ReplicaNames(Controllers)...)
-	}
-	if !opts.WithoutScheduler {
-		steps = append(steps, c.ReplicaNames(Scheduler)...)
-	}
-	for _, step := range steps {
+	for _, step := range c.startSteps() {
 		start := time.Now()
-		switch step {
-		case "manifests":
-			err = c.install(ctx, c.installation)
-		default:
-			if name, ok := strings.CutPrefix(step, peerManifestsStep); ok {
-				err = c.installPeer(ctx, peerNamed(name))
-				break
-			}
-			err = c.StartComponent(ctx, step)
-		}
-		if err != nil {
+		if err = c.startStep(ctx, step); err != nil {
 			return c, err
 		}
 		fmt.Fprintf(log, "%-24s ready in %v\n", step, time.Since(start).Round(10*time.Millisecond))
@@ -279,6 +213,99 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		c.superviseTephra()
 	}
 	return c, nil
+}
+
+// completeOptions checks opts and fills in what was left empty: the repository, an absolute Dir,
+// the manifests, and the scheduler's verbosity from TEPHRA_SCHEDULER_V.
+func completeOptions(opts Options) (_ Options, err error) {
+	if opts.Dir == "" {
+		return opts, errors.New("localcluster: Options.Dir is required")
+	}
+	if opts.Root == "" {
+		if opts.Root, err = RepoRoot(); err != nil {
+			return opts, err
+		}
+	}
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return opts, err
+	}
+	if opts.Manifests == nil {
+		opts.Manifests = KustomizeManifests("manifests")
+	}
+	if opts.SchedulerVerbosity == 0 {
+		// TEPHRA_SCHEDULER_V raises it to debug a test (5 logs every plugin's verdict).
+		if v, err := strconv.Atoi(os.Getenv("TEPHRA_SCHEDULER_V")); err == nil && v > 0 {
+			opts.SchedulerVerbosity = v
+		}
+	}
+	return opts, nil
+}
+
+// binariesFor returns the binaries a cluster of opts runs: opts.Binaries (built if nil), with Kueue's,
+// LWS's and JobSet's built too when the options ask for them and the binaries lack them.
+func binariesFor(ctx context.Context, opts Options, log io.Writer) (bins *Binaries, err error) {
+	bins = opts.Binaries
+	if bins == nil {
+		if bins, err = Build(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Kueue != nil && bins.Kueue == "" {
+		withKueue := *bins
+		if withKueue.Kueue, withKueue.KueueModule, err = BuildKueue(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withKueue
+	}
+	if opts.LWS != nil && bins.LWS == "" {
+		withLWS := *bins
+		if withLWS.LWS, withLWS.LWSModule, err = BuildLWS(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withLWS
+	}
+	if opts.JobSet != nil && bins.JobSet == "" {
+		withJobSet := *bins
+		if withJobSet.JobSet, withJobSet.JobSetModule, err = BuildJobSet(ctx, opts.Root, log); err != nil {
+			return nil, err
+		}
+		bins = &withJobSet
+	}
+	return bins, nil
+}
+
+// startSteps are what Start brings up, in order: each step depends on those before it.
+func (c *Cluster) startSteps() []string {
+	steps := []string{Etcd, APIServer, "manifests"}
+	if !c.opts.WithoutControllerManager {
+		steps = append(steps, ControllerManager)
+	}
+	if !c.opts.WithoutKwok {
+		steps = append(steps, Kwok)
+	}
+	for _, p := range c.peers() {
+		steps = append(steps, peerManifestsStep+p.name, p.name)
+	}
+	if !c.opts.WithoutControllers {
+		steps = append(steps, c.ReplicaNames(Controllers)...)
+	}
+	if !c.opts.WithoutScheduler {
+		steps = append(steps, c.ReplicaNames(Scheduler)...)
+	}
+	return steps
+}
+
+// startStep brings up one of startSteps: Tephra's manifests, a peer's manifests, or a component.
+func (c *Cluster) startStep(ctx context.Context, step string) error {
+	switch step {
+	case "manifests":
+		return c.install(ctx, c.installation)
+	default:
+		if name, ok := strings.CutPrefix(step, peerManifestsStep); ok {
+			return c.installPeer(ctx, peerNamed(name))
+		}
+		return c.StartComponent(ctx, step)
+	}
 }
 
 // Dir is the folder that holds the cluster's state and logs/.
@@ -372,6 +399,7 @@ func (c *Cluster) process(name string) *process {
 	return c.procs[name]
 }
 
+// command is how a component's process runs: its binary, arguments and environment.
 func (c *Cluster) command(ctx context.Context, name string) (bin string, args, env []string, err error) {
 	dir, p := c.opts.Dir, c.pki
 	if component, ok := componentOf(name); ok {
@@ -400,55 +428,7 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 			"--log-level=warn",
 		}, nil, nil
 	case APIServer:
-		args = []string{
-			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.Port("etcd-client")),
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", c.Port(APIServer)),
-			"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
-			"--client-ca-file=" + p.CACert,
-			// As kubeadm configures it: components that authenticate callers of their secure
-			// port read this from the ConfigMap extension-apiserver-authentication.
-			"--requestheader-client-ca-file=" + p.CACert,
-			"--requestheader-allowed-names=front-proxy-client",
-			"--requestheader-username-headers=X-Remote-User",
-			"--requestheader-group-headers=X-Remote-Group",
-			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file=" + p.ServiceAccountPub,
-			"--service-account-signing-key-file=" + p.ServiceAccountKey,
-			"--service-cluster-ip-range=10.96.0.0/16",
-			"--authorization-mode=Node,RBAC",
-			// On in many production clusters: an owner reference that blocks the owner's
-			// deletion needs the right to update the owner's finalizers, which the controllers'
-			// ClusterRole must then grant.
-			"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-			// Simulated pods need no service account token, and new namespaces would otherwise
-			// reject pods until the controller manager has created their default account.
-			"--disable-admission-plugins=ServiceAccount",
-			"--allow-privileged=true",
-			"--event-ttl=2h",
-			// The advertised address is loopback, which the endpoints reconciler of the
-			// kubernetes Service refuses; nothing in a local cluster needs that Service.
-			"--endpoint-reconciler-type=none",
-		}
-		if c.opts.FeatureGates != "" {
-			args = append(args, "--feature-gates="+c.opts.FeatureGates)
-		}
-		if c.opts.RuntimeConfig != "" {
-			args = append(args, "--runtime-config="+c.opts.RuntimeConfig)
-		}
-		if c.opts.WithoutControllerManager {
-			// Adds to the list above: a repeated list flag appends.
-			args = append(args, "--disable-admission-plugins=TaintNodesByCondition")
-		}
-		if c.opts.AuditTephra {
-			audit, err := c.auditArgs()
-			if err != nil {
-				return "", nil, nil, err
-			}
-			args = append(args, audit...)
-		}
-		return c.bins.APIServer, append(args, c.opts.APIServerArgs...), nil, nil
+		return c.apiServerCommand()
 	case ControllerManager:
 		args = []string{
 			"--kubeconfig=" + c.Kubeconfig,
@@ -479,6 +459,61 @@ func (c *Cluster) command(ctx context.Context, name string) (bin string, args, e
 		}, []string{"HOME=" + dir}, nil
 	}
 	return "", nil, nil, fmt.Errorf("unknown component %q", name)
+}
+
+// apiServerCommand is kube-apiserver's command: a secure port on loopback with the cluster's
+// certificates, and the options' feature gates, API versions, audit and flags.
+func (c *Cluster) apiServerCommand() (bin string, args, env []string, err error) {
+	p := c.pki
+	args = []string{
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.Port("etcd-client")),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.Port(APIServer)),
+		"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
+		"--client-ca-file=" + p.CACert,
+		// As kubeadm configures it: components that authenticate callers of their secure
+		// port read this from the ConfigMap extension-apiserver-authentication.
+		"--requestheader-client-ca-file=" + p.CACert,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.ServiceAccountPub,
+		"--service-account-signing-key-file=" + p.ServiceAccountKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=Node,RBAC",
+		// On in many production clusters: an owner reference that blocks the owner's
+		// deletion needs the right to update the owner's finalizers, which the controllers'
+		// ClusterRole must then grant.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		// Simulated pods need no service account token, and new namespaces would otherwise
+		// reject pods until the controller manager has created their default account.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--event-ttl=2h",
+		// The advertised address is loopback, which the endpoints reconciler of the
+		// kubernetes Service refuses; nothing in a local cluster needs that Service.
+		"--endpoint-reconciler-type=none",
+	}
+	if c.opts.FeatureGates != "" {
+		args = append(args, "--feature-gates="+c.opts.FeatureGates)
+	}
+	if c.opts.RuntimeConfig != "" {
+		args = append(args, "--runtime-config="+c.opts.RuntimeConfig)
+	}
+	if c.opts.WithoutControllerManager {
+		// Adds to the list above: a repeated list flag appends.
+		args = append(args, "--disable-admission-plugins=TaintNodesByCondition")
+	}
+	if c.opts.AuditTephra {
+		audit, err := c.auditArgs()
+		if err != nil {
+			return "", nil, nil, err
+		}
+		args = append(args, audit...)
+	}
+	return c.bins.APIServer, append(args, c.opts.APIServerArgs...), nil, nil
 }
 
 func (c *Cluster) waitHealthy(ctx context.Context, name string, p *process) error {
