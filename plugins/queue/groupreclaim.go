@@ -127,15 +127,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	}
 	r.noteLimitLifted(victims)
 	r.victimsMu.Unlock()
-	broken := violations(victims, r.budgetsNow)
-	// Evicted after the cycle, as kube-scheduler's own preemption does (async): the cycle never
-	// waits on the API. In parallel, as its executor does: one after another, a thousand victims
-	// (two requests each) kept the group waiting half a minute in upstream's benchmark.
-	go q.handle.Parallelizer().Until(r.q.stop, len(pods), func(i int) {
-		if _, err := r.evict(r.q.stop, pod, pods[i], Name, int64(broken)); err != nil {
-			klog.FromContext(ctx).Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(pods[i]), "podGroup", pgInfo.GetKey())
-		}
-	}, Name)
+	q.evictForGroup(klog.FromContext(ctx), members, pods, violations(victims, r.budgetsNow), pgInfo.GetKey())
 	nominations := map[types.NamespacedName]*fwk.NominatingInfo{}
 	for _, a := range assignments {
 		p := a.GetPod()
@@ -145,6 +137,22 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	setup.EvictingFor(ctx, q.handle, pod)
 	return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations},
 		fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: evicting %d pods for pod group %s, whose %d pods then fit", len(pods), w.group, len(assignments)))
+}
+
+// evictForGroup evicts the victims of a group's preemption, which breaks broken budgets, after
+// the cycle, as kube-scheduler's own preemption does (async): the cycle never waits on the API.
+// In parallel, as its executor does: one after another, a thousand victims (two requests each)
+// kept the group waiting half a minute in upstream's benchmark. Tried while its victims go, the
+// group would fail and build up backoff: its members wait at PreEnqueue until the last of them is
+// gone, and are tried at once then.
+func (q *Queue) evictForGroup(logger klog.Logger, members, victims []*corev1.Pod, broken int, group string) {
+	q.holdForVictims(members, victims)
+	go q.handle.Parallelizer().Until(q.stop, len(victims), func(i int) {
+		if _, err := q.reclaimer.evict(q.stop, members[0], victims[i], Name, int64(broken)); err != nil {
+			logger.Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(victims[i]), "podGroup", group)
+			q.victims.Gone(victims[i].UID) // it stays: the group does not wait for it
+		}
+	}, Name)
 }
 
 // placedChecker is what giving a victim back asks of the framework (the scheduler's fwk.Handle):

@@ -16,6 +16,8 @@ package queue
 // hold stands only for the workload it named, which must still wait and fit its queue's room
 // (the nodes are not read: their snapshot is the scheduling cycle's). When the check fails, the
 // pod goes to PreFilter, which decides in full and may record a new hold.
+//
+// A preemptor is held too, until the victims of its preemption are gone (plugins/internal/victimwait).
 
 import (
 	"sync"
@@ -153,4 +155,28 @@ func (q *Queue) isSchedulableAfterPodBound(_ klog.Logger, pod *corev1.Pod, _, ne
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
+}
+
+// holdForVictims holds members at PreEnqueue until the victims their preemption evicts are gone
+// (plugins/internal/victimwait). Called before the evictions start.
+func (q *Queue) holdForVictims(members, victims []*corev1.Pod) {
+	q.victims.Hold(members, victims, q.stillBound)
+}
+
+// stillBound says whether the informer shows the pod, this very one, bound to a node.
+func (q *Queue) stillBound(pod *corev1.Pod) bool {
+	now, err := q.reclaimer.podLister.Pods(pod.Namespace).Get(pod.Name)
+	return err == nil && now.UID == pod.UID && now.Spec.NodeName != ""
+}
+
+// victimOrPreemptorDeleted is the pod informer's DeleteFunc for the preemptors waiting for
+// their victims: a victim is gone, or a waiting preemptor is.
+func (q *Queue) victimOrPreemptorDeleted(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		q.victims.Gone(pod.UID)
+		q.victims.Forget(pod.UID)
+	}
 }

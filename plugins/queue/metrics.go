@@ -31,9 +31,16 @@ var (
 		Help:           "Pods held at PreEnqueue by the state of their queue (a capability, or the deserved share while another queue's workload could use the room).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	preemptorsWaitingForVictims = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "tephra",
+		Subsystem:      "queue",
+		Name:           "preemptors_waiting_for_victims",
+		Help:           "Pods held at PreEnqueue until the victims of their preemption (their own, or their pod group's) are gone, to be tried at once then.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 func init() {
-	registerMetrics.Do(func() { legacyregistry.MustRegister(evictions, stateRefusals, heldPods) })
+	registerMetrics.Do(func() { legacyregistry.MustRegister(evictions, stateRefusals, heldPods, preemptorsWaitingForVictims) })
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
+	"github.com/tephra-dev/tephra/plugins/internal/victimwait"
 )
 
 // Name of the plugin in scheduler profiles.
@@ -111,6 +112,9 @@ type Queue struct {
 	// holds are the pods PreFilter refused by their queue's state, which PreEnqueue keeps waiting
 	// while that state stands (holds.go).
 	holds heldPodSet
+	// victims holds the preemptors, pods and groups, whose victims are still going, and wakes
+	// them when the last is gone (plugins/internal/victimwait).
+	victims victimwait.Waits
 }
 
 var (
@@ -164,6 +168,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		reclaimDrain:         *args.ReclaimDrain,
 		patienceWholeRun:     args.ReclaimPatienceCounts == PatienceCountsWholeRun,
 	}
+	q.victims.Wake = func(pods map[string]*corev1.Pod) { handle.Activate(klog.Background(), pods) }
+	q.victims.Changed = func(held int) { preemptorsWaitingForVictims.Set(float64(held)) }
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err
 	}
@@ -174,6 +180,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		q.shareWaiters.podDeleted(obj)
 		q.holds.podDeleted(obj)
 		q.paybacks.podEnded(obj)
+		q.victimOrPreemptorDeleted(obj)
 	}}); err != nil {
 		return nil, err
 	}
@@ -372,6 +379,9 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if q.reclaimer.executor.IsPodRunningPreemption(pod.UID) {
 		// Its victims are being evicted after its cycle: it comes back when the last one goes.
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: waiting for the victims of the pod's preemption to be evicted")
+	}
+	if q.victims.Holding(pod.UID) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: waiting for the victims of the preemption to be gone")
 	}
 	w, status := q.workloadOf(pod)
 	if status != nil {

@@ -121,7 +121,11 @@ func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaime
 		if pod == nil {
 			return false, fmt.Errorf("preemption for %s %s: only pods preempt in TephraQueue", preemptor.Type(), preemptor.UID())
 		}
-		return r.evict(ctx, pod, victim, plugin, c.Victims().NumPDBViolations)
+		evicted, err := r.evict(ctx, pod, victim, plugin, c.Victims().NumPDBViolations)
+		if err != nil {
+			q.victims.Gone(victim.UID) // it stays: the preemptor does not wait for it
+		}
+		return evicted, err
 	}
 	return preemption.NewEvaluator(Name, handle, r, r.executor), r, nil
 }
@@ -419,13 +423,18 @@ func (q *Queue) notePreemption(ctx context.Context, pod *corev1.Pod, w workload,
 	r := q.reclaimer
 	r.victimsMu.Lock()
 	victims := r.dryRun[node]
+	var pods []*corev1.Pod
 	for _, u := range victims {
 		for _, victim := range u.pods {
 			r.inFlight[victim.UID] = time.Now()
+			pods = append(pods, victim)
 		}
 	}
 	r.noteLimitLifted(victims)
 	r.victimsMu.Unlock()
+	// Tried while its victims go, the pod would fail and build up backoff: it waits at
+	// PreEnqueue until the last of them is gone, and is tried at once then.
+	q.holdForVictims([]*corev1.Pod{pod}, pods)
 	r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
 	// The nomination reaches the informer only after the scheduler writes it: count it at
 	// once, so the next preemptor of the queue does not make room a second time.

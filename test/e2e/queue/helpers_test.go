@@ -180,6 +180,15 @@ func pendingMessage(env *framework.Env, ns, queue string) (msg string, ok bool) 
 // test ends): the room it holds is on its way.
 func deleteSlowly(t *testing.T, env *framework.Env, ns, name string) (release func()) {
 	t.Helper()
+	release = keepTerminating(t, env, ns, name)
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
+	return release
+}
+
+// keepTerminating gives a pod a finalizer, so that once deleted it stays terminating until
+// release is called (or the test ends).
+func keepTerminating(t *testing.T, env *framework.Env, ns, name string) (release func()) {
+	t.Helper()
 	ctx := context.Background()
 	release = func() {
 		_, _ = env.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
@@ -187,6 +196,5 @@ func deleteSlowly(t *testing.T, env *framework.Env, ns, name string) (release fu
 	_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":["e2e.tephra.dev/slow-exit"]}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	t.Cleanup(release)
-	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	return release
 }
