@@ -206,11 +206,11 @@ REPLAY_DAY_FLAGS := --span 24h --load 0.8 --seed 1 --nodes 64 --node-gpus 8
 REPLAY_DAY_HORIZON := --horizon 29h
 
 .PHONY: replay
-replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs) through C, B1, B1p and B0 (the day also through Cl), each on a fresh local control plane, about 12 min each for a day; writes $(REPLAY_OUT)/report.md.
+replay: ## Replay TRACE=file.csv (default: a synthetic day on 64 nodes of 8 GPUs, through C, Cp, B1, B1p and B1j as docs/replay.md publishes it), each configuration on a fresh local control plane, about 12 min each for the day; writes $(REPLAY_OUT)/report.md.
 ifeq ($(TRACE),)
 	mkdir -p $(REPLAY_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_OUT)/synthetic-day.csv $(REPLAY_DAY_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) --configs C,Cl,B1,B1p,B0 $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_OUT)/synthetic-day.csv --out $(REPLAY_OUT) $(REPLAY_DAY_HORIZON) --configs C,Cp,B1,B1p,B1j $(REPLAY_FLAGS)
 else
 	$(GO) run ./cmd/tephra-replay --trace $(TRACE) --out $(REPLAY_OUT) $(REPLAY_FLAGS)
 endif
@@ -225,10 +225,10 @@ REPLAY_MIXED_FLAGS := --span 6h --load 0.9 --seed 5 --nodes 16 --node-gpus 8 --m
 REPLAY_MIXED_OUT ?= replay-mixed
 
 .PHONY: replay-mixed
-replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Cf (fragmentation-aware placement), Cl (least-attained-service order), B1, B1p and B0, about 40 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
+replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Cp (a static partition), B1, B1p and B1j (upstream gangs through the Job controller), as docs/replay.md publishes it, about 30 min; writes $(REPLAY_MIXED_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it in docs/replay.md).
 	mkdir -p $(REPLAY_MIXED_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_MIXED_OUT)/mixed.csv $(REPLAY_MIXED_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Cf,Cl,B1,B1p,B0 --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Cp,B1,B1p,B1j --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
