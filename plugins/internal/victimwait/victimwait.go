@@ -120,6 +120,11 @@ func (w *Waits) Holding(uid types.UID) bool {
 // preemptors that waited for it alone are woken.
 func (w *Waits) Gone(victim types.UID) {
 	w.mu.Lock()
+	if _, ok := w.byVictim[victim]; !ok {
+		// Most deleted pods are no preemption's victim: nothing changes.
+		w.mu.Unlock()
+		return
+	}
 	var woken map[string]*corev1.Pod
 	for wt := range w.byVictim[victim] {
 		delete(wt.victims, victim)

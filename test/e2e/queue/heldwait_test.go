@@ -85,7 +85,6 @@ func TestAPodHeldByItsShareIsNotTriedUntilWhatItYieldsToEnds(t *testing.T) {
 func TestAFreedRoomGoesAtOnceToAPodWhoseBackoffGrew(t *testing.T) {
 	env := framework.Shared(t)
 	ns := env.Namespace(t)
-	ctx := context.Background()
 	const gpu corev1.ResourceName = "e2e.tephra.dev/gpu-room"
 	pool := units(t, env, gpu, 1, 4)
 	framework.CreateQueue(t, env, "room-a", func(s *schedulingv1alpha1.QueueSpec) { s.Reclaimable = new(false) })
@@ -114,10 +113,7 @@ func TestAFreedRoomGoesAtOnceToAPodWhoseBackoffGrew(t *testing.T) {
 	// backoff allows (1, 2, 4, 8, then 10 s), and it is refused again.
 	unschedulable := `scheduler_schedule_attempts_total{profile="tephra-scheduler",result="unschedulable"}`
 	attempts := framework.SchedulerMetric(t, env, unschedulable)
-	for i, start := 0, time.Now(); time.Since(start) < 30*time.Second && i < noisePods; i++ {
-		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("noise-%d", i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-		time.Sleep(500 * time.Millisecond)
-	}
+	deleteSteadily(t, env, ns, "noise", noisePods, 30*time.Second)
 	require.GreaterOrEqual(t, framework.SchedulerMetric(t, env, unschedulable)-attempts, 4.0,
 		"the waiting pod was refused at least 4 times more: its backoff is 8 s or more")
 	assert.Equal(t, float64(backlog), framework.SchedulerMetric(t, env, refused)-backlogRefusals,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -197,4 +198,15 @@ func keepTerminating(t *testing.T, env *framework.Env, ns, name string) (release
 	require.NoError(t, err)
 	t.Cleanup(release)
 	return release
+}
+
+// deleteSteadily deletes the pods prefix-0, prefix-1, … at once, one every half second, for as
+// long as during or until count are gone: pod deletions of a busy cluster, each an event that
+// brings back the pods waiting for room.
+func deleteSteadily(t *testing.T, env *framework.Env, ns, prefix string, count int, during time.Duration) {
+	t.Helper()
+	for i, start := 0, time.Now(); time.Since(start) < during && i < count; i++ {
+		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -47,10 +47,7 @@ func TestAPreemptorWaitsForItsVictimsToGoThenBindsAtOnce(t *testing.T) {
 
 	unschedulable := `scheduler_schedule_attempts_total{profile="tephra-scheduler",result="unschedulable"}`
 	attempts := framework.SchedulerMetric(t, env, unschedulable)
-	for i, start := 0, time.Now(); time.Since(start) < 10*time.Second && i < noisePods; i++ {
-		require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("noise-%d", i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-		time.Sleep(500 * time.Millisecond)
-	}
+	deleteSteadily(t, env, ns, "noise", noisePods, 10*time.Second)
 	high, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "high-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Empty(t, high.Spec.NodeName, "the preemptor cannot bind while its victim holds the room")
