@@ -16,6 +16,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -25,7 +26,7 @@ import (
 // count in another's ledger only once its bind reached the informer, and two profiles could both
 // admit into the last free share of a queue.
 type accounts struct {
-	ledger    *ledger
+	ledger    *ledger.Ledger
 	podGroups schedulinglisters.PodGroupLister
 	pods      cache.Indexer
 	// shares caches the queue tree and the deserved shares, which depend only on the Queues and
@@ -78,12 +79,12 @@ func (c *shareCache) currentTree() *quota.Tree {
 
 // deserved returns the deserved shares of the tree's queues for the ledger's view, computed only
 // when the view's version or the tree changed.
-func (c *shareCache) deserved(tree *quota.Tree, v view) map[string]quota.Amounts {
+func (c *shareCache) deserved(tree *quota.Tree, v ledger.View) map[string]quota.Amounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.shares == nil || c.sharesVersion != v.version || c.sharesTree != tree {
-		c.shares = quota.Deserved(tree, v.total, demandOf(v))
-		c.sharesVersion, c.sharesTree = v.version, tree
+	if c.shares == nil || c.sharesVersion != v.Version || c.sharesTree != tree {
+		c.shares = quota.Deserved(tree, v.Total, demandOf(v))
+		c.sharesVersion, c.sharesTree = v.Version, tree
 	}
 	return c.shares
 }
@@ -115,7 +116,7 @@ func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	a := &accounts{
-		ledger:    newLedger(),
+		ledger:    ledger.New(),
 		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
 		pods:      podInformer.GetIndexer(),
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
@@ -128,14 +129,14 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
-	a.ledger.minMember = a.groupMinimum
+	a.ledger.MinMember = a.groupMinimum
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
 	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-				a.ledger.groupAdded(pg.Namespace+"/"+pg.Name, a.groupQueue)
+				a.ledger.GroupAdded(pg.Namespace+"/"+pg.Name, a.groupQueue)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) { a.groupUpdated(oldObj, newObj) },
@@ -160,7 +161,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 				obj = tombstone.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				a.ledger.forget(pod.UID, pod)
+				a.ledger.Forget(pod.UID, pod)
 			}
 		},
 	})
@@ -189,7 +190,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 // serve counts the pods of a scheduler name (a profile with TephraQueue) in the queues. Pods of
 // that name the informer has shown already are counted again.
 func (a *accounts) serve(schedulerName string) {
-	if !a.ledger.serve(schedulerName) {
+	if !a.ledger.Serve(schedulerName) {
 		return
 	}
 	for _, obj := range a.pods.List() {
@@ -215,7 +216,7 @@ func (a *accounts) groupUpdated(oldObj, newObj any) bool {
 		changed = true
 	}
 	if old.Spec.MinMember != pg.Spec.MinMember {
-		a.ledger.minimumChanged(pg.Namespace + "/" + pg.Name)
+		a.ledger.MinimumChanged(pg.Namespace + "/" + pg.Name)
 		changed = true
 	}
 	return changed || !equality.Semantic.DeepEqual(old.Spec.MinResources, pg.Spec.MinResources)
@@ -231,7 +232,7 @@ func (a *accounts) reobserveGroup(namespace, name string) {
 
 func (a *accounts) observePod(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
-		a.ledger.observe(pod, a.groupQueue)
+		a.ledger.Observe(pod, a.groupQueue)
 	}
 }
 
@@ -244,10 +245,10 @@ func (a *accounts) observeNode(obj any, deleted bool) {
 		return
 	}
 	if deleted {
-		a.ledger.setNode(node.Name, nil)
+		a.ledger.SetNode(node.Name, nil)
 		return
 	}
-	a.ledger.setNode(node.Name, node.Status.Allocatable)
+	a.ledger.SetNode(node.Name, node.Status.Allocatable)
 }
 
 // groupMinimum returns a group's minMember, 0 when it does not exist.

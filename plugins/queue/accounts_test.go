@@ -22,6 +22,7 @@ import (
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.
@@ -68,7 +69,7 @@ func (s scheduler) profile(t *testing.T, name string) (profileHandle, *accounts)
 }
 
 func schedulerPod(uid, namespace, scheduler string, priority int32) *corev1.Pod {
-	pod := ledgerPod(uid, nil, "node", 1)
+	pod := ledgertest.Pod(uid, nil, "node", 1)
 	pod.Namespace, pod.Spec.SchedulerName, pod.Spec.Priority = namespace, scheduler, &priority
 	return pod
 }
@@ -93,7 +94,7 @@ func TestProfilesShareOneLedger(t *testing.T) {
 	} {
 		tephra.observePod(pod)
 	}
-	assert.Equal(t, quota.Amounts{gpu: 3}, tephra.ledger.view().allocated[v1alpha1.DefaultQueue], "early, tephra and plain count; not another scheduler's pod nor system pods")
+	assert.Equal(t, quota.Amounts{gpu: 3}, tephra.ledger.View().Allocated[v1alpha1.DefaultQueue], "early, tephra and plain count; not another scheduler's pod nor system pods")
 	other := newScheduler(t)
 	_, separate := other.profile(t, "default-scheduler")
 	assert.NotSame(t, tephra, separate, "another scheduler (client configuration) has its own ledger")
@@ -117,7 +118,7 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 		_, status := q.PreFilter(ctx, nil, pod, nil)
 		assert.Nil(t, status, "PreFilter rejects %s", pod.Name)
 		assert.Nil(t, q.Reserve(ctx, nil, pod, "node"))
-		_, known := q.ledger.entry(pod.UID)
+		_, known := q.ledger.Entry(pod.UID)
 		assert.False(t, known, "Reserve counted %s", pod.Name)
 	}
 	plain := schedulerPod("plain", "ns", "default-scheduler", 0)
@@ -143,26 +144,26 @@ func TestGroupUsageFollowsTheGroup(t *testing.T) {
 	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{Queue: "team-a"}}
 	require.NoError(t, groups.Add(pg))
 	for _, uid := range []string{"w0", "w1"} {
-		pod := ledgerPod(uid, map[string]string{v1alpha1.PodGroupLabel: "train"}, "node", 1)
+		pod := ledgertest.Pod(uid, map[string]string{v1alpha1.PodGroupLabel: "train"}, "node", 1)
 		require.NoError(t, pods.Add(pod))
 		a.observePod(pod)
 	}
-	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.view().allocated["team-a"])
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-a"])
 
 	moved := pg.DeepCopy()
 	moved.Spec.Queue = "team-b"
 	require.NoError(t, groups.Update(moved))
 	a.reobserveGroup("ns", "train")
-	v := a.ledger.view()
-	assert.Empty(t, v.allocated["team-a"], "the old queue is charged no more")
-	assert.Equal(t, quota.Amounts{gpu: 2}, v.allocated["team-b"])
+	v := a.ledger.View()
+	assert.Empty(t, v.Allocated["team-a"], "the old queue is charged no more")
+	assert.Equal(t, quota.Amounts{gpu: 2}, v.Allocated["team-b"])
 
 	require.NoError(t, groups.Delete(moved))
 	a.reobserveGroup("ns", "train")
-	assert.Empty(t, a.ledger.view().allocated["team-b"], "a deleted group's pods count nowhere")
+	assert.Empty(t, a.ledger.View().Allocated["team-b"], "a deleted group's pods count nowhere")
 	require.NoError(t, groups.Add(pg))
-	a.ledger.groupAdded("ns/train", a.groupQueue)
-	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.view().allocated["team-a"], "recreated, it is resolved again")
+	a.ledger.GroupAdded("ns/train", a.groupQueue)
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-a"], "recreated, it is resolved again")
 }
 
 // A pod refused while its queue was unknown comes back when the queue is added, and is admitted

@@ -13,19 +13,20 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 // state is what one decision reads: the tree, the ledger's sums, and the deserved shares.
 type state struct {
 	tree     *quota.Tree
-	view     view
+	view     ledger.View
 	deserved map[string]quota.Amounts
 	// pendingFits returns a queue's pending workload that fits in room and on the nodes as
 	// placeable says (ledger), for the rule that keeps idle capacity from being held for queues
 	// that could not use it; placeable (nil: any) reads the scheduler's snapshot (placeable.go).
-	pendingFits func(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload
-	placeable   func() func(e *podEntry, count int) bool
+	pendingFits func(queue string, room quota.Amounts, placeable func(e *ledger.Entry, count int) bool) ledger.Waiting
+	placeable   func() func(e *ledger.Entry, count int) bool
 }
 
 // verdict is a decision on a need: why it cannot be admitted ("" if it can), and, for a refusal
@@ -33,7 +34,7 @@ type state struct {
 type verdict struct {
 	msg         string
 	reason      string
-	yieldsTo    waitingWorkload
+	yieldsTo    ledger.Waiting
 	yieldsQueue string
 }
 
@@ -41,12 +42,12 @@ type verdict struct {
 // (once for every profile: the cache is the scheduler's, with the ledger).
 func (q *Queue) snapshot() state {
 	tree := q.currentTree()
-	v := q.ledger.view()
+	v := q.ledger.View()
 	// A closed queue's pending pods cannot be admitted: as demand, or as queues that wait,
 	// they would hold a share of the cluster that nobody uses.
-	for queue := range v.pending {
+	for queue := range v.Pending {
 		if !tree.Admits(queue) {
-			delete(v.pending, queue)
+			delete(v.Pending, queue)
 		}
 	}
 	return state{tree: tree, view: v, deserved: q.accounts.shares.deserved(tree, v), pendingFits: q.pendingFitsInQueueOrder, placeable: q.placeableOnNodes}
@@ -55,20 +56,20 @@ func (q *Queue) snapshot() state {
 // pendingFitsInQueueOrder is the ledger's pendingFits, trying the workloads as TephraGang orders
 // them when the profile has it; the ranker is looked up only here, when a refusal by share needs
 // it, not on every decision.
-func (q *Queue) pendingFitsInQueueOrder(queue string, room quota.Amounts, placeable func(e *podEntry, count int) bool) waitingWorkload {
+func (q *Queue) pendingFitsInQueueOrder(queue string, room quota.Amounts, placeable func(e *ledger.Entry, count int) bool) ledger.Waiting {
 	ranker := queueorder.Of(q.handle)
 	if ranker == nil {
-		return q.ledger.pendingFits(queue, room, placeable)
+		return q.ledger.PendingFits(queue, room, placeable)
 	}
-	return q.ledger.pendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
+	return q.ledger.PendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
 }
 
 // rankBy ranks the ledger's waiting pods as ranker (TephraGang's order of the active queue) does;
 // a pod the informer no longer shows ranks first, as it would leave the queue at once.
-func (q *Queue) rankBy(ranker queueorder.Ranker) func(e *podEntry) queueorder.Rank {
+func (q *Queue) rankBy(ranker queueorder.Ranker) func(e *ledger.Entry) queueorder.Rank {
 	pods := q.handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	return func(e *podEntry) queueorder.Rank {
-		pod, err := pods.Pods(e.namespace).Get(e.name)
+	return func(e *ledger.Entry) queueorder.Rank {
+		pod, err := pods.Pods(e.Namespace).Get(e.Name)
 		if err != nil {
 			return queueorder.Rank{}
 		}
@@ -80,11 +81,11 @@ func (q *Queue) rankBy(ranker queueorder.Ranker) func(e *podEntry) queueorder.Ra
 // compete with its own nomination.
 func (q *Queue) snapshotFor(pod *corev1.Pod) state {
 	s := q.snapshot()
-	if e, ok := q.ledger.entry(pod.UID); ok && e.nominated && !e.placed() && s.view.nominated[e.queue] != nil {
-		// The nominated sums leave out the claims pods name directly (ledger.account).
-		own := e.requests.Clone()
-		own.Sub(e.direct)
-		s.view.nominated[e.queue].Sub(own)
+	if e, ok := q.ledger.Entry(pod.UID); ok && e.Nominated && !e.Placed() && s.view.Nominated[e.Queue] != nil {
+		// The nominated sums leave out the claims pods name directly (the ledger's account).
+		own := e.Requests.Clone()
+		own.Sub(e.Direct)
+		s.view.Nominated[e.Queue].Sub(own)
 	}
 	return s
 }
@@ -93,33 +94,33 @@ func (q *Queue) snapshotFor(pod *corev1.Pod) state {
 // have seen every member of a gang yet, and a queue must not seem to deserve less than the
 // minimum it is asked to admit only because its pods were counted late.
 func (s state) withDemandFor(leaf string, need quota.Amounts) state {
-	demand := s.view.allocated[leaf].Clone()
-	demand.Add(s.view.pending[leaf])
+	demand := s.view.Allocated[leaf].Clone()
+	demand.Add(s.view.Pending[leaf])
 	short := quota.Amounts{}
 	for name, v := range need {
-		if want := s.view.allocated[leaf][name] + v; want > demand[name] {
+		if want := s.view.Allocated[leaf][name] + v; want > demand[name] {
 			short[name] = want - demand[name]
 		}
 	}
 	if len(short) == 0 {
 		return s
 	}
-	s.view.pending = cloneSums(s.view.pending)
-	if s.view.pending[leaf] == nil {
-		s.view.pending[leaf] = quota.Amounts{}
+	s.view.Pending = ledger.CloneSums(s.view.Pending)
+	if s.view.Pending[leaf] == nil {
+		s.view.Pending[leaf] = quota.Amounts{}
 	}
-	s.view.pending[leaf].Add(short)
-	s.deserved = quota.Deserved(s.tree, s.view.total, demandOf(s.view))
+	s.view.Pending[leaf].Add(short)
+	s.deserved = quota.Deserved(s.tree, s.view.Total, demandOf(s.view))
 	return s
 }
 
 // demandOf is each leaf's demand: what it has placed and what waits.
-func demandOf(v view) map[string]quota.Amounts {
-	demand := make(map[string]quota.Amounts, len(v.allocated)+len(v.pending))
-	for queue, a := range v.allocated {
+func demandOf(v ledger.View) map[string]quota.Amounts {
+	demand := make(map[string]quota.Amounts, len(v.Allocated)+len(v.Pending))
+	for queue, a := range v.Allocated {
 		demand[queue] = a.Clone()
 	}
-	for queue, p := range v.pending {
+	for queue, p := range v.Pending {
 		if demand[queue] == nil {
 			demand[queue] = quota.Amounts{}
 		}
@@ -155,15 +156,15 @@ func (s state) decide(leaf *quota.Node, need quota.Amounts, freed map[string]quo
 	if !s.othersWait(leaf.Name, need) {
 		return verdict{}
 	}
-	used := s.view.allocated[leaf.Name].Clone()
+	used := s.view.Allocated[leaf.Name].Clone()
 	if withNominated {
-		used.Add(s.view.nominated[leaf.Name])
+		used.Add(s.view.Nominated[leaf.Name])
 	}
 	used.Sub(freed[leaf.Name])
 	deserved := s.deserved[leaf.Name]
 	var over []string
 	for _, name := range need.Names() {
-		if need[name] <= 0 || s.view.total[name] <= 0 {
+		if need[name] <= 0 || s.view.Total[name] <= 0 {
 			continue
 		}
 		if used[name]+need[name] > deserved[name] {
@@ -180,9 +181,9 @@ func (s state) decide(leaf *quota.Node, need quota.Amounts, freed map[string]quo
 	v.yieldsTo, v.yieldsQueue = s.othersCouldUse(leaf.Name, need)
 	switch {
 	case v.yieldsQueue != "":
-		v.msg += fmt.Sprintf("; it yields to %s of queue %q, which could use the room", v.yieldsTo.name, v.yieldsQueue)
-	case v.yieldsTo.name != "":
-		v.msg += "; it yields to " + v.yieldsTo.name
+		v.msg += fmt.Sprintf("; it yields to %s of queue %q, which could use the room", v.yieldsTo.Name, v.yieldsQueue)
+	case v.yieldsTo.Name != "":
+		v.msg += "; it yields to " + v.yieldsTo.Name
 	default:
 		return verdict{}
 	}
@@ -200,15 +201,15 @@ func (s state) decide(leaf *quota.Node, need quota.Amounts, freed map[string]quo
 // its share; it is placed, never preempted for (reclaim keeps the strict rule, with freed or
 // nominated pods, so that no queue reclaims back what another just took this way), and it may be
 // reclaimed like any pod of a queue above its share.
-func (s state) othersCouldUse(leaf string, need quota.Amounts) (waitingWorkload, string) {
+func (s state) othersCouldUse(leaf string, need quota.Amounts) (ledger.Waiting, string) {
 	if s.pendingFits == nil {
-		return waitingWorkload{name: "another queue's workload"}, ""
+		return ledger.Waiting{Name: "another queue's workload"}, ""
 	}
-	var placeable func(e *podEntry, count int) bool
+	var placeable func(e *ledger.Entry, count int) bool
 	if s.placeable != nil {
 		placeable = s.placeable()
 	}
-	for queue, pending := range s.view.pending {
+	for queue, pending := range s.view.Pending {
 		if queue == leaf || !asksFor(pending, need) {
 			continue
 		}
@@ -216,14 +217,14 @@ func (s state) othersCouldUse(leaf string, need quota.Amounts) (waitingWorkload,
 		// its preemptions freed is held for the pods nominated to it.
 		room := quota.Amounts{}
 		for name, v := range s.deserved[queue] {
-			held := s.view.allocated[queue][name] - s.view.terminating[queue][name] + s.view.nominated[queue][name]
+			held := s.view.Allocated[queue][name] - s.view.Terminating[queue][name] + s.view.Nominated[queue][name]
 			room[name] = max(v-held, 0)
 		}
-		if w := s.pendingFits(queue, room, placeable); w.name != "" {
+		if w := s.pendingFits(queue, room, placeable); w.Name != "" {
 			return w, queue
 		}
 	}
-	return waitingWorkload{}, ""
+	return ledger.Waiting{}, ""
 }
 
 // asksFor says whether pending asks for a resource of need.
@@ -240,7 +241,7 @@ func asksFor(pending, need quota.Amounts) bool {
 // then does the deserved share bound the queue. Alone, a queue may take anything that is free,
 // even beyond the cluster's total, which the nodes' own filters then refuse.
 func (s state) othersWait(leaf string, need quota.Amounts) bool {
-	for queue, pending := range s.view.pending {
+	for queue, pending := range s.view.Pending {
 		if queue != leaf && asksFor(pending, need) {
 			return true
 		}
@@ -254,7 +255,7 @@ func (s state) usedUnder(n *quota.Node, freed map[string]quota.Amounts) quota.Am
 	var walk func(*quota.Node)
 	walk = func(n *quota.Node) {
 		if n.Leaf() {
-			used.Add(s.view.allocated[n.Name])
+			used.Add(s.view.Allocated[n.Name])
 			used.Sub(freed[n.Name])
 		}
 		for _, c := range n.Children {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 func TestArgs(t *testing.T) {
@@ -43,7 +44,7 @@ func TestSharesWeighUsageFromQueueStatus(t *testing.T) {
 		obj.Status.Usage = quota.UsageStatus(quota.Usage{gpu: q.gpuSeconds}, time.Hour, measured)
 		require.NoError(t, s.tephra.Scheduling().V1alpha1().Queues().Informer().GetIndexer().Add(obj))
 	}
-	v := view{total: quota.Amounts{gpu: 10}, allocated: map[string]quota.Amounts{}, pending: map[string]quota.Amounts{"a": {gpu: 10}, "b": {gpu: 10}}}
+	v := ledger.View{Total: quota.Amounts{gpu: 10}, Allocated: map[string]quota.Amounts{}, Pending: map[string]quota.Amounts{"a": {gpu: 10}, "b": {gpu: 10}}}
 	lister := s.tephra.Scheduling().V1alpha1().Queues().Lister()
 
 	with := &shareCache{queues: lister, treeStale: true}

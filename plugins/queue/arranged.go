@@ -41,11 +41,11 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 		if m.UID == pod.UID || m.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := q.ledger.entry(m.UID)
-		if !ok || e.terminating {
+		e, ok := q.ledger.Entry(m.UID)
+		if !ok || e.Terminating {
 			continue
 		}
-		if e.arranged() {
+		if e.Arranged() {
 			arranged++
 		}
 	}

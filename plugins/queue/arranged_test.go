@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -17,7 +19,7 @@ import (
 // are placed or nominated by a recent preemption, the others are above the minimum and evict
 // nobody. A nomination older than the grace no longer counts: the room it was for may be gone.
 func TestMembersAboveAnArrangedMinimumEvictNobody(t *testing.T) {
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
 	q := &Queue{ledger: l}
 	q.reclaimer = &reclaimer{q: q, members: members}
@@ -26,24 +28,24 @@ func TestMembersAboveAnArrangedMinimumEvictNobody(t *testing.T) {
 	w := workload{queue: "team", group: "ns/job", pg: &v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{MinMember: 2}}}
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"m0", "m1", "m2", "m3"} {
-		p := ledgerPod(name, inGang, "", 1)
+		p := ledgertest.Pod(name, inGang, "", 1)
 		require.NoError(t, members.Add(p))
-		l.observe(p, resolve)
+		l.Observe(p, resolve)
 		pods[name] = p
 	}
 	assert.False(t, q.minimumArranged(pods["m0"], w), "nothing is arranged yet")
 
-	l.nominate(pods["m0"].UID, "node-a", time.Now())
+	l.Nominate(pods["m0"].UID, "node-a", time.Now())
 	assert.False(t, q.minimumArranged(pods["m1"], w), "one of two is arranged: m1 completes the minimum")
-	l.nominate(pods["m1"].UID, "node-b", time.Now())
+	l.Nominate(pods["m1"].UID, "node-b", time.Now())
 	assert.True(t, q.minimumArranged(pods["m2"], w), "two nominated: m2 is above the minimum")
 	assert.False(t, q.minimumArranged(pods["m1"], w), "a member does not count itself")
 
-	l.nominate(pods["m1"].UID, "node-b", time.Now().Add(-nominationGrace))
+	l.Nominate(pods["m1"].UID, "node-b", time.Now().Add(-ledger.NominationGrace))
 	assert.False(t, q.minimumArranged(pods["m2"], w), "an old nomination no longer counts")
 
 	placed := pods["m1"].DeepCopy()
 	placed.Spec.NodeName = "node-b"
-	l.observe(placed, resolve)
+	l.Observe(placed, resolve)
 	assert.True(t, q.minimumArranged(pods["m3"], w), "one placed and one nominated make the minimum")
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,7 @@ func budgetFor(allowed int32, app string) budget {
 }
 
 func appUnit(name, app string) *unit {
-	pod := ledgerPod(name, map[string]string{"app": app}, "n", 1)
+	pod := ledgertest.Pod(name, map[string]string{"app": app}, "n", 1)
 	return &unit{pods: []*corev1.Pod{pod}}
 }
 
@@ -55,8 +56,8 @@ func TestVictimsThatRespectBudgetsComeFirst(t *testing.T) {
 func TestAGangBreaksABudgetWhole(t *testing.T) {
 	budgets := []budget{budgetFor(0, "guarded")}
 	gang := &unit{pods: []*corev1.Pod{
-		ledgerPod("m0", map[string]string{"app": "free"}, "n", 1),
-		ledgerPod("m1", map[string]string{"app": "guarded"}, "n", 1),
+		ledgertest.Pod("m0", map[string]string{"app": "free"}, "n", 1),
+		ledgertest.Pod("m1", map[string]string{"app": "guarded"}, "n", 1),
 	}}
 	single := appUnit("s", "free")
 	assert.Equal(t, []string{"s", "m0"}, unitNames(orderByBudgets([]*unit{gang, single}, budgets)))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // The ledger charges every pod as the Queue controller's count does: both are tested over the
@@ -19,8 +20,8 @@ func TestTheLedgerChargesPodsAsTheCountDoes(t *testing.T) {
 			for _, g := range c.Groups {
 				groups[g.Namespace+"/"+g.Name] = g
 			}
-			l := newLedger(chargingcases.SchedulerNames...)
-			l.minMember = func(group string) int { return int(groups[group].Spec.MinMember) }
+			l := ledger.New(chargingcases.SchedulerNames...)
+			l.MinMember = func(group string) int { return int(groups[group].Spec.MinMember) }
 			resolve := func(namespace, name string) string {
 				g, ok := groups[namespace+"/"+name]
 				switch {
@@ -32,16 +33,16 @@ func TestTheLedgerChargesPodsAsTheCountDoes(t *testing.T) {
 				return g.Spec.Queue
 			}
 			for i := range c.Nodes {
-				l.setNode(c.Nodes[i].Name, c.Nodes[i].Status.Allocatable)
+				l.SetNode(c.Nodes[i].Name, c.Nodes[i].Status.Allocatable)
 			}
 			for i := range c.Pods {
-				l.observe(&c.Pods[i], resolve)
+				l.Observe(&c.Pods[i], resolve)
 			}
-			v := l.view()
-			assert.Equal(t, c.Total, v.total, "total")
+			v := l.View()
+			assert.Equal(t, c.Total, v.Total, "total")
 			for _, q := range c.Queues {
-				assert.Equal(t, chargingcases.NonZero(c.Allocated[q.Name]), chargingcases.NonZero(v.allocated[q.Name]), "allocated of %s", q.Name)
-				assert.Equal(t, chargingcases.NonZero(c.Demand[q.Name]), chargingcases.NonZero(v.pending[q.Name]), "demand of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Allocated[q.Name]), chargingcases.NonZero(v.Allocated[q.Name]), "allocated of %s", q.Name)
+				assert.Equal(t, chargingcases.NonZero(c.Demand[q.Name]), chargingcases.NonZero(v.Pending[q.Name]), "demand of %s", q.Name)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // watchDevices counts pods again when their claims change, and the devices of the
@@ -20,8 +21,8 @@ func (a *accounts) watchDevices(handle fwk.Handle) (func() bool, error) {
 		return nil, err
 	}
 	a.devices = d
-	a.ledger.devices = d
-	d.Notify(func(pod *corev1.Pod) { a.ledger.refresh(pod, a.groupQueue) }, a.ledger.setDevices)
+	a.ledger.Devices = d
+	d.Notify(func(pod *corev1.Pod) { a.ledger.Refresh(pod, a.groupQueue) }, a.ledger.SetDevices)
 	return d.HasSynced, nil
 }
 
@@ -30,11 +31,11 @@ func (a *accounts) watchDevices(handle fwk.Handle) (func() bool, error) {
 // is known only once allocated, and a queue cannot admit what it cannot count. Claims that
 // cannot be accounted (a DeviceClass that does not exist) are reported on the pod; DRA holds such
 // pods itself.
-func (q *Queue) devicesVerdict(pod *corev1.Pod, leaf *quota.Node, c charge) string {
-	if len(c.problems) > 0 {
-		q.podEvent(pod, v1alpha1.ReasonDevicesNotAccounted, fmt.Sprintf("%s: %s; the pod's queue does not count those devices", v1alpha1.ReasonDevicesNotAccounted, strings.Join(c.problems, "; ")))
+func (q *Queue) devicesVerdict(pod *corev1.Pod, leaf *quota.Node, c ledger.Charge) string {
+	if len(c.Problems) > 0 {
+		q.podEvent(pod, v1alpha1.ReasonDevicesNotAccounted, fmt.Sprintf("%s: %s; the pod's queue does not count those devices", v1alpha1.ReasonDevicesNotAccounted, strings.Join(c.Problems, "; ")))
 	}
-	for _, className := range c.uncounted {
+	for _, className := range c.Uncounted {
 		class := q.accounts.devices.DeviceClass(className)
 		for _, n := range leaf.Ancestry() {
 			if name := quota.LimitOnClass(n.Capability, className, class); name != "" {

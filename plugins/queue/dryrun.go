@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // nodeDryRun is SelectVictimsOnNode's dry run on one node: the node without the pods on their
@@ -66,7 +67,7 @@ func (d *nodeDryRun) remove(ctx context.Context, u *unit) *fwk.Status {
 			return fwk.AsStatus(err)
 		}
 	}
-	addSigned(d.freed, u.queue, u.freed, 1)
+	ledger.AddSigned(d.freed, u.queue, u.freed, 1)
 	return nil
 }
 
@@ -88,7 +89,7 @@ func (d *nodeDryRun) restore(u *unit) *fwk.Status {
 			}
 		}
 	}
-	addSigned(d.freed, u.queue, u.freed, -1)
+	ledger.AddSigned(d.freed, u.queue, u.freed, -1)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -100,11 +101,11 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 		if m.UID == pod.UID || m.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := r.q.ledger.entry(m.UID)
-		if ok && e.terminating {
+		e, ok := r.q.ledger.Entry(m.UID)
+		if ok && e.Terminating {
 			continue
 		}
-		if ok && e.arranged() {
+		if ok && e.Arranged() {
 			arranged++
 			continue
 		}
@@ -114,10 +115,10 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 	if missing <= 0 {
 		return nil
 	}
-	total, names := r.state.view.total, r.neededResources()
+	total, names := r.state.view.Total, r.neededResources()
 	sizes := make(map[types.UID]float64, len(waiting))
 	for _, m := range waiting {
-		sizes[m.UID] = sizeOf(r.q.ledger.podRequests(m), total, names)
+		sizes[m.UID] = sizeOf(r.q.ledger.PodRequests(m), total, names)
 	}
 	sort.SliceStable(waiting, func(i, j int) bool { return sizes[waiting[i].UID] < sizes[waiting[j].UID] })
 	out := []*corev1.Pod{pod}
@@ -231,13 +232,13 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 		// (other than those planned here) wait for room there.
 		for _, pi := range info.GetPods() {
 			if p := pi.GetPod(); p.DeletionTimestamp != nil || r.going[p.UID] {
-				room.Add(r.q.ledger.podRequests(p))
+				room.Add(r.q.ledger.PodRequests(p))
 			}
 		}
 		// As the filters count them for the preemptor: of its priority or higher.
 		for _, pi := range r.q.handle.NominatedPodsForNode(node.Name) {
 			if p := pi.GetPod(); !planned[p.UID] && corev1helpers.PodPriority(p) >= priority {
-				room.Sub(r.q.ledger.podRequests(p))
+				room.Sub(r.q.ledger.PodRequests(p))
 			}
 		}
 		nodes = append(nodes, &planNode{name: node.Name, room: room, pods: info.GetPods(),
@@ -256,7 +257,7 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 // many it placed before one found no node. The first pod is the preemptor: the nodes its filters
 // rule out (unresolvable) are ruled out for the members of its task too, not for the others.
 func (r *reclaimer) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
-	total := r.state.view.total
+	total := r.state.view.Total
 	type member struct {
 		pod  *corev1.Pod
 		need quota.Amounts
@@ -266,7 +267,7 @@ func (r *reclaimer) planRoom(missing []*corev1.Pod, nodes []*planNode, names []c
 	task := v1alpha1.TaskOf(missing[0])
 	order := make([]member, len(missing))
 	for i, p := range missing {
-		need := r.q.ledger.podRequests(p)
+		need := r.q.ledger.PodRequests(p)
 		order[i] = member{pod: p, need: need, size: sizeOf(need, total, names), like: v1alpha1.TaskOf(p) == task}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].size > order[j].size })
@@ -311,7 +312,7 @@ func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []cor
 		if (n.unresolvable && like) || !holds(n.room, need, names) {
 			continue
 		}
-		left := sizeOf(n.room, r.state.view.total, names)
+		left := sizeOf(n.room, r.state.view.Total, names)
 		if best == nil || left < bestLeft {
 			best, bestLeft = n, left
 		}
@@ -382,14 +383,14 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 			here := quota.Amounts{}
 			for _, v := range u.pods {
 				if v.Spec.NodeName == n.name {
-					here.Add(r.q.ledger.podRequests(v))
+					here.Add(r.q.ledger.PodRequests(v))
 				}
 			}
 			chosen, frees = append(chosen, u), append(frees, here)
 			if u.elastic {
 				elastic[u.group]++
 			}
-			addSigned(local, u.queue, u.freed, 1)
+			ledger.AddSigned(local, u.queue, u.freed, 1)
 			room.Add(here)
 			if holds(room, need, names) {
 				break
@@ -403,7 +404,7 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 			without.Sub(frees[i])
 			if holds(without, need, names) {
 				room = without
-				addSigned(local, chosen[i].queue, chosen[i].freed, -1)
+				ledger.AddSigned(local, chosen[i].queue, chosen[i].freed, -1)
 				chosen = append(chosen[:i], chosen[i+1:]...)
 				frees = append(frees[:i], frees[i+1:]...)
 			}
@@ -416,7 +417,7 @@ func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []c
 			}
 			for _, v := range u.pods {
 				if other := byName[v.Spec.NodeName]; other != nil && other != n {
-					other.room.Add(r.q.ledger.podRequests(v))
+					other.room.Add(r.q.ledger.PodRequests(v))
 				}
 			}
 		}

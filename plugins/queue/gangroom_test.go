@@ -13,6 +13,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A gang of two 8-GPU pods, in a queue owed 16 of 24 GPUs, on three 8-GPU nodes that another
@@ -37,12 +39,12 @@ func TestAGangReclaimsOnlyWhenItsWholeMinimumCanHaveRoom(t *testing.T) {
 	}
 	plan := func(waited time.Duration, free string, hogAllocated int64, jobs ...hogJob) (int, [spareReasons]int) {
 		t.Helper()
-		l := newLedger(v1alpha1.SchedulerName)
+		l := ledger.New(v1alpha1.SchedulerName)
 		nodes := []*planNode{}
 		for _, j := range jobs {
-			pod := ledgerPod("hog-"+j.node, map[string]string{v1alpha1.QueueLabel: "hog"}, j.node, 8)
+			pod := ledgertest.Pod("hog-"+j.node, map[string]string{v1alpha1.QueueLabel: "hog"}, j.node, 8)
 			pod.Status.StartTime = &metav1.Time{Time: came.Add(-j.ran)}
-			l.observe(pod, resolve)
+			l.Observe(pod, resolve)
 			info, err := framework.NewPodInfo(pod)
 			require.NoError(t, err)
 			nodes = append(nodes, &planNode{name: j.node, room: quota.Amounts{gpu: 0}, pods: []fwk.PodInfo{info}})
@@ -52,16 +54,16 @@ func TestAGangReclaimsOnlyWhenItsWholeMinimumCanHaveRoom(t *testing.T) {
 		}
 		var members []*corev1.Pod
 		for _, name := range []string{"m0", "m1"} {
-			p := ledgerPod(name, inGang, "", 8)
+			p := ledgertest.Pod(name, inGang, "", 8)
 			p.CreationTimestamp = metav1.Time{Time: came}
-			l.observe(p, resolve)
+			l.Observe(p, resolve)
 			members = append(members, p)
 		}
 		r := &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}
 		r.pod, r.leaf, r.belowShare, r.need = members[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
 		r.work = workload{queue: "waiting", group: "ns/job"}
 		r.state = state{tree: tree,
-			view:     view{total: quota.Amounts{gpu: 24}, allocated: map[string]quota.Amounts{"hog": {gpu: hogAllocated}}},
+			view:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: hogAllocated}}},
 			deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
 		placed := r.planRoom(members, nodes, []corev1.ResourceName{gpu}, came.Add(waited))
 		count, _ := r.protected.result()
@@ -95,19 +97,19 @@ func TestAGangPlanRulesOutNodesForThePreemptorsTaskOnly(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "waiting"}, Spec: v1alpha1.QueueSpec{Weight: 2}},
 	})
 	resolve := func(string, string) string { return "" }
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	hog := func(name, node string, gpus int64, ran time.Duration) fwk.PodInfo {
-		pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "hog"}, node, gpus)
+		pod := ledgertest.Pod(name, map[string]string{v1alpha1.QueueLabel: "hog"}, node, gpus)
 		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ran)}
-		l.observe(pod, resolve)
+		l.Observe(pod, resolve)
 		info, err := framework.NewPodInfo(pod)
 		require.NoError(t, err)
 		return info
 	}
 	member := func(name, task string) *corev1.Pod {
-		p := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "waiting", v1alpha1.PodGroupLabel: "job", v1alpha1.TaskLabel: task}, "", 8)
+		p := ledgertest.Pod(name, map[string]string{v1alpha1.QueueLabel: "waiting", v1alpha1.PodGroupLabel: "job", v1alpha1.TaskLabel: task}, "", 8)
 		p.CreationTimestamp = metav1.Time{Time: now}
-		l.observe(p, resolve)
+		l.Observe(p, resolve)
 		return p
 	}
 	plan := func(launcherFirst bool) int {
@@ -120,7 +122,7 @@ func TestAGangPlanRulesOutNodesForThePreemptorsTaskOnly(t *testing.T) {
 		r.pod, r.leaf, r.belowShare, r.need = missing[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
 		r.work = workload{queue: "waiting", group: "ns/job"}
 		r.state = state{tree: tree,
-			view:     view{total: quota.Amounts{gpu: 24}, allocated: map[string]quota.Amounts{"hog": {gpu: 16}}},
+			view:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: 16}}},
 			deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
 		nodes := []*planNode{
 			{name: "a", room: quota.Amounts{gpu: 8}, unresolvable: true},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -40,7 +41,7 @@ func (q *Queue) PodGroupPostFilter(ctx context.Context, cs fwk.PodGroupCycleStat
 	result, status := q.podGroupPostFilter(ctx, cs, pgInfo, schedule)
 	if !status.IsSuccess() {
 		for _, m := range pgInfo.GetUnscheduledPods() {
-			if !v1alpha1.IsSystemPod(m) && q.ledger.counts(m) {
+			if !v1alpha1.IsSystemPod(m) && q.ledger.Counts(m) {
 				q.shareWaiters.add(q.queueNameOf(m), m)
 			}
 		}
@@ -54,7 +55,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no pod of the group to make room for")
 	}
 	pod := members[0]
-	if v1alpha1.IsSystemPod(pod) || !q.ledger.counts(pod) {
+	if v1alpha1.IsSystemPod(pod) || !q.ledger.Counts(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the group counts in no queue")
 	}
 	for _, m := range members {
@@ -78,7 +79,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	// What the group asks, all its unplaced members together.
 	need := quota.Amounts{}
 	for _, m := range members {
-		need.Add(q.ledger.podRequests(m))
+		need.Add(q.ledger.PodRequests(m))
 	}
 	r.pod, r.work, r.leaf, r.need, r.nodeStatus, r.elastic, r.devices = pod, w, leaf, need, nil, false, nil
 	r.protected.reset()
@@ -87,7 +88,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	st = r.withGoing(st)
 	r.state = st
 	r.belowShare = st.belowShare(leaf, need)
-	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
+	r.lowestPrior = q.ledger.LowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
@@ -132,7 +133,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	for _, a := range assignments {
 		p := a.GetPod()
 		nominations[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: a.GetNodeName()}
-		q.ledger.nominate(p.UID, a.GetNodeName(), now)
+		q.ledger.Nominate(p.UID, a.GetNodeName(), now)
 	}
 	setup.EvictingFor(ctx, q.handle, pod)
 	return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations},
@@ -272,7 +273,7 @@ func (r *reclaimer) groupPool(candidates []fwk.PodInfo) []*unit {
 			continue // as PostFilter: no budget broken for a victim patience keeps a while yet
 		}
 		taken.add(u)
-		addSigned(freed, u.queue, u.freed, 1)
+		ledger.AddSigned(freed, u.queue, u.freed, 1)
 		pool = append(pool, u)
 	}
 	return pool
@@ -311,7 +312,7 @@ func (d *groupDryRun) move(u *unit, sign int) error {
 			return err
 		}
 	}
-	addSigned(d.freed, u.queue, u.freed, int64(-sign))
+	ledger.AddSigned(d.freed, u.queue, u.freed, int64(-sign))
 	return nil
 }
 
@@ -428,14 +429,14 @@ func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts) bool {
 func (r *reclaimer) groupPreemptionPending(members []*corev1.Pod) map[types.NamespacedName]*fwk.NominatingInfo {
 	var out map[types.NamespacedName]*fwk.NominatingInfo
 	for _, m := range members {
-		e, ok := r.q.ledger.entry(m.UID)
-		if !ok || e.holding || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+		e, ok := r.q.ledger.Entry(m.UID)
+		if !ok || e.Holding || e.NominatedAt.IsZero() || time.Since(e.NominatedAt) >= victimsGrace {
 			continue
 		}
 		if out == nil {
 			out = map[types.NamespacedName]*fwk.NominatingInfo{}
 		}
-		out[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: e.nominatedNode}
+		out[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: e.NominatedNode}
 	}
 	return out
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A pod on its way out is taken off the snapshot before the group is placed. Taking it off while
@@ -24,15 +26,15 @@ import (
 // told so.
 func TestGroupReclaimTakesLeavingPodsOffTheSnapshot(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-	leaving := ledgerPod("leaving", nil, "n1", 1)
+	leaving := ledgertest.Pod("leaving", nil, "n1", 1)
 	leaving.DeletionTimestamp = &metav1.Time{}
-	pods := []*corev1.Pod{leaving, ledgerPod("a", nil, "n1", 1), ledgerPod("b", nil, "n1", 1)}
+	pods := []*corev1.Pod{leaving, ledgertest.Pod("a", nil, "n1", 1), ledgertest.Pod("b", nil, "n1", 1)}
 	snapshot := schedcache.NewSnapshot(pods, []*corev1.Node{node})
 	require.NoError(t, snapshot.StartMutations())
 	defer func() { require.NoError(t, snapshot.EndMutations()) }()
 
-	q := &Queue{ledger: newLedger(v1alpha1.SchedulerName)}
-	preemptor := ledgerPod("preemptor", nil, "", 1)
+	q := &Queue{ledger: ledger.New(v1alpha1.SchedulerName)}
+	preemptor := ledgertest.Pod("preemptor", nil, "", 1)
 	r := &reclaimer{q: q, pod: preemptor, work: workload{queue: "team"}, leaf: &quota.Node{Name: "team"}}
 	scheduled := false
 	victims, assignments, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
@@ -65,12 +67,12 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 		{name: "p just below its share", pAllocated: 19, wantMsg: "would not bring the queues closer to their deserved shares; nothing is evicted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := ledgerPod("a", map[string]string{v1alpha1.QueueLabel: "v1"}, "n1", 7)
-			b := ledgerPod("b", map[string]string{v1alpha1.QueueLabel: "v2"}, "n2", 1)
+			a := ledgertest.Pod("a", map[string]string{v1alpha1.QueueLabel: "v1"}, "n1", 7)
+			b := ledgertest.Pod("b", map[string]string{v1alpha1.QueueLabel: "v2"}, "n2", 1)
 			b.Spec.Priority = ptr.To[int32](10) // more important than a: given back first
-			l := newLedger(v1alpha1.SchedulerName)
+			l := ledger.New(v1alpha1.SchedulerName)
 			for _, p := range []*corev1.Pod{a, b} {
-				l.observe(p, func(string, string) string { return "" })
+				l.Observe(p, func(string, string) string { return "" })
 			}
 			snapshot := schedcache.NewSnapshot([]*corev1.Pod{a, b}, []*corev1.Node{
 				{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
@@ -82,11 +84,11 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 				{ObjectMeta: metav1.ObjectMeta{Name: "v1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "v2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "p"}},
 			})
 			r := &reclaimer{
-				q: &Queue{ledger: l}, pod: ledgerPod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
+				q: &Queue{ledger: l}, pod: ledgertest.Pod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
 				leaf: tree.Get("p"), need: quota.Amounts{gpu: 8}, belowShare: true,
-				state: state{tree: tree, view: view{
-					total:     quota.Amounts{gpu: 40},
-					allocated: map[string]quota.Amounts{"v1": {gpu: 20}, "v2": {gpu: 11}, "p": {gpu: tc.pAllocated}},
+				state: state{tree: tree, view: ledger.View{
+					Total:     quota.Amounts{gpu: 40},
+					Allocated: map[string]quota.Amounts{"v1": {gpu: 20}, "v2": {gpu: 11}, "p": {gpu: tc.pAllocated}},
 				}, deserved: map[string]quota.Amounts{"v1": {gpu: 10}, "v2": {gpu: 10}, "p": {gpu: 20}}},
 			}
 			// The group fits once b's node is free: the algorithm places it there, and a member

@@ -47,9 +47,9 @@ func (q *Queue) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nod
 		}
 		// The claims it names directly may be shared (with this very pod, a sibling of its
 		// gang): they hold nothing the pod would take again.
-		c := q.ledger.chargeOf(nominated)
-		own := c.requests.Clone()
-		own.Sub(c.direct)
+		c := q.ledger.ChargeOf(nominated)
+		own := c.Requests.Clone()
+		own.Sub(c.Direct)
 		if d := deviceAmounts(own); len(d) > 0 {
 			held.Add(d)
 			holder = nominated
@@ -62,7 +62,7 @@ func (q *Queue) Filter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nod
 	// in FreeOn then.
 	free := q.accounts.devices.FreeOn(nodeInfo)
 	offered := q.accounts.devices.OnNode(node)
-	for name, v := range deviceAmounts(q.ledger.chargeOf(pod).requests) {
+	for name, v := range deviceAmounts(q.ledger.ChargeOf(pod).Requests) {
 		// Only the node's own devices are held: those of slices for many nodes (a network's)
 		// count on no node.
 		if _, local := offered[name]; !local || held[name] == 0 {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // hold is why a pod waits, and the state in which it was last found to stand.
@@ -85,7 +86,7 @@ func (h *heldPodSet) podDeleted(obj any) {
 // recordHold remembers a PreFilter refusal by the queue's state as a hold.
 func (q *Queue) recordHold(pod *corev1.Pod, v verdict, s state) {
 	if v.reason != "" {
-		q.holds.record(pod.UID, hold{verdict: v, version: s.view.version, tree: s.tree})
+		q.holds.record(pod.UID, hold{verdict: v, version: s.view.Version, tree: s.tree})
 	}
 }
 
@@ -96,7 +97,7 @@ func (q *Queue) stillHeld(pod *corev1.Pod, w workload) string {
 	if !ok {
 		return ""
 	}
-	if held.version == q.ledger.currentVersion() && held.tree == q.currentTree() {
+	if held.version == q.ledger.Version() && held.tree == q.currentTree() {
 		return held.verdict.msg
 	}
 	s := q.snapshotFor(pod)
@@ -108,18 +109,18 @@ func (q *Queue) stillHeld(pod *corev1.Pod, w workload) string {
 	need := q.needOf(pod, w)
 	s = s.withDemandFor(leaf.Name, need)
 	s.placeable = nil
-	s.pendingFits = func(queue string, room quota.Amounts, _ func(*podEntry, int) bool) waitingWorkload {
-		if queue == held.verdict.yieldsQueue && q.ledger.stillFits(held.verdict.yieldsTo, queue, room) {
+	s.pendingFits = func(queue string, room quota.Amounts, _ func(*ledger.Entry, int) bool) ledger.Waiting {
+		if queue == held.verdict.yieldsQueue && q.ledger.StillFits(held.verdict.yieldsTo, queue, room) {
 			return held.verdict.yieldsTo
 		}
-		return waitingWorkload{}
+		return ledger.Waiting{}
 	}
 	v := s.decide(leaf, need, nil, false)
 	if v.reason == "" {
 		q.holds.forget(pod.UID)
 		return ""
 	}
-	q.holds.record(pod.UID, hold{verdict: v, version: s.view.version, tree: s.tree})
+	q.holds.record(pod.UID, hold{verdict: v, version: s.view.Version, tree: s.tree})
 	return v.msg
 }
 
@@ -135,7 +136,7 @@ func (q *Queue) releaseNomination(cs fwk.CycleState, pod *corev1.Pod) *fwk.PostF
 	if _, held := q.holds.get(pod.UID); !held {
 		return nil
 	}
-	q.ledger.unnominate(pod.UID)
+	q.ledger.Unnominate(pod.UID)
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
 }
 
@@ -151,7 +152,7 @@ func (q *Queue) isSchedulableAfterPodBound(_ klog.Logger, pod *corev1.Pod, _, ne
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if e, known := q.ledger.entry(bound.UID); known && e.queue != held.verdict.yieldsQueue {
+	if e, known := q.ledger.Entry(bound.UID); known && e.Queue != held.verdict.yieldsQueue {
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

@@ -15,6 +15,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A pod its queue's share turns away is held while the share stands, without being decided in
@@ -29,15 +31,15 @@ func TestAHoldStandsUntilTheWorkloadItYieldsToNoLongerWaits(t *testing.T) {
 	a.shares.invalidateTree()
 	q := &Queue{handle: h, ledger: a.ledger, accounts: a, podGroups: a.podGroups}
 	l := a.ledger
-	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("4")})
+	l.SetNode("n1", corev1.ResourceList{gpu: resource.MustParse("4")})
 	resolve := func(string, string) string { return "" }
 	in := func(queue string) map[string]string { return map[string]string{v1alpha1.QueueLabel: queue} }
 
-	l.observe(ledgerPod("a-0", in("team-a"), "n1", 2), resolve)
-	waiting := ledgerPod("b-0", in("team-b"), "", 2)
-	l.observe(waiting, resolve)
-	pod := ledgerPod("a-1", in("team-a"), "", 1)
-	l.observe(pod, resolve)
+	l.Observe(ledgertest.Pod("a-0", in("team-a"), "n1", 2), resolve)
+	waiting := ledgertest.Pod("b-0", in("team-b"), "", 2)
+	l.Observe(waiting, resolve)
+	pod := ledgertest.Pod("a-1", in("team-a"), "", 1)
+	l.Observe(pod, resolve)
 
 	w, status := q.workloadOf(pod)
 	require.Nil(t, status)
@@ -50,11 +52,11 @@ func TestAHoldStandsUntilTheWorkloadItYieldsToNoLongerWaits(t *testing.T) {
 	assert.Equal(t, v.msg, q.stillHeld(pod, w), "nothing changed: the hold stands as it was")
 
 	// Another pod of its queue arrives: the ledger changed, the hold is checked again and stands.
-	l.observe(ledgerPod("a-2", in("team-a"), "", 1), resolve)
+	l.Observe(ledgertest.Pod("a-2", in("team-a"), "", 1), resolve)
 	assert.Contains(t, q.stillHeld(pod, w), `it yields to pod ns/b-0 of queue "team-b"`)
 
 	// Binds bring the held pod back only when they are into the queue it yields to.
-	hint, err := q.isSchedulableAfterPodBound(klog.Background(), pod, nil, ledgerPod("a-0", in("team-a"), "n1", 2))
+	hint, err := q.isSchedulableAfterPodBound(klog.Background(), pod, nil, ledgertest.Pod("a-0", in("team-a"), "n1", 2))
 	require.NoError(t, err)
 	assert.Equal(t, fwk.QueueSkip, hint, "its own queue's bind lifts no hold")
 	hint, err = q.isSchedulableAfterPodBound(klog.Background(), pod, nil, waiting)
@@ -62,7 +64,7 @@ func TestAHoldStandsUntilTheWorkloadItYieldsToNoLongerWaits(t *testing.T) {
 	assert.Equal(t, fwk.Queue, hint, "team-b's may be the workload it yields to")
 
 	// The workload it yields to is deleted: the hold no longer stands, and PreFilter decides.
-	l.forget(waiting.UID, waiting)
+	l.Forget(waiting.UID, waiting)
 	assert.Empty(t, q.stillHeld(pod, w))
 	_, held := q.holds.get(pod.UID)
 	assert.False(t, held, "the hold is gone")
@@ -80,12 +82,12 @@ func TestACapabilityHoldGoesWhenTheQueueHasRoom(t *testing.T) {
 	a.shares.invalidateTree()
 	q := &Queue{handle: h, ledger: a.ledger, accounts: a, podGroups: a.podGroups}
 	l := a.ledger
-	l.setNode("n1", corev1.ResourceList{gpu: resource.MustParse("8")})
+	l.SetNode("n1", corev1.ResourceList{gpu: resource.MustParse("8")})
 	resolve := func(string, string) string { return "" }
-	running := ledgerPod("r", map[string]string{v1alpha1.QueueLabel: "capped"}, "n1", 2)
-	l.observe(running, resolve)
-	pod := ledgerPod("p", map[string]string{v1alpha1.QueueLabel: "capped"}, "", 1)
-	l.observe(pod, resolve)
+	running := ledgertest.Pod("r", map[string]string{v1alpha1.QueueLabel: "capped"}, "n1", 2)
+	l.Observe(running, resolve)
+	pod := ledgertest.Pod("p", map[string]string{v1alpha1.QueueLabel: "capped"}, "", 1)
+	l.Observe(pod, resolve)
 
 	w, status := q.workloadOf(pod)
 	require.Nil(t, status)
@@ -94,9 +96,9 @@ func TestACapabilityHoldGoesWhenTheQueueHasRoom(t *testing.T) {
 	require.Equal(t, v1alpha1.ReasonQueueCapability, v.reason, v.msg)
 	q.recordHold(pod, v, st)
 
-	l.observe(ledgerPod("other", nil, "", 1), resolve)
+	l.Observe(ledgertest.Pod("other", nil, "", 1), resolve)
 	assert.Contains(t, q.stillHeld(pod, w), "would exceed its capability", "another queue's pod changes nothing for it")
-	l.forget(running.UID, running)
+	l.Forget(running.UID, running)
 	assert.Empty(t, q.stillHeld(pod, w), "its queue's pod ended: there is room")
 }
 
@@ -105,11 +107,11 @@ func TestACapabilityHoldGoesWhenTheQueueHasRoom(t *testing.T) {
 // pod of no higher priority, and a held pod would keep it from everyone, the queue it yields to
 // included, for as long as it waits.
 func TestAHeldPodGivesUpItsNomination(t *testing.T) {
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	q := &Queue{ledger: l}
-	pod := ledgerPod("p", nil, "", 1)
-	l.observe(pod, func(string, string) string { return "" })
-	l.nominate(pod.UID, "n1", time.Now())
+	pod := ledgertest.Pod("p", nil, "", 1)
+	l.Observe(pod, func(string, string) string { return "" })
+	l.Nominate(pod.UID, "n1", time.Now())
 
 	cs := framework.NewCycleState()
 	assert.Nil(t, q.releaseNomination(cs, pod), "not refused by its queue in this cycle: it keeps the room")
@@ -121,6 +123,6 @@ func TestAHeldPodGivesUpItsNomination(t *testing.T) {
 	require.NotNil(t, result)
 	assert.Equal(t, fwk.ModeOverride, result.Mode())
 	assert.Empty(t, result.NominatedNodeName, "the nomination is cleared")
-	e, _ := l.entry(pod.UID)
-	assert.False(t, e.nominated, "and its room no longer counts as on its way to it")
+	e, _ := l.Entry(pod.UID)
+	assert.False(t, e.Nominated, "and its room no longer counts as on its way to it")
 }

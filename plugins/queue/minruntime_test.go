@@ -19,6 +19,8 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -34,19 +36,19 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 	})
 	started := map[string]time.Duration{"b-old": time.Hour, "b-young": time.Minute, "a-young": time.Minute, "a-older": 5 * time.Minute}
 	units := func(clusterDefault time.Duration) ([]string, int, time.Time) {
-		l := newLedger(v1alpha1.SchedulerName)
+		l := ledger.New(v1alpha1.SchedulerName)
 		resolve := func(string, string) string { return "" }
 		var candidates []fwk.PodInfo
 		for _, name := range []string{"b-old", "b-young", "a-young", "a-older"} {
-			pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: name[:1]}, "node", 1)
+			pod := ledgertest.Pod(name, map[string]string{v1alpha1.QueueLabel: name[:1]}, "node", 1)
 			pod.Status.StartTime = &metav1.Time{Time: now.Add(-started[name])}
-			l.observe(pod, resolve)
+			l.Observe(pod, resolve)
 			info, err := framework.NewPodInfo(pod)
 			require.NoError(t, err)
 			candidates = append(candidates, info)
 		}
-		preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
-		l.observe(preemptor, resolve)
+		preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
+		l.Observe(preemptor, resolve)
 		r := &reclaimer{q: &Queue{ledger: l, reclaimMinRuntime: clusterDefault}}
 		r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
 		r.state = state{tree: tree}
@@ -73,16 +75,16 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 // A gang runs from its last member's start; a pod not started counts from its bind.
 func TestAJobRunsFromItsLastMembersStart(t *testing.T) {
 	now := time.Now()
-	first := ledgerPod("first", nil, "node", 1)
+	first := ledgertest.Pod("first", nil, "node", 1)
 	first.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
-	last := ledgerPod("last", nil, "node", 1)
+	last := ledgertest.Pod("last", nil, "node", 1)
 	last.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
 	assert.Equal(t, last.Status.StartTime.Time, runningSince([]*corev1.Pod{first, last}, now))
 
-	bound := ledgerPod("bound", nil, "node", 1)
+	bound := ledgertest.Pod("bound", nil, "node", 1)
 	bound.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: now.Add(-time.Second)}}}
 	assert.Equal(t, now.Add(-time.Second), runningSince([]*corev1.Pod{first, bound}, now))
-	assert.Equal(t, now, runningSince([]*corev1.Pod{ledgerPod("new", nil, "node", 1)}, now), "a pod with neither runs from now")
+	assert.Equal(t, now, runningSince([]*corev1.Pod{ledgertest.Pod("new", nil, "node", 1)}, now), "a pod with neither runs from now")
 }
 
 func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
@@ -100,13 +102,13 @@ func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
 // lose least: the youngest job. Without it the scheduler chooses among them at random.
 func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
 	now := time.Now()
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	resolve := func(string, string) string { return "" }
 	victims := map[string]*extenderv1.Victims{}
 	for node, ran := range map[string]time.Duration{"old": time.Hour, "young": time.Minute, "older": 2 * time.Hour} {
-		pod := ledgerPod(node+"-pod", map[string]string{v1alpha1.QueueLabel: "a"}, node, 1)
+		pod := ledgertest.Pod(node+"-pod", map[string]string{v1alpha1.QueueLabel: "a"}, node, 1)
 		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ran)}
-		l.observe(pod, resolve)
+		l.Observe(pod, resolve)
 		victims[node] = &extenderv1.Victims{Pods: []*corev1.Pod{pod}}
 	}
 	r := &reclaimer{q: &Queue{ledger: l}}
@@ -135,25 +137,25 @@ func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
 func TestAnElasticPodNotStartedGoesBeforeOneRunning(t *testing.T) {
 	now := time.Now()
 	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
 	groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{MinMember: 1}}))
 	resolve := func(string, string) string { return "a" }
 	var candidates []fwk.PodInfo
 	for _, name := range []string{"running", "bound"} {
-		pod := ledgerPod(name, map[string]string{v1alpha1.PodGroupLabel: "job"}, "node", 8)
+		pod := ledgertest.Pod(name, map[string]string{v1alpha1.PodGroupLabel: "job"}, "node", 8)
 		if name == "running" {
 			pod.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}
 		}
 		require.NoError(t, members.Add(pod))
-		l.observe(pod, resolve)
+		l.Observe(pod, resolve)
 		info, err := framework.NewPodInfo(pod)
 		require.NoError(t, err)
 		candidates = append(candidates, info)
 	}
-	preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
-	l.observe(preemptor, resolve)
+	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
+	l.Observe(preemptor, resolve)
 	q := &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}
 	r := &reclaimer{q: q, members: members}
 	r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // limitedPatience is the patience of a pod of 1 of 8 GPUs that has waited waited, with a limit,
@@ -22,7 +24,7 @@ func limitedPatience(waited, limit time.Duration) (patience, func(gpus int64, ra
 	since := now.Add(-waited)
 	p := patience{on: true, since: since, size: 1.0 / 8, now: now, total: quota.Amounts{gpu: 8}, names: []corev1.ResourceName{gpu}, limit: limit}
 	return p, func(gpus int64, ran time.Duration) *unit {
-		pod := ledgerPod("v", nil, "node", gpus)
+		pod := ledgertest.Pod("v", nil, "node", gpus)
 		pod.Status.StartTime = &metav1.Time{Time: since.Add(-ran)}
 		return &unit{pods: []*corev1.Pod{pod}, kind: kindReclaim, freed: quota.Amounts{gpu: gpus}}
 	}
@@ -81,11 +83,11 @@ func TestPatienceLimitIsTheQueuesElseThePlugins(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "none"}, Spec: v1alpha1.QueueSpec{ReclaimPatienceLimitSeconds: ptr.To[int32](0)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 	})
-	pod := ledgerPod("preemptor", nil, "", 1)
+	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
 	r := &reclaimer{q: &Queue{reclaimPatience: true, reclaimPatienceLimit: 5 * time.Minute}}
 	r.pod, r.need, r.belowShare = pod, quota.Amounts{gpu: 1}, true
-	r.state = state{tree: tree, view: view{total: quota.Amounts{gpu: 8}}}
+	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}}}
 	limit := func(queue string) time.Duration {
 		r.leaf = tree.Get(queue)
 		return r.patienceFor([]*corev1.Pod{pod}, r.need, now).limit

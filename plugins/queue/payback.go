@@ -151,7 +151,7 @@ func (r *reclaimer) owePayback(victims []*unit, jobNeed quota.Amounts, now time.
 		return
 	}
 	names := r.neededResources()
-	total := r.state.view.total
+	total := r.state.view.Total
 	r.q.paybacks.incur(jobKey(r.work.group, r.pod), paybackOwed(victims, sizeOf(jobNeed, total, names), now, total, names), now)
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A job's debt is the work its start threw away, size × seconds run, over its own size: on 8
@@ -24,7 +26,7 @@ import (
 func TestPaybackOwedIsTheWorkThrownAwayOverTheJobsSize(t *testing.T) {
 	now := time.Now()
 	victim := func(gpus int64, ran time.Duration, kind string, elastic bool) *unit {
-		pod := ledgerPod("v", nil, "node", gpus)
+		pod := ledgertest.Pod("v", nil, "node", gpus)
 		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ran)}
 		return &unit{pods: []*corev1.Pod{pod}, kind: kind, elastic: elastic, freed: quota.Amounts{gpu: gpus}}
 	}
@@ -62,29 +64,29 @@ type paybackFixture struct {
 }
 
 func newPaybackFixture(t *testing.T, tree *quota.Tree, started map[string]time.Duration, now time.Time) *paybackFixture {
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	resolve := func(string, string) string { return "" }
 	f := &paybackFixture{pods: map[string]*corev1.Pod{}}
 	for name, ago := range started {
-		pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "a"}, "node", 2)
+		pod := ledgertest.Pod(name, map[string]string{v1alpha1.QueueLabel: "a"}, "node", 2)
 		pod.Status.StartTime = &metav1.Time{Time: now.Add(-ago)}
-		l.observe(pod, resolve)
+		l.Observe(pod, resolve)
 		info, err := framework.NewPodInfo(pod)
 		require.NoError(t, err)
 		f.candidates = append(f.candidates, info)
 		f.pods[name] = pod
 	}
-	preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 2)
-	l.observe(preemptor, resolve)
+	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 2)
+	l.Observe(preemptor, resolve)
 	f.r = &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}
 	f.r.pod, f.r.leaf, f.r.belowShare, f.r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 2}
-	f.r.state = state{tree: tree, view: view{total: quota.Amounts{gpu: 8}, allocated: map[string]quota.Amounts{}}}
+	f.r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{}}}
 	return f
 }
 
 // reclaimedFor has pod's job start by a reclaim, at at, of a 2-GPU victim that had run ran.
 func (f *paybackFixture) reclaimedFor(pod *corev1.Pod, ran time.Duration, at time.Time) {
-	victim := ledgerPod("victim-of-"+pod.Name, nil, "node", 2)
+	victim := ledgertest.Pod("victim-of-"+pod.Name, nil, "node", 2)
 	victim.Status.StartTime = &metav1.Time{Time: at.Add(-ran)}
 	preemptor := f.r.pod
 	defer func() { f.r.pod = preemptor }()
@@ -156,7 +158,7 @@ func TestAQueueBelowItsGuaranteeIgnoresPayback(t *testing.T) {
 	f := newPaybackFixture(t, tree, map[string]time.Duration{"paying": time.Second}, now)
 	f.reclaimedFor(f.pods["paying"], time.Minute, now)
 	assert.Equal(t, []string{"paying"}, f.victims(), "2 asked are within the guarantee of 2")
-	f.r.state.view.allocated["waiting"] = quota.Amounts{gpu: 2}
+	f.r.state.view.Allocated["waiting"] = quota.Amounts{gpu: 2}
 	assert.Empty(t, f.victims(), "past its guarantee, the queue waits for the job to pay back")
 }
 

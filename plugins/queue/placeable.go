@@ -9,6 +9,7 @@ import (
 
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // Whether a waiting workload could use the room a hold keeps free depends on where that room is:
@@ -20,12 +21,12 @@ import (
 
 // placeableOnNodes returns a check, for one decision, of whether count pods like the entry's fit
 // on the nodes' free capacity together. It reads the snapshot once, on first use.
-func (q *Queue) placeableOnNodes() func(e *podEntry, count int) bool {
+func (q *Queue) placeableOnNodes() func(e *ledger.Entry, count int) bool {
 	var nodes []fwk.NodeInfo
 	var offered map[corev1.ResourceName]bool
 	memo := map[string]bool{}
-	return func(e *podEntry, count int) bool {
-		pod, err := q.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(e.namespace).Get(e.name)
+	return func(e *ledger.Entry, count int) bool {
+		pod, err := q.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(e.Namespace).Get(e.Name)
 		if err != nil {
 			return true // in doubt, the workload could use the room
 		}
@@ -33,7 +34,7 @@ func (q *Queue) placeableOnNodes() func(e *podEntry, count int) bool {
 		key := ""
 		if pod.Spec.Affinity == nil && len(pod.Spec.NodeSelector) == 0 {
 			// Pods without node constraints fit where their requests do: one answer per shape.
-			key = fmt.Sprint(e.requests, count)
+			key = fmt.Sprint(e.Requests, count)
 			if ok, seen := memo[key]; seen {
 				return ok
 			}
@@ -44,7 +45,7 @@ func (q *Queue) placeableOnNodes() func(e *podEntry, count int) bool {
 			}
 			offered = offeredResources(nodes)
 		}
-		ok := fitsOnNodes(nodes, offered, e.requests, count, func(node *corev1.Node) bool {
+		ok := fitsOnNodes(nodes, offered, e.Requests, count, func(node *corev1.Node) bool {
 			match, err := affinity.Match(node)
 			return err == nil && match
 		})

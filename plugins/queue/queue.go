@@ -39,6 +39,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 	"github.com/tephra-dev/tephra/plugins/internal/victimwait"
@@ -65,7 +66,7 @@ type Queue struct {
 	topologies schedulinglisters.TopologyLister
 	// namespaces gives the labels that queues' namespaceSelectors match.
 	namespaces corelisters.NamespaceLister
-	ledger     *ledger
+	ledger     *ledger.Ledger
 	accounts   *accounts
 	evaluator  *preemption.Evaluator
 	reclaimer  *reclaimer
@@ -354,7 +355,7 @@ func (q *Queue) activatePending(queues map[string]bool) {
 	}
 	pending := map[string]*corev1.Pod{}
 	for _, pod := range objs {
-		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != q.handle.ProfileName() || !q.ledger.counts(pod) {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != q.handle.ProfileName() || !q.ledger.Counts(pod) {
 			continue
 		}
 		if w, status := q.workloadOf(pod); status == nil && queues[w.queue] {
@@ -373,7 +374,7 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if !q.queueRunning.Load() {
 		q.queueRunning.Store(true)
 	}
-	if !q.ledger.counts(pod) {
+	if !q.ledger.Counts(pod) {
 		return nil // a system pod: no queue holds it
 	}
 	if q.reclaimer.executor.IsPodRunningPreemption(pod.UID) {
@@ -398,11 +399,11 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		q.podEvent(pod, v1alpha1.ReasonQueueForbidden, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	c := q.ledger.chargeOf(pod)
+	c := q.ledger.ChargeOf(pod)
 	if msg := q.devicesVerdict(pod, leaf, c); msg != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	need := c.requests
+	need := c.Requests
 	if w.pg != nil && len(w.pg.Spec.MinResources) > 0 {
 		need = maxOf(need, quota.FromList(w.pg.Spec.MinResources))
 	}
@@ -428,7 +429,7 @@ func (q *Queue) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 }
 
 func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if !q.ledger.counts(pod) {
+	if !q.ledger.Counts(pod) {
 		return nil, nil // a system pod: no queue holds it
 	}
 	w, status := q.workloadOf(pod)
@@ -438,10 +439,10 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if !q.synced() {
 		return nil, q.rejectWhileLoading(ctx, pod)
 	}
-	if _, known := q.ledger.entry(pod.UID); !known {
+	if _, known := q.ledger.Entry(pod.UID); !known {
 		// The scheduler's queue can hand out a pod before the ledger's handler has seen it; its
 		// own demand must count, or its queue would seem to deserve nothing.
-		q.ledger.observe(pod, q.accounts.groupQueue)
+		q.ledger.Observe(pod, q.accounts.groupQueue)
 	}
 	s := q.snapshotFor(pod)
 	leaf, why := s.tree.WorkloadQueue(w.queue)
@@ -476,20 +477,20 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 // placed, or the pod's requests times the members still missing, its directly named claims
 // once, as the members may share them).
 func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
-	c := q.ledger.chargeOf(pod)
-	need := c.requests
-	if len(c.claims) > 0 {
+	c := q.ledger.ChargeOf(pod)
+	need := c.Requests
+	if len(c.Claims) > 0 {
 		// A claim the queue counts placed already (another of its pods uses it) takes nothing.
 		need = need.Clone()
-		placed := q.ledger.placedClaimsIn(w.queue, pod.Namespace, c.claims)
+		placed := q.ledger.PlacedClaimsIn(w.queue, pod.Namespace, c.Claims)
 		need.Sub(placed)
-		c.direct = c.direct.Clone()
-		c.direct.Sub(placed)
+		c.Direct = c.Direct.Clone()
+		c.Direct.Sub(placed)
 	}
 	if w.pg == nil {
 		return need
 	}
-	placed, count := q.ledger.groupPlacement(w.group)
+	placed, count := q.ledger.GroupPlacement(w.group)
 	missing := int64(w.pg.Spec.MinMember) - int64(count)
 	if missing <= 0 {
 		return need
@@ -500,7 +501,7 @@ func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
 		rest.Sub(placed)
 	} else {
 		for name, v := range need {
-			rest[name] = (v-c.direct[name])*missing + c.direct[name]
+			rest[name] = (v-c.Direct[name])*missing + c.Direct[name]
 		}
 	}
 	return maxOf(need, rest)
@@ -528,14 +529,14 @@ func (q *Queue) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment,
 
 // Reserve records the pod in its queue's ledger, before the next cycle can look.
 func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
-	if !q.ledger.counts(pod) {
+	if !q.ledger.Counts(pod) {
 		return nil
 	}
 	w, status := q.workloadOf(pod)
 	if status != nil {
 		return nil
 	}
-	q.ledger.assume(pod, w.queue, w.group)
+	q.ledger.Assume(pod, w.queue, w.group)
 	q.refusals.Forget(pod.UID)
 	q.shareWaiters.forget(pod.UID)
 	q.holds.forget(pod.UID)
@@ -544,7 +545,7 @@ func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, 
 
 // Unreserve gives the pod's share back.
 func (q *Queue) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	q.ledger.unassume(pod.UID)
+	q.ledger.Unassume(pod.UID)
 }
 
 // EventsToRegister says which cluster events may let a pod this plugin rejected go on.
@@ -581,7 +582,7 @@ func (q *Queue) isSchedulableAfterAssignedPodDeleted(_ klog.Logger, _ *corev1.Po
 	if deleted, ok := oldObj.(*corev1.Pod); ok {
 		if last := q.lastGone.Load(); last == nil || *last != deleted.UID {
 			q.lastGone.Store(&deleted.UID)
-			q.ledger.goneBeforeHandler(deleted)
+			q.ledger.GoneBeforeHandler(deleted)
 		}
 	}
 	return fwk.Queue, nil

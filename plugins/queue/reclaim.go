@@ -28,6 +28,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
@@ -192,10 +193,10 @@ func (r *reclaimer) withGoing(st state) state {
 	if len(r.going) == 0 {
 		return st
 	}
-	st.view.terminating = cloneSums(st.view.terminating)
+	st.view.Terminating = ledger.CloneSums(st.view.Terminating)
 	for uid := range r.going {
-		if e, ok := r.q.ledger.entry(uid); ok && e.placed() && !e.terminating && e.queue != "" {
-			addSigned(st.view.terminating, e.queue, e.requests, 1)
+		if e, ok := r.q.ledger.Entry(uid); ok && e.Placed() && !e.Terminating && e.Queue != "" {
+			ledger.AddSigned(st.view.Terminating, e.Queue, e.Requests, 1)
 		}
 	}
 	return st
@@ -213,7 +214,7 @@ func (q *Queue) queueNameOf(pod *corev1.Pod) string {
 // queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	result, status := q.postFilter(ctx, cs, pod, m)
-	if !status.IsSuccess() && !v1alpha1.IsSystemPod(pod) && q.ledger.counts(pod) {
+	if !status.IsSuccess() && !v1alpha1.IsSystemPod(pod) && q.ledger.Counts(pod) {
 		q.shareWaiters.add(q.queueNameOf(pod), pod)
 		if result == nil {
 			result = q.releaseNomination(cs, pod)
@@ -263,7 +264,7 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if node, err := r.roomComing(ctx, cs, pod, m); err != nil {
 		return nil, fwk.AsStatus(err)
 	} else if node != "" {
-		q.ledger.nominate(pod.UID, node, time.Now())
+		q.ledger.Nominate(pod.UID, node, time.Now())
 		setup.EvictingFor(ctx, q.handle, pod)
 		return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 			fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: node %s has room for the pod once the pods on their way out are gone; nothing more is evicted", node))
@@ -281,7 +282,7 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
 		// keep room idle that the rest may never join.
 		if node, option := r.drainTarget(); node != "" {
-			q.ledger.hold(pod.UID, node, time.Now())
+			q.ledger.Hold(pod.UID, node, time.Now())
 			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
 		}
@@ -312,7 +313,7 @@ func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.
 	}
 	// Victims are chosen for this pod alone; the rest of a gang's minimum is checked in bulk
 	// before anything is evicted.
-	r.need = q.ledger.podRequests(pod)
+	r.need = q.ledger.PodRequests(pod)
 	minimum := q.needOf(pod, w)
 	st = st.withDemandFor(leaf.Name, minimum)
 	// Victims of the last preemptions may not show as terminating yet (they are evicted after
@@ -321,7 +322,7 @@ func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.
 	st = r.withGoing(st)
 	r.state = st
 	r.belowShare = st.belowShare(leaf, r.need)
-	r.lowestPrior = q.lowestPlacedPriority(leaf.Name)
+	r.lowestPrior = q.ledger.LowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
 	return minimum, nil
 }
@@ -438,7 +439,7 @@ func (q *Queue) notePreemption(ctx context.Context, pod *corev1.Pod, w workload,
 	r.countReclaims(victims, gangNeed(r.need, w.pg), time.Now())
 	// The nomination reaches the informer only after the scheduler writes it: count it at
 	// once, so the next preemptor of the queue does not make room a second time.
-	q.ledger.nominate(pod.UID, node, time.Now())
+	q.ledger.Nominate(pod.UID, node, time.Now())
 	// TephraGang lets the pod's group go on: its other members need evictions of their own.
 	setup.EvictingFor(ctx, q.handle, pod)
 }
@@ -472,14 +473,14 @@ func (q *Queue) isElastic(w workload) bool {
 	if w.pg == nil {
 		return false
 	}
-	_, placed := q.ledger.groupPlacement(w.group)
+	_, placed := q.ledger.GroupPlacement(w.group)
 	return placed >= int(w.pg.Spec.MinMember)
 }
 
 // hasElasticPods says whether a queue runs pods above their group's minimum, other than group
 // skip's: a member of a minimum may preempt them whatever their priority's equality.
 func (q *Queue) hasElasticPods(queue, skip string) bool {
-	for group, count := range q.ledger.groupCounts(queue) {
+	for group, count := range q.ledger.GroupCounts(queue) {
 		if group == skip {
 			continue
 		}
@@ -524,8 +525,8 @@ func (r *reclaimer) evictable() (out quota.Amounts, victims int) {
 			if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {
 				continue
 			}
-			alloc := r.state.view.allocated[n.Name].Clone()
-			alloc.Sub(r.state.view.terminating[n.Name])
+			alloc := r.state.view.Allocated[n.Name].Clone()
+			alloc.Sub(r.state.view.Terminating[n.Name])
 			over := false
 			for name, v := range alloc {
 				floor := max(r.state.deserved[n.Name][name], n.Guarantee[name])
@@ -539,23 +540,23 @@ func (r *reclaimer) evictable() (out quota.Amounts, victims int) {
 	}
 	priority := corev1helpers.PodPriority(r.pod)
 	elasticLeft := map[string]int{}
-	for group, count := range r.q.ledger.groupCounts(r.leaf.Name) {
+	for group, count := range r.q.ledger.GroupCounts(r.leaf.Name) {
 		ns, name, _ := cache.SplitMetaNamespaceKey(group)
 		if pg, err := r.q.podGroups.PodGroups(ns).Get(name); err == nil && group != r.work.group {
 			elasticLeft[group] = count - int(pg.Spec.MinMember)
 		}
 	}
-	for _, e := range r.q.ledger.placedIn(r.leaf.Name) {
-		if e.terminating || (e.group != "" && e.group == r.work.group) {
+	for _, e := range r.q.ledger.PlacedIn(r.leaf.Name) {
+		if e.Terminating || (e.Group != "" && e.Group == r.work.group) {
 			continue
 		}
 		switch {
-		case e.priority < priority:
-			out.Add(e.requests)
+		case e.Priority < priority:
+			out.Add(e.Requests)
 			victims++
-		case e.group != "" && elasticLeft[e.group] > 0 && e.priority <= priority:
-			elasticLeft[e.group]--
-			out.Add(e.requests)
+		case e.Group != "" && elasticLeft[e.Group] > 0 && e.Priority <= priority:
+			elasticLeft[e.Group]--
+			out.Add(e.Requests)
 			victims++
 		}
 	}
@@ -565,26 +566,14 @@ func (r *reclaimer) evictable() (out quota.Amounts, victims int) {
 // belowShare says whether the leaf may take need without passing its deserved share, so that it
 // may reclaim from queues above theirs.
 func (s state) belowShare(leaf *quota.Node, need quota.Amounts) bool {
-	used := s.view.allocated[leaf.Name].Clone()
-	used.Add(s.view.nominated[leaf.Name])
+	used := s.view.Allocated[leaf.Name].Clone()
+	used.Add(s.view.Nominated[leaf.Name])
 	for name, v := range need {
-		if v > 0 && s.view.total[name] > 0 && used[name]+v > s.deserved[leaf.Name][name] {
+		if v > 0 && s.view.Total[name] > 0 && used[name]+v > s.deserved[leaf.Name][name] {
 			return false
 		}
 	}
 	return true
-}
-
-func (q *Queue) lowestPlacedPriority(queue string) int32 {
-	q.ledger.mu.RLock()
-	defer q.ledger.mu.RUnlock()
-	lowest := int32(1<<31 - 1)
-	for _, e := range q.ledger.pods {
-		if e.queue == queue && e.placed() && !e.terminating {
-			lowest = min(lowest, e.priority)
-		}
-	}
-	return lowest
 }
 
 // GetOffsetAndNumCandidates dry-runs a random tenth of the nodes, at least 100.
@@ -630,14 +619,14 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 // not): the victims may be gone from the API before the scheduler's cache shows their room, so
 // the pod is given a moment rather than evict a second time or give up its nomination.
 func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
-	e, ok := r.q.ledger.entry(pod.UID)
-	if !ok || e.holding || e.nominatedAt.IsZero() || time.Since(e.nominatedAt) >= victimsGrace {
+	e, ok := r.q.ledger.Entry(pod.UID)
+	if !ok || e.Holding || e.NominatedAt.IsZero() || time.Since(e.NominatedAt) >= victimsGrace {
 		return ""
 	}
-	if r.nodeStatus != nil && r.nodeStatus.Get(e.nominatedNode).Code() == fwk.UnschedulableAndUnresolvable {
+	if r.nodeStatus != nil && r.nodeStatus.Get(e.NominatedNode).Code() == fwk.UnschedulableAndUnresolvable {
 		return "" // the nominated node can no longer take the pod at all
 	}
-	return fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.nominatedAt).Round(time.Millisecond))
+	return fmt.Sprintf("the pod's last preemption, %v ago, is still taking effect", time.Since(e.NominatedAt).Round(time.Millisecond))
 }
 
 // OrderedScoreFuncs prefers the node whose victims break the fewest PodDisruptionBudgets, then
@@ -680,16 +669,16 @@ func (r *reclaimer) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 	var out lostWork
 	spare := map[string]int{}
 	for _, pod := range pods {
-		if e, ok := r.q.ledger.entry(pod.UID); ok && e.group != "" {
-			if _, counted := spare[e.group]; !counted {
-				elastic, n, _, _ := r.gangUnit(e.group)
-				spare[e.group] = 0
+		if e, ok := r.q.ledger.Entry(pod.UID); ok && e.Group != "" {
+			if _, counted := spare[e.Group]; !counted {
+				elastic, n, _, _ := r.gangUnit(e.Group)
+				spare[e.Group] = 0
 				if elastic {
-					spare[e.group] = n
+					spare[e.Group] = n
 				}
 			}
-			if spare[e.group] > 0 {
-				spare[e.group]--
+			if spare[e.Group] > 0 {
+				spare[e.Group]--
 				continue
 			}
 		}
@@ -704,16 +693,16 @@ func (r *reclaimer) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 // evicted records a victim evicted for a pod of a queue: an event naming the queue that took its
 // place (and the budgets it breaks, if it must), and the metric.
 func (r *reclaimer) evicted(pod *corev1.Pod, queue string, victim *corev1.Pod, note string) {
-	e, _ := r.q.ledger.entry(victim.UID)
+	e, _ := r.q.ledger.Entry(victim.UID)
 	kind := kindPreempt
-	if e.queue != queue {
+	if e.Queue != queue {
 		kind = kindReclaim
 	}
-	evictions.WithLabelValues(kind, e.queue, queue).Inc()
+	evictions.WithLabelValues(kind, e.Queue, queue).Inc()
 	reason, msg := "Preempted", fmt.Sprintf("Preempted by pod %s/%s of higher priority in queue %q", pod.Namespace, pod.Name, queue)
 	if kind == kindReclaim {
 		reason = "Reclaimed"
-		msg = fmt.Sprintf("Reclaimed by queue %q for pod %s/%s: queue %q used more than its deserved share", queue, pod.Namespace, pod.Name, e.queue)
+		msg = fmt.Sprintf("Reclaimed by queue %q for pod %s/%s: queue %q used more than its deserved share", queue, pod.Namespace, pod.Name, e.Queue)
 	}
 	r.q.handle.EventRecorder().Eventf(victim, pod, corev1.EventTypeWarning, reason, "Evicting", msg+note+r.limitNote(victim.UID))
 }

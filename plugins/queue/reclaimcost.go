@@ -146,8 +146,8 @@ func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time
 		return patience{}
 	}
 	names := r.neededResources()
-	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.total, names),
-		now: now, total: r.state.view.total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods),
+	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.Total, names),
+		now: now, total: r.state.view.Total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods),
 		limit: r.patienceLimitFor(r.leaf)}
 }
 
@@ -166,8 +166,8 @@ func (r *reclaimer) restartsReclaimed(pods []*corev1.Pod) bool {
 // every resource it asks for that the queue guarantees.
 func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
 	guaranteed := false
-	used := r.state.view.allocated[r.leaf.Name].Clone()
-	used.Add(r.state.view.nominated[r.leaf.Name])
+	used := r.state.view.Allocated[r.leaf.Name].Clone()
+	used.Add(r.state.view.Nominated[r.leaf.Name])
 	for name, v := range need {
 		if v <= 0 {
 			continue

@@ -15,6 +15,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A pod that has waited 10 minutes for 1 of 8 GPUs may throw away 10 GPU-minutes of an eighth of
@@ -27,7 +29,7 @@ func TestReclaimPatienceWeighsTheWorkLostAgainstTheWait(t *testing.T) {
 	total := quota.Amounts{gpu: 8}
 	p := patience{on: true, since: since, size: 1.0 / 8, now: now, total: total, names: []corev1.ResourceName{gpu}}
 	job := func(gpus int64, startedBeforeWait time.Duration) *unit {
-		pod := ledgerPod("v", nil, "node", gpus)
+		pod := ledgertest.Pod("v", nil, "node", gpus)
 		pod.Status.StartTime = &metav1.Time{Time: since.Add(-startedBeforeWait)}
 		return &unit{pods: []*corev1.Pod{pod}, kind: kindReclaim, freed: quota.Amounts{gpu: gpus}}
 	}
@@ -68,7 +70,7 @@ func TestPatienceCountingTheWholeRunWeighsAllAVictimThrowsAway(t *testing.T) {
 	since := now.Add(-10 * time.Minute)
 	p := patience{on: true, wholeRun: true, since: since, size: 4.0 / 8, now: now, total: quota.Amounts{gpu: 8}, names: []corev1.ResourceName{gpu}}
 	job := func(gpus int64, started time.Time) *unit {
-		pod := ledgerPod("v", nil, "node", gpus)
+		pod := ledgertest.Pod("v", nil, "node", gpus)
 		pod.Status.StartTime = &metav1.Time{Time: started}
 		return &unit{pods: []*corev1.Pod{pod}, kind: kindReclaim, freed: quota.Amounts{gpu: gpus}}
 	}
@@ -99,15 +101,15 @@ func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "owed"}, Spec: v1alpha1.QueueSpec{Guarantee: corev1.ResourceList{gpu: resource.MustParse("2")}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
 	})
-	pod := ledgerPod("preemptor", nil, "", 1)
+	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
 	r := &reclaimer{q: &Queue{reclaimPatience: true}}
 	r.pod, r.need = pod, quota.Amounts{gpu: 1}
-	r.state = state{tree: tree, view: view{total: quota.Amounts{gpu: 8}, allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
+	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
 
 	r.leaf = tree.Get("owed")
 	assert.False(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "1 held and 1 asked are within the guarantee of 2")
-	r.state.view.allocated["owed"] = quota.Amounts{gpu: 2}
+	r.state.view.Allocated["owed"] = quota.Amounts{gpu: 2}
 	p := r.patienceFor([]*corev1.Pod{pod}, r.need, now)
 	assert.True(t, p.on, "past the guarantee, the queue is patient")
 	assert.Equal(t, now.Add(-time.Minute), p.since)
@@ -124,21 +126,21 @@ func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
 // told apart by group, else by owner.
 func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	resolve := func(string, string) string { return "" }
 	var candidates []fwk.PodInfo
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"twice", "once"} {
-		pod := ledgerPod(name, map[string]string{v1alpha1.QueueLabel: "a"}, "node", 1)
+		pod := ledgertest.Pod(name, map[string]string{v1alpha1.QueueLabel: "a"}, "node", 1)
 		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "job-" + pod.UID, Controller: new(true)}}
-		l.observe(pod, resolve)
+		l.Observe(pod, resolve)
 		info, err := framework.NewPodInfo(pod)
 		require.NoError(t, err)
 		candidates = append(candidates, info)
 		pods[name] = pod
 	}
-	preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
-	l.observe(preemptor, resolve)
+	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
+	l.Observe(preemptor, resolve)
 	r := &reclaimer{q: &Queue{ledger: l, reclaimLimitPerJob: 2}}
 	r.pod, r.leaf, r.belowShare, r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 1}
 	r.state = state{tree: tree}
@@ -156,7 +158,7 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	assert.Equal(t, 1, count[spareLimit])
 	assert.True(t, first.IsZero(), "a job at its limit is never reclaimed: there is no time to try again")
 
-	gang := &unit{pods: []*corev1.Pod{ledgerPod("m0", nil, "n", 1), ledgerPod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
+	gang := &unit{pods: []*corev1.Pod{ledgertest.Pod("m0", nil, "n", 1), ledgertest.Pod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
 	r.countReclaims([]*unit{gang}, nil, now)
 	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang)), "a gang is one job")
 	assert.False(t, r.overLimit(&unit{group: "ns/assumed", kind: kindReclaim}, r.need), "a gang unit without bound pods has a job all the same")

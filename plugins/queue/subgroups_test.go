@@ -15,6 +15,8 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -25,7 +27,7 @@ func TestARunningGroupIsDisruptedWholeOrASubGroupAtATime(t *testing.T) {
 	for _, mode := range []v1alpha1.DisruptionMode{"", v1alpha1.DisruptionAll, v1alpha1.DisruptionSingle} {
 		t.Run(string(mode), func(t *testing.T) {
 			tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
-			l := newLedger(v1alpha1.SchedulerName)
+			l := ledger.New(v1alpha1.SchedulerName)
 			members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
 			groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 			require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{
@@ -36,15 +38,15 @@ func TestARunningGroupIsDisruptedWholeOrASubGroupAtATime(t *testing.T) {
 			resolve := func(string, string) string { return "a" }
 			var candidates []fwk.PodInfo
 			for _, name := range []string{"r0-a", "r0-b", "r1-a", "r1-b"} {
-				pod := ledgerPod(name, map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: name[:2]}, "node-"+name[:2], 8)
+				pod := ledgertest.Pod(name, map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: name[:2]}, "node-"+name[:2], 8)
 				require.NoError(t, members.Add(pod))
-				l.observe(pod, resolve)
+				l.Observe(pod, resolve)
 				info, err := framework.NewPodInfo(pod)
 				require.NoError(t, err)
 				candidates = append(candidates, info)
 			}
-			preemptor := ledgerPod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
-			l.observe(preemptor, resolve)
+			preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
+			l.Observe(preemptor, resolve)
 			r := &reclaimer{q: &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}, members: members}
 			r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
 			r.state = state{tree: tree}
@@ -81,8 +83,8 @@ func TestAPodOutsideTheGroupsSubGroupsGoesWithTheWholeGroup(t *testing.T) {
 		MinMember: 2, SubGroups: []v1alpha1.SubGroup{{Name: "r0", MinMember: 2}}, DisruptionMode: v1alpha1.DisruptionSingle,
 	}}))
 	r := &reclaimer{q: &Queue{podGroups: schedulinglisters.NewPodGroupLister(groups)}}
-	stray := ledgerPod("stray", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r9"}, "n", 1)
-	other := ledgerPod("m", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r0"}, "n", 1)
+	stray := ledgertest.Pod("stray", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r9"}, "n", 1)
+	other := ledgertest.Pod("m", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r0"}, "n", 1)
 	sub, pods := r.disruptedTogether("ns/job", stray, []*corev1.Pod{stray, other})
 	assert.Empty(t, sub)
 	assert.Len(t, pods, 2)

@@ -55,8 +55,8 @@ func (r *reclaimer) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[s
 			if a == 0 && onNode[res] > 0 {
 				a, u = onNode[res], 0
 				for _, pi := range info.GetPods() {
-					if entry, ok := r.q.ledger.entry(pi.GetPod().UID); ok {
-						u += entry.requests[res]
+					if entry, ok := r.q.ledger.Entry(pi.GetPod().UID); ok {
+						u += entry.Requests[res]
 					}
 				}
 			}
@@ -64,13 +64,13 @@ func (r *reclaimer) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[s
 		}
 		for _, pi := range info.GetPods() {
 			pod := pi.GetPod()
-			entry, ok := r.q.ledger.entry(pod.UID)
-			if !ok || entry.terminating || pod.DeletionTimestamp != nil || r.going[pod.UID] {
+			entry, ok := r.q.ledger.Entry(pod.UID)
+			if !ok || entry.Terminating || pod.DeletionTimestamp != nil || r.going[pod.UID] {
 				continue
 			}
-			mine := entry.queue == r.leaf.Name && entry.group != w.group && (entry.priority < priority || r.elasticInQueue)
-			if mine || r.belowShare && overFloor[entry.queue] {
-				e.Add(entry.requests)
+			mine := entry.Queue == r.leaf.Name && entry.Group != w.group && (entry.Priority < priority || r.elasticInQueue)
+			if mine || r.belowShare && overFloor[entry.Queue] {
+				e.Add(entry.Requests)
 			}
 		}
 		free[name], evictable[name] = f, e
@@ -149,8 +149,8 @@ func (r *reclaimer) queuesOverFloor() map[string]bool {
 		if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {
 			continue
 		}
-		alloc := r.state.view.allocated[n.Name].Clone()
-		alloc.Sub(r.state.view.terminating[n.Name])
+		alloc := r.state.view.Allocated[n.Name].Clone()
+		alloc.Sub(r.state.view.Terminating[n.Name])
 		for name, v := range alloc {
 			if v > max(r.state.deserved[n.Name][name], n.Guarantee[name]) {
 				out[n.Name] = true

@@ -208,15 +208,15 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := r.q.ledger.entry(pod.UID)
-		if !ok || e.queue == "" || (e.group != "" && e.group == r.work.group) || r.going[pod.UID] {
+		e, ok := r.q.ledger.Entry(pod.UID)
+		if !ok || e.Queue == "" || (e.Group != "" && e.Group == r.work.group) || r.going[pod.UID] {
 			continue
 		}
 		elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
 		task := v1alpha1.TaskOf(pod)
-		if e.group != "" {
+		if e.Group != "" {
 			var spareByTask map[string]int
-			elastic, spare, members, spareByTask = r.gangUnit(e.group)
+			elastic, spare, members, spareByTask = r.gangUnit(e.Group)
 			if n, ok := spareByTask[task]; ok {
 				taskSpare = n
 			}
@@ -229,25 +229,25 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 		}
 		kind := ""
 		switch {
-		case e.queue == r.leaf.Name && (e.priority < preemptorPriority || (elastic && e.priority <= preemptorPriority)):
+		case e.Queue == r.leaf.Name && (e.Priority < preemptorPriority || (elastic && e.Priority <= preemptorPriority)):
 			// Within the queue: lower priority, or above a gang's minimum when the preemptor
 			// is part of one (elastic pods run only on what no minimum needs).
 			kind = kindPreempt
-		case e.queue != r.leaf.Name && r.belowShare && r.reclaimable(e.queue):
+		case e.Queue != r.leaf.Name && r.belowShare && r.reclaimable(e.Queue):
 			kind = kindReclaim
 		default:
 			continue
 		}
 		// A claim other pods still use stays charged to them: evicting the pod frees none of it.
-		freed := e.requests.Clone()
-		freed.Sub(e.shared)
-		u := &unit{pods: []*corev1.Pod{pod}, queue: e.queue, group: e.group, kind: kind, priority: e.priority, freed: freed,
+		freed := e.Requests.Clone()
+		freed.Sub(e.Shared)
+		u := &unit{pods: []*corev1.Pod{pod}, queue: e.Queue, group: e.Group, kind: kind, priority: e.Priority, freed: freed,
 			elastic: elastic, spare: spare, task: task, taskSpare: taskSpare}
-		if e.group != "" && !elastic {
+		if e.Group != "" && !elastic {
 			// A member of a running minimum goes only with its whole gang, or with its
 			// sub-group when the gang is disrupted a sub-group at a time.
-			u.subGroup, members = r.disruptedTogether(e.group, pod, members)
-			seen := e.group + "\x00" + u.subGroup
+			u.subGroup, members = r.disruptedTogether(e.Group, pod, members)
+			seen := e.Group + "\x00" + u.subGroup
 			if seenGroups[seen] {
 				continue
 			}
@@ -260,10 +260,10 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 			u.pods, u.freed = members, quota.Amounts{}
 			// The whole unit goes: the claims its members share are freed too.
 			for _, m := range members {
-				if me, ok := r.q.ledger.entry(m.UID); ok {
-					u.freed.Add(me.requests)
+				if me, ok := r.q.ledger.Entry(m.UID); ok {
+					u.freed.Add(me.Requests)
 				} else {
-					u.freed.Add(r.q.ledger.podRequests(m))
+					u.freed.Add(r.q.ledger.PodRequests(m))
 				}
 			}
 		}
@@ -395,8 +395,8 @@ func (r *reclaimer) allowedGaining(u *unit, freed map[string]quota.Amounts, gain
 	if n == nil {
 		return false
 	}
-	alloc := r.state.view.allocated[u.queue].Clone()
-	alloc.Sub(r.state.view.terminating[u.queue])
+	alloc := r.state.view.Allocated[u.queue].Clone()
+	alloc.Sub(r.state.view.Terminating[u.queue])
 	deserved := r.state.deserved[u.queue]
 	overInNeeded := false
 	resources := r.neededResources()
@@ -444,12 +444,12 @@ func positive(amounts quota.Amounts) []corev1.ResourceName {
 func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
 	allocated := map[string]quota.Amounts{}
 	for q := range taken {
-		allocated[q] = r.state.view.allocated[q].Clone()
-		allocated[q].Sub(r.state.view.terminating[q])
+		allocated[q] = r.state.view.Allocated[q].Clone()
+		allocated[q].Sub(r.state.view.Terminating[q])
 	}
-	allocated[r.leaf.Name] = r.state.view.allocated[r.leaf.Name].Clone()
-	allocated[r.leaf.Name].Sub(r.state.view.terminating[r.leaf.Name])
+	allocated[r.leaf.Name] = r.state.view.Allocated[r.leaf.Name].Clone()
+	allocated[r.leaf.Name].Sub(r.state.view.Terminating[r.leaf.Name])
 	// Room already on its way to the queue (pods nominated for their victims) counts as its own.
-	allocated[r.leaf.Name].Add(r.state.view.nominated[r.leaf.Name])
-	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.total, resources, taken, r.leaf.Name, gained)
+	allocated[r.leaf.Name].Add(r.state.view.Nominated[r.leaf.Name])
+	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.Total, resources, taken, r.leaf.Name, gained)
 }

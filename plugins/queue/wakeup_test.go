@@ -14,6 +14,8 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // The scheduling queue may hear of a victim's deletion before the ledger's own handler of the pod
@@ -23,39 +25,41 @@ import (
 // late update of the victim from the ledger's handler must not charge it again, and a pod the
 // scheduler assumed and forgot (the same event) stays counted.
 func TestADeletedPodLeavesItsQueueWhenTheSchedulingQueueHearsOfIt(t *testing.T) {
-	l := newLedger(v1alpha1.SchedulerName)
+	l := ledger.New(v1alpha1.SchedulerName)
 	q := &Queue{ledger: l}
 	resolve := func(string, string) string { return "" }
-	victim := ledgerPod("victim", nil, "n1", 2)
-	l.observe(victim, resolve)
-	require.Equal(t, int64(2), l.allocated[v1alpha1.DefaultQueue][gpu], "the bound victim is charged")
+	victim := ledgertest.Pod("victim", nil, "n1", 2)
+	l.Observe(victim, resolve)
+	require.Equal(t, int64(2), l.View().Allocated[v1alpha1.DefaultQueue][gpu], "the bound victim is charged")
 
-	preemptor := ledgerPod("preemptor", nil, "", 2)
+	preemptor := ledgertest.Pod("preemptor", nil, "", 2)
 	hint, err := q.isSchedulableAfterAssignedPodDeleted(klog.Background(), preemptor, victim, nil)
 	require.NoError(t, err)
 	assert.Equal(t, fwk.Queue, hint)
-	assert.Zero(t, l.allocated[v1alpha1.DefaultQueue][gpu], "the queue gives the victim's share back before the preemptor is tried again")
+	assert.Zero(t, l.View().Allocated[v1alpha1.DefaultQueue][gpu], "the queue gives the victim's share back before the preemptor is tried again")
 
 	late := victim.DeepCopy()
 	late.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	l.observe(late, resolve)
-	assert.Zero(t, l.allocated[v1alpha1.DefaultQueue][gpu], "the ledger's handler, behind, does not charge the deleted victim again")
-	assert.Zero(t, l.terminating[v1alpha1.DefaultQueue][gpu])
-	l.forget(victim.UID, victim)
-	assert.Empty(t, l.gone, "the handler's deletion ends the record")
+	l.Observe(late, resolve)
+	assert.Zero(t, l.View().Allocated[v1alpha1.DefaultQueue][gpu], "the ledger's handler, behind, does not charge the deleted victim again")
+	assert.Zero(t, l.View().Terminating[v1alpha1.DefaultQueue][gpu])
+	l.Forget(victim.UID, victim)
+	l.Observe(victim, resolve) // a pod of the same UID, seen again after the handler's deletion
+	assert.Equal(t, int64(2), l.View().Allocated[v1alpha1.DefaultQueue][gpu], "the handler's deletion ends the record")
+	l.Forget(victim.UID, victim)
 
 	// kube-scheduler sends the same event for a pod whose binding failed, which it forgets: that
 	// pod lives on, pending, and its queue keeps counting it.
-	pending := ledgerPod("pending", nil, "", 2)
-	l.observe(pending, resolve)
+	pending := ledgertest.Pod("pending", nil, "", 2)
+	l.Observe(pending, resolve)
 	assumed := pending.DeepCopy()
 	assumed.Spec.NodeName = "n2"
-	l.assume(assumed, v1alpha1.DefaultQueue, "")
+	l.Assume(assumed, v1alpha1.DefaultQueue, "")
 	_, err = q.isSchedulableAfterAssignedPodDeleted(klog.Background(), preemptor, assumed, nil)
 	require.NoError(t, err)
-	_, known := l.entry(pending.UID)
+	_, known := l.Entry(pending.UID)
 	assert.True(t, known, "a forgotten assumed pod is no deletion")
-	assert.Empty(t, l.gone)
+	assert.Equal(t, int64(2), l.View().Allocated[v1alpha1.DefaultQueue][gpu], "and its queue counts it")
 }
 
 // kube-scheduler and TephraQueue watch PodGroups through informers of their own, heard in no set
@@ -73,19 +77,19 @@ func TestAPodGroupMovedToAnotherQueueBringsItsPendingPodsBack(t *testing.T) {
 	pods := s.informers.Core().V1().Pods().Informer().GetIndexer()
 	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", Generation: 1}, Spec: v1alpha1.PodGroupSpec{Queue: "team-a", MinMember: 1}}
 	require.NoError(t, groups.Add(pg))
-	pod := ledgerPod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "", 1)
+	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "", 1)
 	require.NoError(t, pods.Add(pod))
 	a.observePod(pod)
-	require.Equal(t, quota.Amounts{gpu: 1}, a.ledger.view().pending["team-a"])
+	require.Equal(t, quota.Amounts{gpu: 1}, a.ledger.View().Pending["team-a"])
 
 	moved := pg.DeepCopy()
 	moved.Spec.Queue, moved.Generation = "team-b", 2
 	require.NoError(t, groups.Update(moved))
 	q.podGroupChanged(pg, moved)
 	assert.Equal(t, []string{"ns/w0"}, recorder.activated(), "the group's pending pod comes back")
-	v := a.ledger.view()
-	assert.Empty(t, v.pending["team-a"], "and meets its new queue")
-	assert.Equal(t, quota.Amounts{gpu: 1}, v.pending["team-b"])
+	v := a.ledger.View()
+	assert.Empty(t, v.Pending["team-a"], "and meets its new queue")
+	assert.Equal(t, quota.Amounts{gpu: 1}, v.Pending["team-b"])
 
 	clear(recorder.pods)
 	status := moved.DeepCopy()
@@ -100,8 +104,8 @@ func TestAPodGroupMovedToAnotherQueueBringsItsPendingPodsBack(t *testing.T) {
 func TestASparedJobWhoseTimeHasPassedWakesNobody(t *testing.T) {
 	now := time.Now()
 	q := &Queue{reclaimer: &reclaimer{}}
-	pod := ledgerPod("waiting", nil, "", 1)
-	victim := &unit{pods: []*corev1.Pod{ledgerPod("v", nil, "n1", 1)}, kind: kindReclaim}
+	pod := ledgertest.Pod("waiting", nil, "", 1)
+	victim := &unit{pods: []*corev1.Pod{ledgertest.Pod("v", nil, "n1", 1)}, kind: kindReclaim}
 
 	q.reclaimer.protected.spare(victim, now.Add(-time.Second), spareCost)
 	note := q.sparedJobsNote(klog.Background(), []*corev1.Pod{pod}, now)

@@ -1,4 +1,4 @@
-package queue
+package ledger
 
 import (
 	"fmt"
@@ -31,16 +31,16 @@ func (w *ledgerWorld) resolve(namespace, name string) string { return w.groups[n
 
 // recount feeds a fresh ledger the world as it is now, as a scheduler that has just started would
 // see it.
-func (w *ledgerWorld) recount() *ledger {
-	l := newLedger(v1alpha1.SchedulerName)
-	l.minMember = w.minMember
+func (w *ledgerWorld) recount() *Ledger {
+	l := New(v1alpha1.SchedulerName)
+	l.MinMember = w.minMember
 	for _, pod := range w.pods {
-		l.observe(pod, w.resolve)
+		l.Observe(pod, w.resolve)
 	}
 	for uid := range w.assumed {
 		pod := w.pods[uid]
-		e, _ := l.entry(uid)
-		l.assume(pod, e.queue, e.group)
+		e, _ := l.Entry(uid)
+		l.Assume(pod, e.Queue, e.Group)
 	}
 	return l
 }
@@ -54,14 +54,14 @@ func FuzzLedger(f *testing.F) {
 	f.Add([]byte{3, 0, 3, 1, 3, 2, 0, 64, 0, 65, 8, 1, 4, 64, 9, 0, 2, 64, 6, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		w := &ledgerWorld{pods: map[types.UID]*corev1.Pod{}, assumed: map[types.UID]bool{}, groups: map[string]string{}, minimum: map[string]int{}}
-		l := newLedger(v1alpha1.SchedulerName)
-		l.minMember = w.minMember
+		l := New(v1alpha1.SchedulerName)
+		l.MinMember = w.minMember
 		queues := []string{"default", "team-a", "team-b"}
 		groupNames := []string{"g0", "g1"}
 		reobserveGroup := func(group string) {
 			for _, pod := range w.pods {
 				if name, ok := v1alpha1.PodGroupNameOf(pod); ok && "ns/"+name == group {
-					l.observe(pod, w.resolve)
+					l.Observe(pod, w.resolve)
 				}
 			}
 		}
@@ -83,27 +83,27 @@ func FuzzLedger(f *testing.F) {
 				if pod.Spec.NodeName != "" {
 					delete(w.assumed, uid) // the informer shows the bind: no longer only assumed
 				}
-				l.observe(pod, w.resolve)
+				l.Observe(pod, w.resolve)
 				if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 					delete(w.pods, uid)
 					delete(w.assumed, uid)
 				}
 			case 2: // a pod deleted
 				if pod := w.pods[uid]; pod != nil {
-					l.forget(uid, pod)
+					l.Forget(uid, pod)
 					delete(w.pods, uid)
 					delete(w.assumed, uid)
 				}
 			case 3: // Reserve of a pending pod the ledger counts
 				if pod := w.pods[uid]; pod != nil && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
-					if e, ok := l.entry(uid); ok && e.queue != "" {
-						l.assume(pod, e.queue, e.group)
+					if e, ok := l.Entry(uid); ok && e.Queue != "" {
+						l.Assume(pod, e.Queue, e.Group)
 						w.assumed[uid] = true
 					}
 				}
 			case 4: // Unreserve
 				if w.assumed[uid] {
-					l.unassume(uid)
+					l.Unassume(uid)
 					delete(w.assumed, uid)
 				}
 			case 5, 6: // a PodGroup created, or moved to another queue
@@ -115,7 +115,7 @@ func FuzzLedger(f *testing.F) {
 				if existed {
 					reobserveGroup(group)
 				} else {
-					l.groupAdded(group, w.resolve)
+					l.GroupAdded(group, w.resolve)
 				}
 			case 7: // a PodGroup deleted
 				group := "ns/" + groupNames[int(arg)%len(groupNames)]
@@ -126,13 +126,13 @@ func FuzzLedger(f *testing.F) {
 				}
 			case 8: // PostFilter nominates a pending pod, and the informer shows it later
 				if pod := w.pods[uid]; pod != nil && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && len(pod.Spec.SchedulingGates) == 0 && !w.assumed[uid] {
-					l.nominate(uid, "n", time.Now())
+					l.Nominate(uid, "n", time.Now())
 					nominated := pod.DeepCopy()
 					nominated.Status.NominatedNodeName = "n"
 					w.pods[uid] = nominated
 				}
 			default: // a node's allocatable changed; the pods' sums must not care
-				l.setNode("n", corev1.ResourceList{gpu: *resource.NewQuantity(int64(arg%8), resource.DecimalSI)})
+				l.SetNode("n", corev1.ResourceList{gpu: *resource.NewQuantity(int64(arg%8), resource.DecimalSI)})
 			}
 			requireSameSums(t, w.recount(), l, i/2)
 		}
@@ -164,14 +164,14 @@ func fuzzPod(uid types.UID, arg byte, queues, groups []string) *corev1.Pod {
 }
 
 // requireSameSums compares what the queue plugin reads from two ledgers.
-func requireSameSums(t *testing.T, want, got *ledger, step int) {
+func requireSameSums(t *testing.T, want, got *Ledger, step int) {
 	t.Helper()
-	wv, gv := want.view(), got.view()
+	wv, gv := want.View(), got.View()
 	for name, pair := range map[string][2]any{
-		"allocated":      {wv.allocated, gv.allocated},
-		"terminating":    {wv.terminating, gv.terminating},
-		"pending":        {wv.pending, gv.pending},
-		"nominated":      {wv.nominated, gv.nominated},
+		"allocated":      {wv.Allocated, gv.Allocated},
+		"terminating":    {wv.Terminating, gv.Terminating},
+		"pending":        {wv.Pending, gv.Pending},
+		"nominated":      {wv.Nominated, gv.Nominated},
 		"groupPlaced":    {want.groupPlaced, got.groupPlaced},
 		"groupCount":     {want.groupCount, got.groupCount},
 		"groupNominated": {want.groupNominated, got.groupNominated},
