@@ -56,7 +56,7 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 // nominated to it before this one ("" if there is none). The filters run only on nodes that some
 // pod is leaving, and the cycle state is copied only then: while nothing is being evicted, it only
 // reads the nodes' pods.
-func (r *reclaimer) roomComing(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (string, error) {
+func (r *reclaimRun) roomComing(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (string, error) {
 	if r.state.admit(r.leaf, r.need, nil, true) != "" {
 		return "", nil
 	}

@@ -17,7 +17,7 @@ import (
 // evaluator dry-runs the candidate nodes in parallel: each call has its own, never kept on the
 // reclaimer.
 type nodeDryRun struct {
-	r         *reclaimer
+	r         *reclaimRun
 	cs        fwk.CycleState
 	preemptor *corev1.Pod
 	// nodeInfo is the evaluator's copy of the node, which the dry run changes.
@@ -32,7 +32,7 @@ type nodeDryRun struct {
 }
 
 // newNodeDryRun starts a dry run on the node with the pods on their way out taken off.
-func (r *reclaimer) newNodeDryRun(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo) (*nodeDryRun, *fwk.Status) {
+func (r *reclaimRun) newNodeDryRun(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo) (*nodeDryRun, *fwk.Status) {
 	d := &nodeDryRun{r: r, cs: cs, preemptor: preemptor, nodeInfo: nodeInfo, node: nodeInfo.Node().Name}
 	// Pods on their way out (terminating, or victims of the last preemptions that do not show as
 	// terminating yet) free their room whatever is chosen here, and the pods nominated to the

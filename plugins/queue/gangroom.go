@@ -92,7 +92,7 @@ func (m *gangPlanMemo) put(group string, f gangPlan, now time.Time) {
 // missingMembers are the pods the gang's minimum still misses, the preemptor first: the
 // preemptor, then its smallest other members not placed and without room on its way, up to the
 // minimum. Members not created yet count as the preemptor's like.
-func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
+func (r *reclaimRun) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 	objs, _ := r.members.ByIndex(setup.PodGroupIndex, w.group)
 	arranged := 0
 	var waiting []*corev1.Pod
@@ -134,7 +134,7 @@ func (r *reclaimer) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 
 // planGang says why nothing is evicted for the member of a gang ("" when the rest of its minimum
 // can have room too), from the gang's last plan while it is valid.
-func (r *reclaimer) planGang(ctx context.Context, pod *corev1.Pod, w workload, m fwk.NodeToStatusReader) string {
+func (r *reclaimRun) planGang(ctx context.Context, pod *corev1.Pod, w workload, m fwk.NodeToStatusReader) string {
 	logger := klog.FromContext(ctx)
 	now := time.Now()
 	if f, ok := r.gangPlans.get(w.group, now); ok {
@@ -159,7 +159,7 @@ func (r *reclaimer) planGang(ctx context.Context, pod *corev1.Pod, w workload, m
 		r.gangPlans.put(w.group, gangPlan{until: now.Add(gangPlanFoundValid)}, now)
 		return ""
 	}
-	why += r.q.sparedJobsNote(logger, []*corev1.Pod{pod}, now)
+	why += r.q.sparedJobsNote(logger, &r.protected, []*corev1.Pod{pod}, now)
 	until := now.Add(gangPlanFailedValid)
 	if !wake.After(now) {
 		// Spared for what was taken with it, not for a time: nothing to wake for.
@@ -186,7 +186,7 @@ type planNode struct {
 
 // gangRoom says why reclaim cannot make room now for every pod the gang's minimum misses ("" when
 // it can), and when the first job spared for patience or age may be taken.
-func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusReader, now time.Time) (string, time.Time, error) {
+func (r *reclaimRun) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusReader, now time.Time) (string, time.Time, error) {
 	missing := r.missingMembers(pod, w)
 	if len(missing) <= 1 {
 		return "", time.Time{}, nil
@@ -256,7 +256,7 @@ func (r *reclaimer) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRead
 // ones fit), each on free room if a node has it, else on room reclaim may take; it returns how
 // many it placed before one found no node. The first pod is the preemptor: the nodes its filters
 // rule out (unresolvable) are ruled out for the members of its task too, not for the others.
-func (r *reclaimer) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
+func (r *reclaimRun) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
 	total := r.state.view.Total
 	type member struct {
 		pod  *corev1.Pod
@@ -305,7 +305,7 @@ func holds(room, need quota.Amounts, names []corev1.ResourceName) bool {
 }
 
 // placeFree puts need on the free node it leaves least room on, and says whether there is one.
-func (r *reclaimer) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName, like bool) bool {
+func (r *reclaimRun) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName, like bool) bool {
 	var best *planNode
 	bestLeft := 0.0
 	for _, n := range nodes {
@@ -348,7 +348,7 @@ func unitKey(u *unit) string {
 // now makes room, and takes it; it says whether there was one. As in the dry run, units are taken
 // least important first until the pod fits, then the most important of them that are not needed
 // are given back.
-func (r *reclaimer) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
+func (r *reclaimRun) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
 	byName map[string]*planNode, t *planTaken, gained quota.Amounts, like bool, now time.Time) bool {
 	for _, n := range nodes {
 		if n.unresolvable && like {

@@ -59,7 +59,7 @@ func TestAGangReclaimsOnlyWhenItsWholeMinimumCanHaveRoom(t *testing.T) {
 			l.Observe(p, resolve)
 			members = append(members, p)
 		}
-		r := &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}
+		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}}
 		r.pod, r.leaf, r.belowShare, r.need = members[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
 		r.work = workload{queue: "waiting", group: "ns/job"}
 		r.state = state{tree: tree,
@@ -113,7 +113,7 @@ func TestAGangPlanRulesOutNodesForThePreemptorsTaskOnly(t *testing.T) {
 		return p
 	}
 	plan := func(launcherFirst bool) int {
-		r := &reclaimer{q: &Queue{ledger: l}}
+		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l}}}
 		launcher, worker := member("launcher", "launcher"), member("worker", "worker")
 		missing := []*corev1.Pod{launcher, worker}
 		if !launcherFirst {

@@ -71,8 +71,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		// The group grows above its placed minimum: elastic pods evict nobody (docs/elastic.md).
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod group %s has its minimum placed; its pods above it only take free capacity", w.group))
 	}
-	r := q.reclaimer
-	if pending := r.groupPreemptionPending(members); pending != nil {
+	if pending := q.reclaimer.groupPreemptionPending(members); pending != nil {
 		// The victims of its last preemption are still going: keep the room for the group.
 		return &fwk.PodGroupPostFilterResult{NominatingInfos: pending}, fwk.NewStatus(fwk.Success, "reclaim: the group's last preemption is still taking effect")
 	}
@@ -81,8 +80,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 	for _, m := range members {
 		need.Add(q.ledger.PodRequests(m))
 	}
-	r.pod, r.work, r.leaf, r.need, r.nodeStatus, r.elastic, r.devices = pod, w, leaf, need, nil, false, nil
-	r.protected.reset()
+	r := &reclaimRun{reclaimer: q.reclaimer, pod: pod, work: w, leaf: leaf, need: need}
 	r.going = r.victimsGoing()
 	st = st.withDemandFor(leaf.Name, need)
 	st = r.withGoing(st)
@@ -114,7 +112,7 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
 	}
 	if msg != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.sparedJobsNote(klog.FromContext(ctx), members, time.Now()))
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.sparedJobsNote(klog.FromContext(ctx), &r.protected, members, time.Now()))
 	}
 	now := time.Now()
 	r.countReclaims(victims, need, now)
@@ -170,7 +168,7 @@ type placedChecker interface {
 // algorithm to place the group once, and gives back the most important units the group still
 // fits beside where the algorithm placed it. It returns the victims, least important first, and
 // the members' nodes, or why nothing may be evicted.
-func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc, check placedChecker) ([]*unit, []fwk.ProposedAssignment, string, error) {
+func (r *reclaimRun) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc, check placedChecker) ([]*unit, []fwk.ProposedAssignment, string, error) {
 	candidates, podInfos, err := r.groupCandidates(ctx, lister)
 	if err != nil {
 		return nil, nil, "", err
@@ -222,7 +220,7 @@ func (r *reclaimer) chooseForGroup(ctx context.Context, lister fwk.MutableSnapsh
 
 // groupCandidates returns the pods on the snapshot's nodes the group may take, and their
 // PodInfos, after it takes the pods on their way out off the snapshot.
-func (r *reclaimer) groupCandidates(ctx context.Context, lister fwk.MutableSnapshotSharedLister) ([]fwk.PodInfo, map[types.UID]fwk.PodInfo, error) {
+func (r *reclaimRun) groupCandidates(ctx context.Context, lister fwk.MutableSnapshotSharedLister) ([]fwk.PodInfo, map[types.UID]fwk.PodInfo, error) {
 	infos, err := lister.NodeInfos().List()
 	if err != nil {
 		return nil, nil, err
@@ -254,7 +252,7 @@ func (r *reclaimer) groupCandidates(ctx context.Context, lister fwk.MutableSnaps
 
 // groupPool is every unit the group may take, least important first, as SelectVictimsOnNode
 // would take them one after another.
-func (r *reclaimer) groupPool(candidates []fwk.PodInfo) []*unit {
+func (r *reclaimRun) groupPool(candidates []fwk.PodInfo) []*unit {
 	var pool []*unit
 	freed := map[string]quota.Amounts{}
 	taken := newElasticCount()
@@ -344,7 +342,7 @@ func (r *reclaimer) placeGroup(ctx context.Context, schedule fwk.PodGroupSchedul
 // algorithm's order, passes Filter on its proposed node with the members before it placed and
 // reserved (their cycle states were made with the unit's pods away: PreFilter's extensions are
 // told of them, as the scheduler tells them of a pod added). Otherwise the unit goes off again.
-func (r *reclaimer) giveBack(ctx context.Context, lister fwk.MutableSnapshotSharedLister, u *unit, assignments []fwk.ProposedAssignment,
+func (r *reclaimRun) giveBack(ctx context.Context, lister fwk.MutableSnapshotSharedLister, u *unit, assignments []fwk.ProposedAssignment,
 	freed map[string]quota.Amounts, podInfos map[types.UID]fwk.PodInfo, move func(*unit, int) error, check placedChecker) (stays bool, err error) {
 	logger := klog.FromContext(ctx)
 	if err := move(u, 1); err != nil {
@@ -414,7 +412,7 @@ func (r *reclaimer) giveBack(ctx context.Context, lister fwk.MutableSnapshotShar
 
 // victimsConverge says whether victims freeing freed (by queue) together pass the queues'
 // convergence rule; victims of the preemptor's own queue only (preemption by priority) always do.
-func (r *reclaimer) victimsConverge(freed map[string]quota.Amounts) bool {
+func (r *reclaimRun) victimsConverge(freed map[string]quota.Amounts) bool {
 	taken := map[string]quota.Amounts{}
 	for q, a := range freed {
 		if q != r.leaf.Name && !a.IsZero() {

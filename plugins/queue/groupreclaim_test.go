@@ -35,7 +35,7 @@ func TestGroupReclaimTakesLeavingPodsOffTheSnapshot(t *testing.T) {
 
 	q := &Queue{ledger: ledger.New(v1alpha1.SchedulerName)}
 	preemptor := ledgertest.Pod("preemptor", nil, "", 1)
-	r := &reclaimer{q: q, pod: preemptor, work: workload{queue: "team"}, leaf: &quota.Node{Name: "team"}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: q}, pod: preemptor, work: workload{queue: "team"}, leaf: &quota.Node{Name: "team"}}
 	scheduled := false
 	victims, assignments, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
 		scheduled = true
@@ -83,8 +83,8 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 			tree := quota.NewTree([]*v1alpha1.Queue{
 				{ObjectMeta: metav1.ObjectMeta{Name: "v1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "v2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "p"}},
 			})
-			r := &reclaimer{
-				q: &Queue{ledger: l}, pod: ledgertest.Pod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
+			r := &reclaimRun{
+				reclaimer: &reclaimer{q: &Queue{ledger: l}}, pod: ledgertest.Pod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
 				leaf: tree.Get("p"), need: quota.Amounts{gpu: 8}, belowShare: true,
 				state: state{tree: tree, view: ledger.View{
 					Total:     quota.Amounts{gpu: 40},

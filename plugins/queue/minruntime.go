@@ -15,7 +15,7 @@ import (
 
 // reclaimMinRuntime is how long the queue's jobs run before they may be reclaimed: the Queue's
 // spec.reclaimMinRuntimeSeconds, else the plugin's reclaimMinRuntime.
-func (r *reclaimer) reclaimMinRuntime(queue string) time.Duration {
+func (r *reclaimRun) reclaimMinRuntime(queue string) time.Duration {
 	if n := r.state.tree.Get(queue); n != nil && n.ReclaimMinRuntime != nil {
 		return *n.ReclaimMinRuntime
 	}
@@ -24,7 +24,7 @@ func (r *reclaimer) reclaimMinRuntime(queue string) time.Duration {
 
 // reclaimableFrom is when the unit's job has run its queue's minimum runtime: now or earlier
 // when it may be reclaimed.
-func (r *reclaimer) reclaimableFrom(u *unit, now time.Time) time.Time {
+func (r *reclaimRun) reclaimableFrom(u *unit, now time.Time) time.Time {
 	least := r.reclaimMinRuntime(u.queue)
 	if least <= 0 {
 		return time.Time{}

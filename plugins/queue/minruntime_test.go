@@ -49,7 +49,7 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 		}
 		preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
 		l.Observe(preemptor, resolve)
-		r := &reclaimer{q: &Queue{ledger: l, reclaimMinRuntime: clusterDefault}}
+		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimMinRuntime: clusterDefault}}}
 		r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
 		r.state = state{tree: tree}
 		var names []string
@@ -111,7 +111,7 @@ func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
 		l.Observe(pod, resolve)
 		victims[node] = &extenderv1.Victims{Pods: []*corev1.Pod{pod}}
 	}
-	r := &reclaimer{q: &Queue{ledger: l}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l}}}
 	funcs := r.OrderedScoreFuncs(context.Background(), victims)
 	best := ""
 	for node := range victims {
@@ -157,7 +157,7 @@ func TestAnElasticPodNotStartedGoesBeforeOneRunning(t *testing.T) {
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
 	l.Observe(preemptor, resolve)
 	q := &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}
-	r := &reclaimer{q: q, members: members}
+	r := &reclaimRun{reclaimer: &reclaimer{q: q, members: members}}
 	r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
 	r.state = state{tree: tree}
 	var names []string

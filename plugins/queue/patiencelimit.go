@@ -22,7 +22,7 @@ import (
 // patienceLimitFor is the longest patience keeps a pod of the leaf queue waiting while the queue is
 // below its deserved share (0: no limit): the Queue's spec.reclaimPatienceLimitSeconds, else the
 // plugin's reclaimPatienceLimit. Zero when the queue is not below its share.
-func (r *reclaimer) patienceLimitFor(leaf *quota.Node) time.Duration {
+func (r *reclaimRun) patienceLimitFor(leaf *quota.Node) time.Duration {
 	if !r.belowShare || leaf == nil {
 		return 0
 	}
@@ -66,7 +66,7 @@ func (p patience) liftedFor(victims []*unit) bool {
 
 // noteLimitLifted keeps, for the events of the victims' evictions, that the patience limit let
 // them be reclaimed. The caller holds victimsMu.
-func (r *reclaimer) noteLimitLifted(victims []*unit) {
+func (r *reclaimRun) noteLimitLifted(victims []*unit) {
 	if !r.patience.liftedFor(victims) {
 		return
 	}

@@ -85,7 +85,7 @@ func TestPatienceLimitIsTheQueuesElseThePlugins(t *testing.T) {
 	})
 	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
-	r := &reclaimer{q: &Queue{reclaimPatience: true, reclaimPatienceLimit: 5 * time.Minute}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{reclaimPatience: true, reclaimPatienceLimit: 5 * time.Minute}}}
 	r.pod, r.need, r.belowShare = pod, quota.Amounts{gpu: 1}, true
 	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}}}
 	limit := func(queue string) time.Duration {
@@ -118,7 +118,7 @@ func TestArgsTakeAReclaimPatienceLimit(t *testing.T) {
 // pod's own queue, or one patience let go by itself, has no such note.
 func TestTheLimitNotesTheVictimsItLetThrough(t *testing.T) {
 	p, job := limitedPatience(6*time.Minute, 5*time.Minute)
-	r := &reclaimer{patience: p}
+	r := &reclaimRun{reclaimer: &reclaimer{}, patience: p}
 	old, preempted := job(8, time.Hour), job(8, time.Hour)
 	preempted.kind = kindPreempt
 	old.pods[0].UID, preempted.pods[0].UID = "old", "preempted"

@@ -141,7 +141,7 @@ func paybackOwed(victims []*unit, size float64, now time.Time, total quota.Amoun
 
 // owePayback settles the debts of the victims of a reclaim (they start again) and leaves the
 // preemptor's job, which asks jobNeed in all, the debt of the work they throw away.
-func (r *reclaimer) owePayback(victims []*unit, jobNeed quota.Amounts, now time.Time) {
+func (r *reclaimRun) owePayback(victims []*unit, jobNeed quota.Amounts, now time.Time) {
 	for _, u := range victims {
 		if !u.elastic {
 			r.q.paybacks.settle(jobOf(u))
@@ -157,7 +157,7 @@ func (r *reclaimer) owePayback(victims []*unit, jobNeed quota.Amounts, now time.
 
 // paidBackFrom is when the unit's job has run long enough to pay back the work its start threw
 // away: zero when it owes nothing, or the preemptor's queue is below its guarantee.
-func (r *reclaimer) paidBackFrom(u *unit, now time.Time) time.Time {
+func (r *reclaimRun) paidBackFrom(u *unit, now time.Time) time.Time {
 	if !r.q.reclaimPatience || u.kind != kindReclaim || u.elastic {
 		return time.Time{}
 	}

@@ -58,7 +58,7 @@ func TestPaybackOwedIsTheWorkThrownAwayOverTheJobsSize(t *testing.T) {
 // paybackFixture is a reclaimer for a pod of queue "waiting" on 8 GPUs, with candidates of queue
 // "a" started the given time ago, by name.
 type paybackFixture struct {
-	r          *reclaimer
+	r          *reclaimRun
 	candidates []fwk.PodInfo
 	pods       map[string]*corev1.Pod
 }
@@ -78,7 +78,7 @@ func newPaybackFixture(t *testing.T, tree *quota.Tree, started map[string]time.D
 	}
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 2)
 	l.Observe(preemptor, resolve)
-	f.r = &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}
+	f.r = &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}}
 	f.r.pod, f.r.leaf, f.r.belowShare, f.r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 2}
 	f.r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{}}}
 	return f
@@ -95,7 +95,7 @@ func (f *paybackFixture) reclaimedFor(pod *corev1.Pod, ran time.Duration, at tim
 }
 
 func (f *paybackFixture) victims() []string {
-	f.r.protected.reset()
+	f.r.protected = protection{} // as a new run
 	var names []string
 	for _, u := range f.r.units(f.candidates) {
 		names = append(names, u.pods[0].Name)
@@ -118,7 +118,7 @@ func TestAJobStartedByReclaimIsSparedUntilItHasPaidBack(t *testing.T) {
 	count, first := f.r.protected.result()
 	assert.Equal(t, 1, count[sparePayback])
 	assert.WithinDuration(t, now.Add(50*time.Second), first, time.Millisecond, "the job has run 10 s of the minute it owes")
-	assert.Contains(t, (&Queue{reclaimer: f.r}).sparedJobsNote(klog.Background(), nil, now.Add(time.Hour)),
+	assert.Contains(t, (&Queue{reclaimer: f.r.reclaimer}).sparedJobsNote(klog.Background(), &f.r.protected, nil, now.Add(time.Hour)),
 		"1 job(s) it could reclaim were started by reclaim and have not yet run long enough to pay back the work their start threw away")
 
 	f.r.q.reclaimPatience = false

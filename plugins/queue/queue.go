@@ -32,7 +32,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
-	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -68,7 +67,6 @@ type Queue struct {
 	namespaces corelisters.NamespaceLister
 	ledger     *ledger.Ledger
 	accounts   *accounts
-	evaluator  *preemption.Evaluator
 	reclaimer  *reclaimer
 	// systemPreemption is upstream's DefaultPreemption, for system pods (v1alpha1.IsSystemPod).
 	systemPreemption *defaultpreemption.DefaultPreemption
@@ -190,7 +188,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: a.groupReg}); err != nil {
 		return nil, err
 	}
-	if q.evaluator, q.reclaimer, err = newEvaluator(q, handle); err != nil {
+	if q.reclaimer, err = newReclaimer(q, handle); err != nil {
 		return nil, err
 	}
 	// System pods preempt as they would under upstream's kube-scheduler, with its defaults.

@@ -39,10 +39,9 @@ const (
 	kindPreempt = "preempt"
 )
 
-// reclaimer chooses victims for a pod that fits no node: pods of queues above their deserved
-// share (reclaim) and lower-priority pods of the pod's own queue (in-queue preemption). It plugs
-// into kube-scheduler's preemption evaluator, which dry-runs candidate nodes, picks the one with
-// the fewest victims, evicts them and nominates the node.
+// reclaimer is what reclaim keeps from one preemption to the next: the executor that evicts
+// victims after their cycle, the victims on their way out, and the gangs reclaim could not make
+// room for. Each PostFilter's choice of victims is a reclaimRun of its own.
 type reclaimer struct {
 	q       *Queue
 	members cache.Indexer
@@ -52,8 +51,26 @@ type reclaimer struct {
 	executor  *preemption.Executor
 	podLister corelisters.PodLister
 	pdbs      policylisters.PodDisruptionBudgetLister
-	// The preemptor being decided for: set by PostFilter, which runs one at a time, and read by
-	// the evaluator's parallel dry runs.
+	// victimsMu guards inFlight, the victims of recent preemptions, which are evicted after the
+	// cycle (async) and may not show as terminating yet, and limitNotes; and a run's dryRun and
+	// drainable, which its parallel dry runs fill.
+	victimsMu sync.Mutex
+	inFlight  map[types.UID]time.Time
+	// limitNotes say, for the events of victims being evicted, that the patience limit let them
+	// be reclaimed (patiencelimit.go).
+	limitNotes map[types.UID]string
+	// gangPlans keeps the gangs whose whole minimum reclaim could not make room for (gangroom.go).
+	gangPlans gangPlanMemo
+}
+
+// reclaimRun chooses victims for one pod that fits no node, in one PostFilter: pods of queues
+// above their deserved share (reclaim) and lower-priority pods of the pod's own queue (in-queue
+// preemption). It is the preemption.Interface of that PostFilter's evaluator, which dry-runs
+// candidate nodes in parallel, picks the one with the fewest victims, and has the reclaimer's
+// executor evict them and nominate the node. Nothing of it outlives the PostFilter.
+type reclaimRun struct {
+	*reclaimer
+	// The preemptor being decided for.
 	pod         *corev1.Pod
 	work        workload
 	leaf        *quota.Node
@@ -69,29 +86,21 @@ type reclaimer struct {
 	budgetsNow []budget
 	// devices checks the preemptor's claims in the dry runs (nil when it has none to allocate).
 	devices *deviceFit
-	// victimsMu guards dryRun, the victims SelectVictimsOnNode chose on each node in this
-	// PostFilter, drainable, and inFlight, the victims of recent preemptions, which are evicted
-	// after the cycle (async) and may not show as terminating yet. going is inFlight as this PostFilter
-	// sees it: its queues and budgets count them as gone, and none is chosen again.
-	victimsMu sync.Mutex
-	dryRun    map[string][]*unit
+	// dryRun holds the victims SelectVictimsOnNode chose on each node (under victimsMu).
+	dryRun map[string][]*unit
 	// drainable are the nodes on which patience alone spares the victims that would make room
-	// (drain.go), with TephraQueue's reclaimDrain.
+	// (drain.go), with TephraQueue's reclaimDrain (under victimsMu).
 	drainable map[string]drainOption
-	inFlight  map[types.UID]time.Time
-	going     map[types.UID]bool
-	// limitNotes say, for the events of victims being evicted, that the patience limit let them
-	// be reclaimed (patiencelimit.go).
-	limitNotes map[types.UID]string
-	// protected are the units this PostFilter spared as too young to reclaim (minruntime.go), or
-	// too costly (reclaimcost.go).
+	// going is the reclaimer's inFlight as this run sees it: its queues and budgets count them as
+	// gone, and none is chosen again.
+	going map[types.UID]bool
+	// protected are the units this run spared as too young to reclaim (minruntime.go), or too
+	// costly (reclaimcost.go).
 	protected protection
-	// patience is the preemptor's, set by PostFilter for the dry runs, which each copy it.
+	// patience is the preemptor's, for the dry runs, which each copy it.
 	patience patience
-	// gangPlans keeps the gangs whose whole minimum reclaim could not make room for (gangroom.go).
-	gangPlans gangPlanMemo
-	// avoidBreaking keeps the dry runs from victims that break a PodDisruptionBudget (PostFilter's
-	// first pass), and skippedBreaking says that one was left out for it.
+	// avoidBreaking keeps the dry runs from victims that break a PodDisruptionBudget (the first
+	// pass), and skippedBreaking says that one was left out for it.
 	avoidBreaking   bool
 	skippedBreaking atomic.Bool
 }
@@ -100,10 +109,10 @@ type reclaimer struct {
 // preempt again.
 const victimsGrace = 10 * time.Second
 
-func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaimer, error) {
+func newReclaimer(q *Queue, handle fwk.Handle) (*reclaimer, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	factory := handle.SharedInformerFactory()
 	r := &reclaimer{
@@ -128,7 +137,7 @@ func newEvaluator(q *Queue, handle fwk.Handle) (*preemption.Evaluator, *reclaime
 		}
 		return evicted, err
 	}
-	return preemption.NewEvaluator(Name, handle, r, r.executor), r, nil
+	return r, nil
 }
 
 // evict removes a victim for a preemptor as kube-scheduler's own preemption does (a pod waiting
@@ -189,7 +198,7 @@ func (r *reclaimer) victimsGoing() map[types.UID]bool {
 
 // withGoing counts the victims going that the ledger still shows placed and not terminating as
 // terminating in their queues.
-func (r *reclaimer) withGoing(st state) state {
+func (r *reclaimRun) withGoing(st state) state {
 	if len(r.going) == 0 {
 		return st
 	}
@@ -249,18 +258,17 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	if status != nil {
 		return nil, status
 	}
-	minimum, status := q.startReclaim(pod, w, st, leaf, m)
+	r, minimum, status := q.startReclaim(pod, w, st, leaf, m)
 	if status != nil {
 		return nil, status
 	}
-	if result, status := q.refuseIfNothingEvictable(pod, w, minimum); status != nil {
+	if result, status := q.refuseIfNothingEvictable(r, pod, w, minimum); status != nil {
 		return result, status
 	}
-	m, status = q.setUpDryRuns(pod, w, minimum, m)
+	m, status = q.setUpDryRuns(r, pod, w, minimum, m)
 	if status != nil {
 		return nil, status
 	}
-	r := q.reclaimer
 	if node, err := r.roomComing(ctx, cs, pod, m); err != nil {
 		return nil, fwk.AsStatus(err)
 	} else if node != "" {
@@ -274,9 +282,9 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 			return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+why)
 		}
 	}
-	result, status := q.preemptSparingBudgets(ctx, cs, pod, m)
+	result, status := q.preemptSparingBudgets(ctx, r, cs, pod, m)
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil {
-		q.notePreemption(ctx, pod, w, result.NominatedNodeName)
+		q.notePreemption(ctx, r, pod, w, result.NominatedNodeName)
 	}
 	if !status.IsSuccess() && (w.pg == nil || minimumEqual(minimum, r.need)) {
 		// A gang whose minimum needs more than this pod drains nothing: one member's hold would
@@ -284,12 +292,12 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 		if node, option := r.drainTarget(); node != "" {
 			q.ledger.Hold(pod.UID, node, time.Now())
 			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
-				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now()))
+				fwk.NewStatus(fwk.Success, "reclaim: "+drainMessage(node, option)+q.sparedJobsNote(klog.FromContext(ctx), &r.protected, []*corev1.Pod{pod}, time.Now()))
 		}
 	}
 	msg := status.Message()
 	if !status.IsSuccess() {
-		msg += q.sparedJobsNote(klog.FromContext(ctx), []*corev1.Pod{pod}, time.Now())
+		msg += q.sparedJobsNote(klog.FromContext(ctx), &r.protected, []*corev1.Pod{pod}, time.Now())
 	}
 	if msg != "" {
 		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
@@ -297,19 +305,18 @@ func (q *Queue) postFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.P
 	return result, status
 }
 
-// startReclaim sets the reclaimer up for the pod: what it needs, and the queues' state with the
-// rest of its gang's minimum asked for and the victims still going counted as gone. It returns
-// the minimum, or why the pod may evict nobody: it is above its group's minimum.
-func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.Node, m fwk.NodeToStatusReader) (quota.Amounts, *fwk.Status) {
-	r := q.reclaimer
-	r.pod, r.work, r.leaf, r.nodeStatus = pod, w, leaf, m
-	r.protected.reset()
+// startReclaim starts a run of reclaim for the pod: what it needs, and the queues' state with
+// the rest of its gang's minimum asked for and the victims still going counted as gone. It
+// returns the run and the minimum, or why the pod may evict nobody: it is above its group's
+// minimum.
+func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.Node, m fwk.NodeToStatusReader) (*reclaimRun, quota.Amounts, *fwk.Status) {
+	r := &reclaimRun{reclaimer: q.reclaimer, pod: pod, work: w, leaf: leaf, nodeStatus: m}
 	r.elastic = q.isElastic(w)
 	if r.elastic {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the pod is above its group's minimum and only takes free capacity")
+		return nil, nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the pod is above its group's minimum and only takes free capacity")
 	}
 	if q.minimumArranged(pod, w) {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: the rest of pod group %s's minimum is placed or has room on its way; the pod is above the minimum and only takes free capacity", w.group))
+		return nil, nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: the rest of pod group %s's minimum is placed or has room on its way; the pod is above the minimum and only takes free capacity", w.group))
 	}
 	// Victims are chosen for this pod alone; the rest of a gang's minimum is checked in bulk
 	// before anything is evicted.
@@ -324,14 +331,13 @@ func (q *Queue) startReclaim(pod *corev1.Pod, w workload, st state, leaf *quota.
 	r.belowShare = st.belowShare(leaf, r.need)
 	r.lowestPrior = q.ledger.LowestPlacedPriority(leaf.Name)
 	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
-	return minimum, nil
+	return r, minimum, nil
 }
 
 // refuseIfNothingEvictable refuses the pod, with the result that goes with the refusal, when
 // nothing may be evicted for it, or not enough for the rest of its gang's minimum; nil if
 // reclaim may go on.
-func (q *Queue) refuseIfNothingEvictable(pod *corev1.Pod, w workload, minimum quota.Amounts) (*fwk.PostFilterResult, *fwk.Status) {
-	r := q.reclaimer
+func (q *Queue) refuseIfNothingEvictable(r *reclaimRun, pod *corev1.Pod, w workload, minimum quota.Amounts) (*fwk.PostFilterResult, *fwk.Status) {
 	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
 		if msg := r.lastPreemptionPending(pod); msg != "" {
 			// Its victims are still going (terminating pods are not counted above): keep the
@@ -360,11 +366,10 @@ func (q *Queue) refuseIfNothingEvictable(pod *corev1.Pod, w workload, minimum qu
 	return nil, nil
 }
 
-// setUpDryRuns sets up what the evaluator's dry runs read besides the reclaimer's state: the
+// setUpDryRuns sets up what the evaluator's dry runs read besides the run's queues: the
 // nodes in reach, the PodDisruptionBudgets, and the pod's claims. It returns the nodes' statuses
 // as the dry runs see them, or why nothing is evicted.
-func (q *Queue) setUpDryRuns(pod *corev1.Pod, w workload, minimum quota.Amounts, m fwk.NodeToStatusReader) (fwk.NodeToStatusReader, *fwk.Status) {
-	r := q.reclaimer
+func (q *Queue) setUpDryRuns(r *reclaimRun, pod *corev1.Pod, w workload, minimum quota.Amounts, m fwk.NodeToStatusReader) (fwk.NodeToStatusReader, *fwk.Status) {
 	// A topology gang reclaims in one domain only, the one its minimum can be made to fit.
 	domain, why := r.reclaimDomain(w, minimum)
 	if why != "" {
@@ -396,23 +401,23 @@ func (q *Queue) setUpDryRuns(pod *corev1.Pod, w workload, minimum quota.Amounts,
 // violations, but a node whose respecting victims are spared offers none, and its
 // neighbour's guarded pod would go at once. So a first pass takes no victim that breaks a
 // budget; only if it finds none, and none that respects them was spared, a second does.
-func (q *Queue) preemptSparingBudgets(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	r := q.reclaimer
+func (q *Queue) preemptSparingBudgets(ctx context.Context, r *reclaimRun, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	evaluator := preemption.NewEvaluator(Name, q.handle, r, r.executor)
 	r.forgetDryRuns()
 	r.patience = r.patienceFor([]*corev1.Pod{pod}, r.need, time.Now())
 	r.avoidBreaking = len(r.budgetsNow) > 0
 	r.skippedBreaking.Store(false)
-	result, status := q.evaluator.Preempt(ctx, cs, pod, m)
+	result, status := evaluator.Preempt(ctx, cs, pod, m)
 	if r.skippedBreaking.Load() && !status.IsSuccess() && !r.protected.sparedRespecting() {
 		r.avoidBreaking = false
 		r.forgetDryRuns()
-		result, status = q.evaluator.Preempt(ctx, cs, pod, m)
+		result, status = evaluator.Preempt(ctx, cs, pod, m)
 	}
 	return result, status
 }
 
 // forgetDryRuns clears the victims and drainable nodes the dry runs found, for a new pass.
-func (r *reclaimer) forgetDryRuns() {
+func (r *reclaimRun) forgetDryRuns() {
 	r.victimsMu.Lock()
 	r.dryRun, r.drainable = map[string][]*unit{}, map[string]drainOption{}
 	r.victimsMu.Unlock()
@@ -420,8 +425,7 @@ func (r *reclaimer) forgetDryRuns() {
 
 // notePreemption records a preemption that nominated the pod to node: its victims are going,
 // and count as reclaimed, and the nomination counts at once.
-func (q *Queue) notePreemption(ctx context.Context, pod *corev1.Pod, w workload, node string) {
-	r := q.reclaimer
+func (q *Queue) notePreemption(ctx context.Context, r *reclaimRun, pod *corev1.Pod, w workload, node string) {
 	r.victimsMu.Lock()
 	victims := r.dryRun[node]
 	var pods []*corev1.Pod
@@ -518,7 +522,7 @@ func (r *reclaimer) roomForMinimum(minimum, evictable quota.Amounts) string {
 // holds above its deserved share and guarantee; from its own queue, the pods of lower priority
 // and the pods above their gang's minimum. victims is 0 when nothing may be evicted (else a
 // lower bound of how many pods may be): an upper bound of what SelectVictimsOnNode may choose.
-func (r *reclaimer) evictable() (out quota.Amounts, victims int) {
+func (r *reclaimRun) evictable() (out quota.Amounts, victims int) {
 	out = quota.Amounts{}
 	if r.belowShare {
 		for _, n := range r.state.tree.Nodes() {
@@ -593,7 +597,7 @@ func (r *reclaimer) CandidatesToVictimsMap(candidates []preemption.Candidate) ma
 // PodEligibleToPreemptOthers says whether evicting anybody could help the pod: it must be below
 // its queue's deserved share (to reclaim) or outrank a pod of its own queue (to preempt), and it
 // must not already be waiting for victims it evicted to go.
-func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Pod, nominatedStatus *fwk.Status) (bool, string) {
+func (r *reclaimRun) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Pod, nominatedStatus *fwk.Status) (bool, string) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
 		return false, "the pod's preemptionPolicy is Never"
 	}
@@ -618,7 +622,7 @@ func (r *reclaimer) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Po
 // lastPreemptionPending says why the pod's last preemption may still be taking effect ("" if
 // not): the victims may be gone from the API before the scheduler's cache shows their room, so
 // the pod is given a moment rather than evict a second time or give up its nomination.
-func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
+func (r *reclaimRun) lastPreemptionPending(pod *corev1.Pod) string {
 	e, ok := r.q.ledger.Entry(pod.UID)
 	if !ok || e.Holding || e.NominatedAt.IsZero() || time.Since(e.NominatedAt) >= victimsGrace {
 		return ""
@@ -635,7 +639,7 @@ func (r *reclaimer) lastPreemptionPending(pod *corev1.Pod) string {
 // the least run time thrown away (the victims started last). SelectVictimsOnNode orders a node's
 // pods the same way; without the last two the scheduler would choose among equal nodes at random,
 // and an old job or a gang's minimum would go where an elastic pod or a young job could.
-func (r *reclaimer) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
+func (r *reclaimRun) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
 	now := time.Now()
 	lost := make(map[string]lostWork, len(victims))
 	for node, v := range victims {
@@ -665,7 +669,7 @@ type lostWork struct {
 
 // lostOnEviction counts the victims that are not elastic (a group's pods above its minimum, as
 // many as it has spare) and sums how long they have run.
-func (r *reclaimer) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
+func (r *reclaimRun) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 	var out lostWork
 	spare := map[string]int{}
 	for _, pod := range pods {
@@ -707,4 +711,4 @@ func (r *reclaimer) evicted(pod *corev1.Pod, queue string, victim *corev1.Pod, n
 	r.q.handle.EventRecorder().Eventf(victim, pod, corev1.EventTypeWarning, reason, "Evicting", msg+note+r.limitNote(victim.UID))
 }
 
-var _ preemption.Interface = &reclaimer{}
+var _ preemption.Interface = &reclaimRun{}

@@ -13,7 +13,7 @@ import (
 // a pod of lower priority takes the room it made.
 func TestPreemptorKeepsItsNominationWhileVictimsGo(t *testing.T) {
 	l := ledger.New("default-scheduler")
-	r := &reclaimer{q: &Queue{ledger: l}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l}}}
 	pod := schedulerPod("high", "ns", "default-scheduler", 1000)
 	pod.Spec.NodeName = ""
 	l.Observe(pod, func(string, string) string { return "" })

@@ -141,7 +141,7 @@ func (p *patience) weigh(u *unit) (ok bool, from time.Time) {
 // the plugin's reclaimPatience is, or when the preemptor's queue is below its guarantee, and
 // bounded by the queue's patience limit while the queue is below its deserved share
 // (patiencelimit.go).
-func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
+func (r *reclaimRun) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
 	if !r.q.reclaimPatience || r.belowGuarantee(need) {
 		return patience{}
 	}
@@ -155,7 +155,7 @@ func (r *reclaimer) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time
 // its victims' whole runs, so that restarting it pays for itself as its payback would. Counting
 // the run before the wait, a job that started while it waited would cost nothing: a long job
 // could be thrown away to restart one reclaim took, and so on down a chain.
-func (r *reclaimer) restartsReclaimed(pods []*corev1.Pod) bool {
+func (r *reclaimRun) restartsReclaimed(pods []*corev1.Pod) bool {
 	if len(pods) == 0 {
 		return false
 	}
@@ -164,7 +164,7 @@ func (r *reclaimer) restartsReclaimed(pods []*corev1.Pod) bool {
 
 // belowGuarantee says whether the preemptor's queue, with need, stays within its guarantee in
 // every resource it asks for that the queue guarantees.
-func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
+func (r *reclaimRun) belowGuarantee(need quota.Amounts) bool {
 	guaranteed := false
 	used := r.state.view.Allocated[r.leaf.Name].Clone()
 	used.Add(r.state.view.Nominated[r.leaf.Name])
@@ -185,7 +185,7 @@ func (r *reclaimer) belowGuarantee(need quota.Amounts) bool {
 
 // countReclaims counts the units that restart their jobs among the victims of a reclaim, and
 // leaves the preemptor's job, which asks jobNeed in all, the debt of their work (payback.go).
-func (r *reclaimer) countReclaims(victims []*unit, jobNeed quota.Amounts, now time.Time) {
+func (r *reclaimRun) countReclaims(victims []*unit, jobNeed quota.Amounts, now time.Time) {
 	for _, u := range victims {
 		if job := jobOf(u); job != "" && u.kind == kindReclaim && !u.elastic {
 			r.q.reclaims.reclaimed(job, now)
@@ -244,7 +244,7 @@ func (c *reclaimCounts) of(job string) int {
 
 // overLimit says whether the unit's job was reclaimed as often as the plugin's
 // reclaimLimitPerJob allows (never when there is no limit or the queue is below its guarantee).
-func (r *reclaimer) overLimit(u *unit, need quota.Amounts) bool {
+func (r *reclaimRun) overLimit(u *unit, need quota.Amounts) bool {
 	limit := r.q.reclaimLimitPerJob
 	if limit <= 0 || u.kind != kindReclaim || u.elastic {
 		return false

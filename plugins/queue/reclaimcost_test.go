@@ -103,7 +103,7 @@ func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
 	})
 	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
-	r := &reclaimer{q: &Queue{reclaimPatience: true}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{reclaimPatience: true}}}
 	r.pod, r.need = pod, quota.Amounts{gpu: 1}
 	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
 
@@ -141,7 +141,7 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	}
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
 	l.Observe(preemptor, resolve)
-	r := &reclaimer{q: &Queue{ledger: l, reclaimLimitPerJob: 2}}
+	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimLimitPerJob: 2}}}
 	r.pod, r.leaf, r.belowShare, r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 1}
 	r.state = state{tree: tree}
 	now := time.Now()
@@ -164,7 +164,7 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	assert.False(t, r.overLimit(&unit{group: "ns/assumed", kind: kindReclaim}, r.need), "a gang unit without bound pods has a job all the same")
 	assert.Empty(t, jobOf(&unit{kind: kindReclaim}), "a unit without pods or group is no job")
 	r.q.reclaimLimitPerJob = 0
-	r.protected.reset()
+	r.protected = protection{} // as a new run
 	assert.Len(t, r.units(candidates), 2, "0: no limit")
 }
 

@@ -44,12 +44,6 @@ type protection struct {
 	respecting bool
 }
 
-func (p *protection) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.count, p.first, p.seen, p.respecting = [spareReasons]int{}, time.Time{}, nil, false
-}
-
 // protectionState is what a protection has collected, to be put back (save, restore).
 type protectionState struct {
 	count      [spareReasons]int
@@ -117,8 +111,8 @@ func (p *protection) result() ([spareReasons]int, time.Time) {
 
 // sparedJobsNote says, for a preemptor that evicted nothing, which jobs reclaim spared ("" if
 // none), and has it tried again when the first of them may be reclaimed.
-func (q *Queue) sparedJobsNote(logger klog.Logger, pods []*corev1.Pod, now time.Time) string {
-	count, first := q.reclaimer.protected.result()
+func (q *Queue) sparedJobsNote(logger klog.Logger, spared *protection, pods []*corev1.Pod, now time.Time) string {
+	count, first := spared.result()
 	var notes []string
 	if n := count[spareYoung]; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d job(s) it could reclaim have run less than their queue's reclaim minimum runtime", n))

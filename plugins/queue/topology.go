@@ -22,7 +22,7 @@ import (
 // capacity plus what may be evicted there covers the minimum; of those, the one with the most
 // free already, so the fewest pods go. nil, "" without a topology (or for a preferred one with no
 // such domain: the cluster); nil and why when a required one has none.
-func (r *reclaimer) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[string], string) {
+func (r *reclaimRun) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[string], string) {
 	if w.pg == nil {
 		return nil, ""
 	}
@@ -143,7 +143,7 @@ func dominantAmount(have, minimum quota.Amounts) int64 {
 
 // queuesOverFloor are the reclaimable leaf queues other than the preemptor's that hold more
 // than their deserved share and guarantee of some resource: reclaim may take from them.
-func (r *reclaimer) queuesOverFloor() map[string]bool {
+func (r *reclaimRun) queuesOverFloor() map[string]bool {
 	out := map[string]bool{}
 	for _, n := range r.state.tree.Nodes() {
 		if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {

@@ -54,7 +54,7 @@ type unit struct {
 // guarantee (reclaim), or it is a lower-priority pod of the preemptor's own queue (preemption).
 // Then every victim that is not needed is spared, those that break a budget first. The budgets
 // are PostFilter's (budgetsNow), which count the victims still going as disrupted already.
-func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
+func (r *reclaimRun) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
 	var candidates []fwk.PodInfo
 	for _, dv := range possible {
 		candidates = append(candidates, dv.Pods()...)
@@ -109,7 +109,7 @@ func (r *reclaimer) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, 
 // reclaim allows on top of those taken, no more of an elastic group's (or task's) than it runs
 // above its minimum, none that breaks a budget while PostFilter avoids breaking any. It returns
 // the units taken and those patience defers.
-func (r *reclaimer) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*unit, p *patience) (chosen, deferred []*unit, status *fwk.Status) {
+func (r *reclaimRun) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*unit, p *patience) (chosen, deferred []*unit, status *fwk.Status) {
 	taken := newElasticCount()
 	for _, u := range units {
 		if u.breaksBudget && r.avoidBreaking {
@@ -138,7 +138,7 @@ func (r *reclaimer) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*un
 
 // noteIfDrainable records, with TephraQueue's reclaimDrain, the node as drainable if taking the
 // units patience deferred, on top of those chosen, makes room for the preemptor (drain.go).
-func (r *reclaimer) noteIfDrainable(ctx context.Context, d *nodeDryRun, chosen, deferred []*unit, p *patience) error {
+func (r *reclaimRun) noteIfDrainable(ctx context.Context, d *nodeDryRun, chosen, deferred []*unit, p *patience) error {
 	if !r.q.reclaimDrain || len(deferred) == 0 {
 		return nil
 	}
@@ -198,7 +198,7 @@ func (c elasticCount) add(u *unit) {
 
 // units turns the candidate pods into eviction units the preemptor may take, least important
 // first.
-func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
+func (r *reclaimRun) units(candidates []fwk.PodInfo) []*unit {
 	preemptorPriority := corev1helpers.PodPriority(r.pod)
 	now := time.Now()
 	seenGroups := map[string]bool{}
@@ -289,7 +289,7 @@ func (r *reclaimer) units(candidates []fwk.PodInfo) []*unit {
 
 // protectedFromReclaim says whether a unit reclaim would take is spared for now, and counts it
 // spared.
-func (r *reclaimer) protectedFromReclaim(u *unit, now time.Time) bool {
+func (r *reclaimRun) protectedFromReclaim(u *unit, now time.Time) bool {
 	if from := r.reclaimableFrom(u, now); from.After(now) {
 		r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
 		return true
@@ -324,7 +324,7 @@ func sortLeastImportantFirst(units []*unit) {
 // minimum), how many of them may go before the minimum breaks, and per task with a
 // minTaskMember, how many of the task's may go before the task's minimum breaks; otherwise it
 // returns all its bound members, which go together.
-func (r *reclaimer) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
+func (r *reclaimRun) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
 	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
 	var bound []*corev1.Pod
 	byTask := map[string]int{}
@@ -370,7 +370,7 @@ func (r *reclaimer) disruptedTogether(group string, pod *corev1.Pod, members []*
 }
 
 // reclaimable says whether the queue lets others take back what it borrowed.
-func (r *reclaimer) reclaimable(queue string) bool {
+func (r *reclaimRun) reclaimable(queue string) bool {
 	n := r.state.tree.Get(queue)
 	return n != nil && n.Reclaimable
 }
@@ -382,12 +382,12 @@ func (r *reclaimer) reclaimable(queue string) bool {
 // their deserved shares (quota.MoveConverges). Shares are fractional and pods whole: "the victim's
 // queue stays at or above its share" would let no queue at 2 pods with a share of 1.5 give one to
 // a queue at 0 with a share of 1, and the distance rule does, while the move back never passes it.
-func (r *reclaimer) allowed(u *unit, freed map[string]quota.Amounts) bool {
+func (r *reclaimRun) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	return r.allowedGaining(u, freed, r.need)
 }
 
 // allowedGaining is allowed for a preemptor that gains gained (a gang's members together, say).
-func (r *reclaimer) allowedGaining(u *unit, freed map[string]quota.Amounts, gained quota.Amounts) bool {
+func (r *reclaimRun) allowedGaining(u *unit, freed map[string]quota.Amounts, gained quota.Amounts) bool {
 	if u.kind == kindPreempt {
 		return true
 	}
@@ -424,7 +424,7 @@ func (r *reclaimer) allowedGaining(u *unit, freed map[string]quota.Amounts, gain
 }
 
 // neededResources are the resources the preemptor asks for.
-func (r *reclaimer) neededResources() []corev1.ResourceName {
+func (r *reclaimRun) neededResources() []corev1.ResourceName {
 	return positive(r.need)
 }
 
@@ -441,7 +441,7 @@ func positive(amounts quota.Amounts) []corev1.ResourceName {
 
 // moveConverges says whether taking taken (by queue) for the preemptor, which gains gained,
 // strictly lowers the queues' total distance from their deserved shares (quota.MoveConverges).
-func (r *reclaimer) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
+func (r *reclaimRun) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
 	allocated := map[string]quota.Amounts{}
 	for q := range taken {
 		allocated[q] = r.state.view.Allocated[q].Clone()
