@@ -589,3 +589,11 @@ func (q *Queue) isSchedulableAfterAssignedPodDeleted(_ klog.Logger, _ *corev1.Po
 func (q *Queue) podEvent(pod *corev1.Pod, reason, msg string) {
 	q.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, reason, "Scheduling", msg)
 }
+
+// queueNameOf returns the queue a pod counts in, as it resolves now.
+func (q *Queue) queueNameOf(pod *corev1.Pod) string {
+	if w, status := q.workloadOf(pod); status == nil {
+		return w.queue
+	}
+	return v1alpha1.QueueOfPod(pod, "")
+}
