@@ -15,9 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -429,238 +426,10 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 	return nil
 }
 
-// podGroupChange compares the job's PodGroup with the spec decided for it, and returns the group
-// to write: a new one if it is missing, or the existing one with the minimum the job decides.
-// Only those fields are the job's; others (scheduleTimeoutSeconds) are left to whoever set them.
-// changed is false when there is nothing to write: spec is nil (the group is left alone), the
-// group is as decided, or it is someone else's (returned, not to be written). previousMin is the
-// existing group's minMember (0 for a new one).
-func (r *Reconciler) podGroupChange(ctx context.Context, job *batchv1alpha1.Job, spec *schedulingv1alpha1.PodGroupSpec, jobMin int32) (groupChange, error) {
-	if spec == nil {
-		return groupChange{}, nil
-	}
-	group := &schedulingv1alpha1.PodGroup{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(job), group)
-	if apierrors.IsNotFound(err) {
-		return groupChange{changed: true, group: &schedulingv1alpha1.PodGroup{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: job.Name, Namespace: job.Namespace,
-				Labels:      map[string]string{batchv1alpha1.JobNameLabel: job.Name},
-				Annotations: groupAnnotations(job, jobMin),
-				OwnerReferences: []metav1.OwnerReference{
-					*metav1.NewControllerRef(job, batchv1alpha1.SchemeGroupVersion.WithKind("Job")),
-				},
-			},
-			Spec: *spec,
-		}}, nil
-	}
-	if err != nil {
-		return groupChange{}, fmt.Errorf("get pod group %s/%s: %w", job.Namespace, job.Name, err)
-	}
-	if !metav1.IsControlledBy(group, job) {
-		// Someone else's group of the same name: the pods join it as it is.
-		return groupChange{group: group, previousMin: group.Spec.MinMember}, nil
-	}
-	want := group.DeepCopy()
-	want.Spec.MinMember, want.Spec.MinTaskMember, want.Spec.MinResources = spec.MinMember, spec.MinTaskMember, spec.MinResources
-	want.Spec.Queue, want.Spec.PriorityClassName = spec.Queue, spec.PriorityClassName
-	want.Spec.RuntimeEstimateSeconds = spec.RuntimeEstimateSeconds
-	want.Spec.SubGroups, want.Spec.DisruptionMode = spec.SubGroups, spec.DisruptionMode
-	for _, key := range passedToGroup {
-		value, has := job.Annotations[key]
-		if old, had := group.Annotations[key]; has && (!had || old != value) {
-			if want.Annotations == nil {
-				want.Annotations = map[string]string{}
-			}
-			want.Annotations[key] = value
-		} else if had && !has {
-			delete(want.Annotations, key)
-		}
-	}
-	if minimum := strconv.Itoa(int(jobMin)); jobMin > 0 && want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] != minimum {
-		if want.Annotations == nil {
-			want.Annotations = map[string]string{}
-		}
-		want.Annotations[schedulingv1alpha1.JobMinMemberAnnotation] = minimum
-	}
-	changed := !equality.Semantic.DeepEqual(group.Spec, want.Spec) || !equality.Semantic.DeepEqual(group.Annotations, want.Annotations)
-	return groupChange{group: want, previousMin: group.Spec.MinMember, changed: changed}, nil
-}
-
-// groupChange is what a decision does to the job's PodGroup: the group as it should be (nil for
-// none), its minimum before, and whether it must be written.
-type groupChange struct {
-	group       *schedulingv1alpha1.PodGroup
-	previousMin int32
-	changed     bool
-}
-
 // passedToGroup are the annotations of a job that its PodGroup carries, for tephra-scheduler reads
 // them from the group: the SLA waiting time, and whether the job's pods may be moved to make whole
 // nodes for a waiting gang (a job that checkpoints, docs/consolidation.md).
 var passedToGroup = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation}
-
-// groupAnnotations are the annotations a job's new PodGroup carries: those passed to the group
-// (passedToGroup), and the job's whole minimum, which the PodGroup controller compares minMember
-// with (condition MinMemberLowered).
-func groupAnnotations(job *batchv1alpha1.Job, jobMin int32) map[string]string {
-	out := map[string]string{}
-	for _, key := range passedToGroup {
-		if value, ok := job.Annotations[key]; ok {
-			out[key] = value
-		}
-	}
-	if jobMin > 0 {
-		out[schedulingv1alpha1.JobMinMemberAnnotation] = strconv.Itoa(int(jobMin))
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// writePodGroup creates or updates the job's PodGroup as podGroupChange decided; created says
-// whether it created it.
-func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, group *schedulingv1alpha1.PodGroup, previousMin int32) (created bool, err error) {
-	if group.ResourceVersion == "" {
-		if err := r.Create(ctx, group); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return false, nil // the cache had not shown it yet; the next decision compares with it
-			}
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return false, errNamespaceTerminating
-			}
-			return false, fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
-		}
-		return true, nil
-	}
-	if err := r.Update(ctx, group); err != nil {
-		if apierrors.IsConflict(err) {
-			return false, nil // the group's change is on its way as an event
-		}
-		return false, fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
-	}
-	if from, to := previousMin, group.Spec.MinMember; from > 0 && to < from {
-		// Never behind the user's back: the minimum of a finishing job falls as its pods succeed.
-		msg := fmt.Sprintf("minMember of PodGroup %s lowered from %d to %d as the job's pods succeed: a pod that succeeded does not run again, and the gang needs only the pods still to run",
-			group.Name, from, to)
-		r.event(job, corev1.EventTypeNormal, "MinMemberLowered", "Update", "%s", msg)
-		if r.Recorder != nil {
-			r.Recorder.Eventf(group, job, corev1.EventTypeNormal, "MinMemberLowered", "Update", "%s", msg)
-		}
-	}
-	return false, nil
-}
-
-// deletePods deletes pods by name and UID: a pod of the same name created since is not touched.
-func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, deletions []PodDeletion) []error {
-	var mu sync.Mutex
-	var errs []error
-	workqueue.ParallelizeUntil(ctx, r.workers(), len(deletions), func(i int) {
-		del := deletions[i]
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: del.Name, Namespace: job.Namespace}}
-		opts := []client.DeleteOption{client.Preconditions{UID: &del.UID}}
-		if del.Force {
-			opts = append(opts, client.GracePeriodSeconds(0))
-		}
-		r.gone.deleting(del.UID, r.now())
-		err := r.Delete(ctx, pod, opts...)
-		if err == nil && del.Force {
-			r.event(job, corev1.EventTypeWarning, "ForceDeleted", "Delete",
-				"pod %s: its grace period is over and its node is gone or not Ready, so no kubelet will confirm its end: deleted it at once", del.Name)
-		}
-		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return
-		}
-		mu.Lock()
-		errs = append(errs, fmt.Errorf("delete pod %s (%s): %w", del.Name, del.Reason, err))
-		mu.Unlock()
-	})
-	if len(errs) > 0 {
-		r.event(job, corev1.EventTypeWarning, "FailedDelete", "Delete", "%v", errors.Join(errs...))
-	}
-	return errs
-}
-
-// createPods runs the plugins' OnJobAdd and creates the pods of the slots, and returns those it
-// created. A slot whose name is already taken (the cache had not shown the pod yet) is simply
-// skipped.
-func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) ([]createdPod, []error) {
-	for _, p := range jobPlugins {
-		if err := p.OnJobAdd(ctx, job); err != nil {
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return nil, nil // the namespace, and the job with it, is going away
-			}
-			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
-			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
-			return nil, []error{err}
-		}
-	}
-	spec := viewSpec(job)
-	topology, problems := TaskTopologyOf(job)
-	if len(problems) > 0 {
-		r.event(job, corev1.EventTypeWarning, "InvalidTaskTopology", "Create", "%s; those parts are ignored", strings.Join(problems, "; "))
-	}
-	var mu sync.Mutex
-	var errs []error
-	var created []createdPod
-	var taken []string
-	create := func(slot Slot) {
-		t, ok := spec.task(slot.Task)
-		if !ok {
-			return
-		}
-		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
-		applyTaskTopology(pod, job, slot.Task, topology)
-		for _, p := range jobPlugins {
-			if err := p.OnPodCreate(pod, job); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("plugin %s on pod %s: %w", p.Name(), pod.Name, err))
-				mu.Unlock()
-				return
-			}
-		}
-		err := r.Create(ctx, pod)
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err == nil:
-			r.unseen.created(job.UID, pod, r.now())
-			created = append(created, createdPod{name: pod.Name, task: slot.Task})
-		case apierrors.IsAlreadyExists(err):
-			taken = append(taken, pod.Name)
-		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-			// The namespace, and the job with it, is going away: nothing to create or report.
-		default:
-			errs = append(errs, fmt.Errorf("create pod %s: %w", pod.Name, err))
-		}
-	}
-	for _, wave := range creationWaves(slots, topology) {
-		workqueue.ParallelizeUntil(ctx, r.workers(), len(wave), func(i int) { create(wave[i]) })
-	}
-	if len(taken) > 0 {
-		r.warnIfNotOurs(ctx, job, taken)
-	}
-	if len(errs) > 0 {
-		r.event(job, corev1.EventTypeWarning, "FailedCreate", "Create", "%v", errors.Join(errs...))
-	}
-	return created, errs
-}
-
-// warnIfNotOurs tells the user when a pod name the job needs is held by a pod it does not own:
-// the job cannot start that pod until it is gone.
-func (r *Reconciler) warnIfNotOurs(ctx context.Context, job *batchv1alpha1.Job, names []string) {
-	for _, name := range names {
-		pod := &corev1.Pod{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, pod); err != nil {
-			continue
-		}
-		if !metav1.IsControlledBy(pod, job) && pod.DeletionTimestamp == nil {
-			r.event(job, corev1.EventTypeWarning, "PodNameTaken", "Create",
-				"pod %s exists and does not belong to this job: delete it so that the job can create its own", name)
-		}
-	}
-}
 
 func (r *Reconciler) workers() int {
 	if r.Workers > 0 {

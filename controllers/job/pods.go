@@ -1,14 +1,21 @@
 package job
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -268,4 +275,114 @@ func subGroupsOf(spec *jobSpec, need map[string]int32) []schedulingv1alpha1.SubG
 		}
 	}
 	return out
+}
+
+// deletePods deletes pods by name and UID: a pod of the same name created since is not touched.
+func (r *Reconciler) deletePods(ctx context.Context, job *batchv1alpha1.Job, deletions []PodDeletion) []error {
+	var mu sync.Mutex
+	var errs []error
+	workqueue.ParallelizeUntil(ctx, r.workers(), len(deletions), func(i int) {
+		del := deletions[i]
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: del.Name, Namespace: job.Namespace}}
+		opts := []client.DeleteOption{client.Preconditions{UID: &del.UID}}
+		if del.Force {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		r.gone.deleting(del.UID, r.now())
+		err := r.Delete(ctx, pod, opts...)
+		if err == nil && del.Force {
+			r.event(job, corev1.EventTypeWarning, "ForceDeleted", "Delete",
+				"pod %s: its grace period is over and its node is gone or not Ready, so no kubelet will confirm its end: deleted it at once", del.Name)
+		}
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return
+		}
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("delete pod %s (%s): %w", del.Name, del.Reason, err))
+		mu.Unlock()
+	})
+	if len(errs) > 0 {
+		r.event(job, corev1.EventTypeWarning, "FailedDelete", "Delete", "%v", errors.Join(errs...))
+	}
+	return errs
+}
+
+// createPods runs the plugins' OnJobAdd and creates the pods of the slots, and returns those it
+// created. A slot whose name is already taken (the cache had not shown the pod yet) is simply
+// skipped.
+func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slots []Slot, jobPlugins []Plugin) ([]createdPod, []error) {
+	for _, p := range jobPlugins {
+		if err := p.OnJobAdd(ctx, job); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return nil, nil // the namespace, and the job with it, is going away
+			}
+			err = fmt.Errorf("plugin %s: %w", p.Name(), err)
+			r.event(job, corev1.EventTypeWarning, "PluginFailed", "Create", "%v; pods are not created until it succeeds", err)
+			return nil, []error{err}
+		}
+	}
+	spec := viewSpec(job)
+	topology, problems := TaskTopologyOf(job)
+	if len(problems) > 0 {
+		r.event(job, corev1.EventTypeWarning, "InvalidTaskTopology", "Create", "%s; those parts are ignored", strings.Join(problems, "; "))
+	}
+	var mu sync.Mutex
+	var errs []error
+	var created []createdPod
+	var taken []string
+	create := func(slot Slot) {
+		t, ok := spec.task(slot.Task)
+		if !ok {
+			return
+		}
+		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
+		applyTaskTopology(pod, job, slot.Task, topology)
+		for _, p := range jobPlugins {
+			if err := p.OnPodCreate(pod, job); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("plugin %s on pod %s: %w", p.Name(), pod.Name, err))
+				mu.Unlock()
+				return
+			}
+		}
+		err := r.Create(ctx, pod)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			r.unseen.created(job.UID, pod, r.now())
+			created = append(created, createdPod{name: pod.Name, task: slot.Task})
+		case apierrors.IsAlreadyExists(err):
+			taken = append(taken, pod.Name)
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace, and the job with it, is going away: nothing to create or report.
+		default:
+			errs = append(errs, fmt.Errorf("create pod %s: %w", pod.Name, err))
+		}
+	}
+	for _, wave := range creationWaves(slots, topology) {
+		workqueue.ParallelizeUntil(ctx, r.workers(), len(wave), func(i int) { create(wave[i]) })
+	}
+	if len(taken) > 0 {
+		r.warnIfNotOurs(ctx, job, taken)
+	}
+	if len(errs) > 0 {
+		r.event(job, corev1.EventTypeWarning, "FailedCreate", "Create", "%v", errors.Join(errs...))
+	}
+	return created, errs
+}
+
+// warnIfNotOurs tells the user when a pod name the job needs is held by a pod it does not own:
+// the job cannot start that pod until it is gone.
+func (r *Reconciler) warnIfNotOurs(ctx context.Context, job *batchv1alpha1.Job, names []string) {
+	for _, name := range names {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, pod); err != nil {
+			continue
+		}
+		if !metav1.IsControlledBy(pod, job) && pod.DeletionTimestamp == nil {
+			r.event(job, corev1.EventTypeWarning, "PodNameTaken", "Create",
+				"pod %s exists and does not belong to this job: delete it so that the job can create its own", name)
+		}
+	}
 }
