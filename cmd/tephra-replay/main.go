@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -296,9 +297,13 @@ func fitsCluster(jobs []trace.Job, shape replay.ClusterShape) error {
 func writeReport(f flags, dir string, saved replay.Saved) error {
 	runs := make([]report.Run, len(saved.Results))
 	durations := map[string]time.Duration{}
+	cpu := map[string]map[string]float64{}
 	for i, r := range saved.Results {
 		runs[i] = r.Run
 		durations[r.Run.Config] = r.Wall
+		if len(r.CPU) > 0 {
+			cpu[r.Run.Config] = r.CPU
+		}
 	}
 	outs := report.Compare(runs)
 	targets := []string{dir}
@@ -336,6 +341,7 @@ func writeReport(f flags, dir string, saved replay.Saved) error {
 		meta := report.Meta{
 			Title: "Replay of " + filepath.Base(firstNonEmpty(f.trace, traceOf(saved.Command), "the trace")), Command: saved.Command, Trace: saved.Trace,
 			Cluster: saved.Cluster, Speedup: saved.Speedup, Durations: durations, Plots: plots, JobsCSV: "jobs.csv",
+			CPU: cpu, CPUProcesses: append(slices.Clone(replay.CPUProcesses), replay.DriverProcess),
 		}
 		for _, r := range saved.Results {
 			if r.Stopped != "" {

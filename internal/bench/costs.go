@@ -8,15 +8,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/procstat"
 )
 
 // costBaseline is what the apiserver and tephra-controllers have spent before the scheduling
 // starts: the run's costs are what they spend from there.
 type costBaseline struct {
 	mutatingRequests float64
-	apiServer        procStats
+	apiServer        procstat.Stats
 	// controllers is zero without tephra-controllers.
-	controllers procStats
+	controllers procstat.Stats
 }
 
 // readCostBaseline reads the apiserver's mutating requests and CPU, and tephra-controllers' CPU,
@@ -27,11 +28,11 @@ func readCostBaseline(ctx context.Context, b *benchCluster) (costBaseline, error
 	if base.mutatingRequests, err = b.mutatingRequests(ctx); err != nil {
 		return base, err
 	}
-	if base.apiServer, err = readProcStats(b.Pid(localcluster.APIServer)); err != nil {
+	if base.apiServer, err = procstat.Read(b.Pid(localcluster.APIServer)); err != nil {
 		return base, fmt.Errorf("reading the apiserver's CPU: %w", err)
 	}
 	if b.config.Controllers {
-		if base.controllers, err = readProcStats(b.Pid(localcluster.Controllers)); err != nil {
+		if base.controllers, err = procstat.Read(b.Pid(localcluster.Controllers)); err != nil {
 			return base, fmt.Errorf("reading tephra-controllers' CPU: %w", err)
 		}
 	}
@@ -66,7 +67,7 @@ func recordObservation(run *RunResult, o observation, start time.Time, w *worklo
 // requests and CPU since base.
 func recordCosts(ctx context.Context, b *benchCluster, o observation, base costBaseline, run *RunResult) error {
 	if !b.config.Binder {
-		stats, err := readProcStats(b.Pid(localcluster.Scheduler))
+		stats, err := procstat.Read(b.Pid(localcluster.Scheduler))
 		if err != nil {
 			return fmt.Errorf("reading the scheduler's CPU and memory: %w", err)
 		}
@@ -79,7 +80,7 @@ func recordCosts(ctx context.Context, b *benchCluster, o observation, base costB
 		run.SchedulingAttemptsPerPod = ptr.To(attempts / float64(max(o.bound, 1)))
 	}
 	if b.config.Controllers {
-		stats, err := readProcStats(b.Pid(localcluster.Controllers))
+		stats, err := procstat.Read(b.Pid(localcluster.Controllers))
 		if err != nil {
 			return fmt.Errorf("reading tephra-controllers' CPU: %w", err)
 		}
@@ -90,7 +91,7 @@ func recordCosts(ctx context.Context, b *benchCluster, o observation, base costB
 		return err
 	}
 	run.MutatingRequestsPerPod = (after - base.mutatingRequests) / float64(max(o.bound, 1))
-	apiAfter, err := readProcStats(b.Pid(localcluster.APIServer))
+	apiAfter, err := procstat.Read(b.Pid(localcluster.APIServer))
 	if err != nil {
 		return fmt.Errorf("reading the apiserver's CPU: %w", err)
 	}

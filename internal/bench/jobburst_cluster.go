@@ -17,6 +17,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/procstat"
 )
 
 // burstNamespace holds every burst, one at a time.
@@ -130,7 +131,7 @@ func (c *burstCluster) controllerCPU(kind string) (float64, error) {
 		if pid == 0 {
 			return 0, fmt.Errorf("%s is not running", name)
 		}
-		stats, err := readProcStats(pid)
+		stats, err := procstat.Read(pid)
 		if err != nil {
 			return 0, err
 		}
@@ -150,7 +151,7 @@ func (c *burstCluster) clusterCPU() (apiserver, all float64, err error) {
 		if pid == 0 {
 			return 0, 0, fmt.Errorf("%s is not running", name)
 		}
-		stats, err := readProcStats(pid)
+		stats, err := procstat.Read(pid)
 		if err != nil {
 			return 0, 0, err
 		}

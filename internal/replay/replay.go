@@ -79,6 +79,9 @@ type Result struct {
 	Stopped string
 	// Problems are what the driver could not do (jobs not submitted).
 	Problems []string
+	// CPU is the CPU time, in seconds, each process of the control plane and the driver
+	// (DriverProcess) used over the run, by process name.
+	CPU map[string]float64 `json:",omitempty"`
 }
 
 // Replay runs the trace through each configuration, one after another, each on a fresh control
@@ -144,6 +147,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 		return Result{}, err
 	}
 	workers := d.act(runCtx, 8)
+	cpuBefore := cpuSeconds(cluster)
 	t0 := time.Now()
 	d.mu.Lock()
 	d.t0, d.lastProgress = t0, t0
@@ -160,6 +164,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 		return Result{}, err
 	}
 	end := time.Now()
+	cpu := cpuUsed(cpuBefore, cpuSeconds(cluster))
 	cancel()
 	workers.Wait()
 	<-submitted
@@ -170,7 +175,7 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 		stopped = ""
 	}
 	fmt.Fprintf(opts.Log, "%s: finished in %s\n", config.Name, end.Sub(t0).Round(time.Second))
-	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: append(problems, d.failures...)}, nil
+	return Result{Run: run, Wall: end.Sub(t0), Stopped: stopped, Problems: append(problems, d.failures...), CPU: cpu}, nil
 }
 
 // startControlPlane starts the configuration's control plane in a directory of its own, emptied

@@ -22,6 +22,10 @@ type Meta struct {
 	Speedup float64
 	// Durations are the replays' wall-clock durations by configuration (Outcomes.Config).
 	Durations map[string]time.Duration
+	// CPU is the CPU seconds each process used over a replay, by configuration and process;
+	// CPUProcesses are the processes shown a row each, in order (the rest count in the total).
+	CPU          map[string]map[string]float64
+	CPUProcesses []string
 	// Plots are the plot files to embed, relative to the report (as WritePlots returns them).
 	Plots []string
 	// JobsCSV is the per-job CSV file, relative to the report; "" leaves it out.
@@ -105,7 +109,7 @@ func writeMainTable(b *strings.Builder, outs []Outcomes, meta Meta) {
 // jobRows are what the jobs got: how many finished or never ran, their JCT and their wait, with
 // the replay's wall-clock time for each configuration.
 func jobRows(meta Meta) []row {
-	return []row{
+	return append(append([]row{
 		{"Configuration", func(o *Outcomes) string { return cell(o.Title) }},
 		{"Replay wall-clock", func(o *Outcomes) string {
 			if d, ok := meta.Durations[o.Config]; ok {
@@ -113,6 +117,7 @@ func jobRows(meta Meta) []row {
 			}
 			return "–"
 		}},
+	}, cpuRows(meta)...), []row{
 		{"Jobs finished", func(o *Outcomes) string { return fmt.Sprintf("%d / %d", o.All.Finished, o.All.Jobs) }},
 		{"Jobs that never ran", func(o *Outcomes) string { return fmt.Sprint(o.All.NeverRan) }},
 		{"Jobs started, unfinished", func(o *Outcomes) string { return fmt.Sprint(o.All.Unfinished) }},
@@ -124,7 +129,35 @@ func jobRows(meta Meta) []row {
 		{"Wait p50", func(o *Outcomes) string { return Duration(o.All.Wait.P50) }},
 		{"Wait p90", func(o *Outcomes) string { return Duration(o.All.Wait.P90) }},
 		{"Wait p99", func(o *Outcomes) string { return Duration(o.All.Wait.P99) }},
+	}...)
+}
+
+// cpuRows are the CPU seconds the replay's processes used, a row for each of meta.CPUProcesses
+// and one for all of them; none when no run measured them (runs.json of an older replay).
+func cpuRows(meta Meta) []row {
+	if len(meta.CPU) == 0 {
+		return nil
 	}
+	seconds := func(v float64, ok bool) string {
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f s", v)
+	}
+	var rows []row
+	for _, name := range meta.CPUProcesses {
+		rows = append(rows, row{"CPU: " + name, func(o *Outcomes) string {
+			v, ok := meta.CPU[o.Config][name]
+			return seconds(v, ok)
+		}})
+	}
+	return append(rows, row{"CPU: all processes", func(o *Outcomes) string {
+		total := 0.0
+		for _, v := range meta.CPU[o.Config] {
+			total += v
+		}
+		return seconds(total, len(meta.CPU[o.Config]) > 0)
+	}})
 }
 
 // waitRows are where the wait went: to the first pod's creation, to the scheduler once there

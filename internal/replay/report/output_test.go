@@ -86,6 +86,11 @@ func TestWriteMarkdown(t *testing.T) {
 		Durations: map[string]time.Duration{"C": 62*time.Minute + 10*time.Second, "B0": 45 * time.Second},
 		Plots:     []string{"replay-jct-cdf.svg", "replay-gpu-utilisation.svg", "replay-queue-shares.svg"},
 		JobsCSV:   "replay-jobs.csv",
+		CPU: map[string]map[string]float64{
+			"C":  {"tephra-scheduler": 120.4, "kube-apiserver": 300, "tephra-replay": 10},
+			"B0": {"tephra-scheduler": 80},
+		},
+		CPUProcesses: []string{"tephra-scheduler", "tephra-controllers"},
 	}
 	var b strings.Builder
 	if err := WriteMarkdown(&b, outs, meta); err != nil {
@@ -100,6 +105,9 @@ func TestWriteMarkdown(t *testing.T) {
 		"|  | C | B0 | B1 |\n",
 		"| Configuration | Tephra | kube-scheduler |  |\n",
 		"| Replay wall-clock | 1h 02m | 45s | – |\n",
+		"| CPU: tephra-scheduler | 120 s | 80 s | – |\n",
+		"| CPU: tephra-controllers | – | – | – |\n",
+		"| CPU: all processes | 430 s | 80 s | – |\n",
 		"| Jobs finished | 2 / 2 | 0 / 2 | 2 / 2 |\n",
 		"| Jobs that never ran | 0 | 2 | 0 |\n",
 		"| JCT p50 | 1m 40s | – | 1m 50s |\n",

@@ -1,4 +1,6 @@
-package bench
+// Package procstat reads a process's resource use from /proc: what the benchmark and the trace
+// replay report for each process of a control plane.
+package procstat
 
 import (
 	"fmt"
@@ -11,18 +13,18 @@ import (
 // supports (sysconf(_SC_CLK_TCK) would need cgo).
 const clockTicks = 100
 
-// procStats are a process's resource use so far.
-type procStats struct {
+// Stats are a process's resource use so far.
+type Stats struct {
 	// CPUSeconds is user plus system time.
 	CPUSeconds float64
 	// PeakRSSBytes is the resident set's high-water mark (VmHWM).
 	PeakRSSBytes int64
 }
 
-// readProcStats reads a process's CPU time from /proc/<pid>/stat and its peak RSS from
+// Read reads a process's CPU time from /proc/<pid>/stat and its peak RSS from
 // /proc/<pid>/status.
-func readProcStats(pid int) (procStats, error) {
-	var s procStats
+func Read(pid int) (Stats, error) {
+	var s Stats
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return s, err
