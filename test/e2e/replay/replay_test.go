@@ -55,10 +55,16 @@ func replayTrace(t *testing.T, traceCSV string, args ...string) (map[string]repo
 	saved, err := replay.LoadResults(filepath.Join(outDir, "runs.json"))
 	require.NoError(t, err)
 	outcomes := map[string]report.Outcomes{}
+	md, err := os.ReadFile(filepath.Join(outDir, "report.md"))
+	require.NoError(t, err)
 	for _, r := range saved.Results {
 		assert.Empty(t, r.Problems, "%s: what the replay could not do", r.Run.Config)
 		outcomes[r.Run.Config] = report.Analyze(r.Run)
+		// Every run measures the CPU its scheduler and apiserver used, and the report shows it.
+		assert.Positive(t, r.CPU[localcluster.Scheduler], "%s: the scheduler's CPU", r.Run.Config)
+		assert.Positive(t, r.CPU[localcluster.APIServer], "%s: the apiserver's CPU", r.Run.Config)
 	}
+	assert.Regexp(t, `\| CPU: tephra-scheduler( \| [0-9]+ s)+ \|\n`, string(md), "the report's row of the scheduler's CPU")
 	t.Cleanup(func() {
 		if t.Failed() {
 			data, _ := os.ReadFile(filepath.Join(outDir, "report.md"))
