@@ -18,6 +18,9 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
+// gpu is the resource the queue plugin's test pods ask for.
+const gpu = ledgertest.GPU
+
 // A queue held to its deserved share waits only for queues that could use the room: when each
 // waiting queue's next workload is larger than what its share has left, the workload goes beyond
 // its share rather than leave the cluster idle; with a waiting workload that fits another queue's
