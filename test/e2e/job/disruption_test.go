@@ -3,7 +3,6 @@ package job
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,14 +79,12 @@ func restartedWithout(t *testing.T, env *framework.Env, ns, name, lost, cause st
 		assert.Equal(t, "1", pod.Labels["batch.tephra.dev/job-retry"], "pod %s is of the restarted run", podName)
 		assert.NotEqual(t, lost, pod.Spec.NodeName, "pod %s runs on a node still there", podName)
 	}
-	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Restarting", "Restarting→Pending", "Pending→Running"}, phaseChanges(env, ns, name))
+	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Restarting", "Restarting→Pending", "Pending→Running"}, phaseChanges(t, env, ns, name))
 	want := fmt.Sprintf("Warning RestartJob: pod %s-worker-1 was evicted: %s", name, cause)
-	found := false
+	assert.Equal(t, 1, eventCount(t, env, ns, name, want, 1), "an event %q…, among %v", want, jobEvents(env, ns, name))
 	for _, e := range jobEvents(env, ns, name) {
-		found = found || strings.HasPrefix(e, want)
 		assert.NotContains(t, e, "failed (exit code", "no pod failed: %v", jobEvents(env, ns, name))
 	}
-	assert.True(t, found, "an event %q…, among %v", want, jobEvents(env, ns, name))
 }
 
 // A node deleted under a running job is an eviction: the pod garbage collector fails its pods
@@ -120,6 +117,6 @@ func TestNodeNotReadyPastTolerationRestartsTheJob(t *testing.T) {
 	require.NoError(t, env.Cluster.LoseNode(context.Background(), node))
 
 	restartedWithout(t, env, ns, "unready", node, fmt.Sprintf("its node %s was not ready or unreachable for longer than the pod tolerates", node))
-	assert.Equal(t, 1, countEvents(env, ns, "unready", "Warning ForceDeleted: pod unready-worker-1: its grace period is over and its node is gone or not Ready"),
+	assert.Equal(t, 1, eventCount(t, env, ns, "unready", "Warning ForceDeleted: pod unready-worker-1: its grace period is over and its node is gone or not Ready", 1),
 		"%v", jobEvents(env, ns, "unready"))
 }

@@ -93,10 +93,10 @@ func TestTensorFlowExample(t *testing.T) {
 		left := livePods(t, env, ns, job.Name)
 		return len(left) == 4 && left["tf-mnist-ps-0"] == "" && left["tf-mnist-ps-1"] == "", fmt.Sprint(names(left))
 	})
-	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Completing", "Completing→Completed"}, phaseChanges(env, ns, job.Name))
-	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Normal CompleteJob: task worker completed: the task worker policy on event TaskCompleted completes the job"))
-	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Normal PhaseChanged: Phase set to Pending (Created): the job was created; "+
-		"created PodGroup tf-mnist: minMember 6 (ps 2, worker 4) in queue default; created 6 pods for run 0: "), "one event says the first decision")
+	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Completing", "Completing→Completed"}, phaseChanges(t, env, ns, job.Name))
+	assert.Equal(t, 1, eventCount(t, env, ns, job.Name, "Normal CompleteJob: task worker completed: the task worker policy on event TaskCompleted completes the job", 1))
+	assert.Equal(t, 1, eventCount(t, env, ns, job.Name, "Normal PhaseChanged: Phase set to Pending (Created): the job was created; "+
+		"created PodGroup tf-mnist: minMember 6 (ps 2, worker 4) in queue default; created 6 pods for run 0: ", 1), "one event says the first decision")
 }
 
 // The PyTorch example's pods get what torch.distributed reads: the master's address and port,
@@ -200,9 +200,9 @@ func TestRestartPolicyExample(t *testing.T) {
 	assert.Equal(t, int32(2), done.Status.Succeeded)
 	assert.Equal(t, int32(1), done.Status.Failed, "the flaky pod's last run")
 	assert.Equal(t, int32(0), done.Status.RetryCount, "no job restart")
-	restarts := countEvents(env, ns, job.Name, "Warning RestartPod: pod restart-demo-flaky-0 failed (exit code 3): the task flaky policy on exitCode 3 restarts the pod")
+	restarts := eventCount(t, env, ns, job.Name, "Warning RestartPod: pod restart-demo-flaky-0 failed (exit code 3): the task flaky policy on exitCode 3 restarts the pod", 2)
 	assert.Equal(t, 2, restarts, "two RestartPod events: %v", jobEvents(env, ns, job.Name))
-	assert.Equal(t, 1, countEvents(env, ns, job.Name, "Warning TaskFailed: pod restart-demo-flaky-0 failed (exit code 3): task flaky cannot be restarted again (maxRetry 2)"))
+	assert.Equal(t, 1, eventCount(t, env, ns, job.Name, "Warning TaskFailed: pod restart-demo-flaky-0 failed (exit code 3): task flaky cannot be restarted again (maxRetry 2)", 1))
 	for _, e := range jobEvents(env, ns, job.Name) {
 		assert.False(t, strings.Contains(e, "Terminat"), "nothing terminated the job: %s", e)
 	}

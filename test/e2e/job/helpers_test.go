@@ -260,7 +260,8 @@ func eventTime(e corev1.Event) time.Time {
 	return e.FirstTimestamp.Time
 }
 
-// countEvents counts the job's events whose "Type Reason: message" starts with prefix.
+// countEvents counts the job's events whose "Type Reason: message" starts with prefix, as they
+// stand now.
 func countEvents(env *framework.Env, ns, name, prefix string) int {
 	n := 0
 	for _, e := range jobEvents(env, ns, name) {
@@ -271,8 +272,40 @@ func countEvents(env *framework.Env, ns, name, prefix string) int {
 	return n
 }
 
-// phaseChanges lists the job's phase transitions from its PhaseChanged events, as "From→To".
-func phaseChanges(env *framework.Env, ns, name string) []string {
+// eventsWritten is how long a test waits for an event the controller has decided on to be
+// written: a recorder writes each event from a goroutine of its own after the status it goes with,
+// so a test that saw the status may list the events before the last of them is there.
+const eventsWritten = 30 * time.Second
+
+// eventCount counts the job's events that start with prefix once there are want of them, or
+// once eventsWritten has passed; the caller asserts the count.
+func eventCount(t *testing.T, env *framework.Env, ns, name, prefix string, want int) int {
+	t.Helper()
+	n := 0
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, eventsWritten, true, func(context.Context) (bool, error) {
+		n = countEvents(env, ns, name, prefix)
+		return n >= want, nil
+	})
+	return n
+}
+
+// phaseChanges lists the job's phase transitions from its PhaseChanged events, as "From→To",
+// once the last of them is to the job's phase now (or once eventsWritten has passed).
+func phaseChanges(t *testing.T, env *framework.Env, ns, name string) []string {
+	t.Helper()
+	var changes []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, eventsWritten, true, func(ctx context.Context) (bool, error) {
+		job, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		changes = phaseChangeEvents(env, ns, name)
+		return len(changes) > 0 && strings.HasSuffix(changes[len(changes)-1], "→"+string(job.Status.State.Phase)), nil
+	})
+	return changes
+}
+
+func phaseChangeEvents(env *framework.Env, ns, name string) []string {
 	var out []string
 	for _, e := range jobEvents(env, ns, name) {
 		rest, ok := strings.CutPrefix(e, "Normal PhaseChanged: ")

@@ -34,10 +34,10 @@ func TestRestartJobUpToMaxRetry(t *testing.T) {
 	for name, pod := range jobPods(t, env, ns, "flaky") {
 		assert.Equal(t, "2", pod.Labels["batch.tephra.dev/job-retry"], "pod %s is of the last run", name)
 	}
-	assert.Equal(t, 2, countEvents(env, ns, "flaky", "Warning PhaseChanged: Phase changed from Running to Restarting (PodFailed)"),
+	assert.Equal(t, 2, eventCount(t, env, ns, "flaky", "Warning PhaseChanged: Phase changed from Running to Restarting (PodFailed)", 2),
 		"restarted twice: %v", jobEvents(env, ns, "flaky"))
-	assert.Equal(t, 2, countEvents(env, ns, "flaky", "Normal PhaseChanged: Phase changed from Restarting to Pending (Restarted)"))
-	assert.Equal(t, 1, countEvents(env, ns, "flaky", "Warning PhaseChanged: Phase changed from Running to Failed (RetriesExhausted)"))
+	assert.Equal(t, 2, eventCount(t, env, ns, "flaky", "Normal PhaseChanged: Phase changed from Restarting to Pending (Restarted)", 2))
+	assert.Equal(t, 1, eventCount(t, env, ns, "flaky", "Warning PhaseChanged: Phase changed from Running to Failed (RetriesExhausted)", 1))
 }
 
 // RestartTask restarts the failed pod's task only: the other task's pods keep running, with
@@ -70,8 +70,8 @@ func TestRestartTaskRestartsOnlyThatTask(t *testing.T) {
 	assert.Equal(t, before["two-tasks-ps-1"], after["two-tasks-ps-1"], "ps-1 kept its UID")
 	job := waitPhase(t, env, ns, "two-tasks", 10*time.Second, batchv1alpha1.JobRunning)
 	assert.Equal(t, int32(0), job.Status.RetryCount, "a task restart is no job retry")
-	assert.Equal(t, 1, countEvents(env, ns, "two-tasks",
-		"Warning RestartTask: pod two-tasks-worker-1 failed (exit code 1): the task worker policy on event PodFailed restarts task worker (restart 1 of 3)"),
+	assert.Equal(t, 1, eventCount(t, env, ns, "two-tasks",
+		"Warning RestartTask: pod two-tasks-worker-1 failed (exit code 1): the task worker policy on event PodFailed restarts task worker (restart 1 of 3)", 1),
 		"%v", jobEvents(env, ns, "two-tasks"))
 }
 
@@ -91,7 +91,7 @@ func TestTaskCompletedCompletesJob(t *testing.T) {
 		pods := jobPods(t, env, ns, "master-workers")
 		return len(pods) == 1 && pods["master-workers-master-0"].Status.Phase == corev1.PodSucceeded, fmt.Sprint(names(pods))
 	})
-	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Completing", "Completing→Completed"}, phaseChanges(env, ns, "master-workers"))
+	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Completing", "Completing→Completed"}, phaseChanges(t, env, ns, "master-workers"))
 }
 
 // Exit codes pick their policy's action: 3 restarts the pod, 4 terminates the job, and 5 aborts
@@ -126,7 +126,7 @@ func TestExitCodePolicies(t *testing.T) {
 		assert.Equal(t, before["codes-work-2"], after["codes-work-2"])
 		job := env.GetJob(t, ns, "codes")
 		assert.Equal(t, batchv1alpha1.JobRunning, job.Status.State.Phase)
-		assert.Equal(t, 1, countEvents(env, ns, "codes", "Warning RestartPod: pod codes-work-0 failed (exit code 3): the job policy on exitCode 3 restarts the pod (restart 1 of 3 of task work)"),
+		assert.Equal(t, 1, eventCount(t, env, ns, "codes", "Warning RestartPod: pod codes-work-0 failed (exit code 3): the job policy on exitCode 3 restarts the pod (restart 1 of 3 of task work)", 1),
 			"%v", jobEvents(env, ns, "codes"))
 	})
 	t.Run("4 terminates the job", func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestExitCodePolicies(t *testing.T) {
 			pods := livePods(t, env, ns, "codes")
 			return len(pods) == 1, fmt.Sprint(names(pods))
 		})
-		assert.Equal(t, 1, countEvents(env, ns, "codes", "Warning TerminateJob: pod codes-work-1 failed (exit code 4)"))
+		assert.Equal(t, 1, eventCount(t, env, ns, "codes", "Warning TerminateJob: pod codes-work-1 failed (exit code 4)", 1))
 	})
 	t.Run("5 aborts the job until resumed", func(t *testing.T) {
 		t.Parallel()
@@ -157,7 +157,7 @@ func TestExitCodePolicies(t *testing.T) {
 		})
 		assert.Equal(t, int32(0), resumed.Status.RetryCount, "resuming counts no retry")
 		assert.NotContains(t, resumed.Annotations, "batch.tephra.dev/resume", "the request is consumed")
-		assert.Contains(t, phaseChanges(env, ns, "codes"), "Aborted→Restarting")
+		assert.Contains(t, phaseChanges(t, env, ns, "codes"), "Aborted→Restarting")
 	})
 }
 
@@ -187,7 +187,7 @@ func TestSuspendAndResume(t *testing.T) {
 	assert.Equal(t, int32(0), resumed.Status.RetryCount, "resuming counts no retry")
 	assert.Len(t, livePods(t, env, ns, "pausable"), 4)
 	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Aborting", "Aborting→Aborted", "Aborted→Restarting", "Restarting→Pending", "Pending→Running"},
-		phaseChanges(env, ns, "pausable"))
+		phaseChanges(t, env, ns, "pausable"))
 }
 
 // A finished job with ttlSecondsAfterFinished is deleted that long after it finished, with its

@@ -104,9 +104,9 @@ func TestControllerRestartMidRestartJob(t *testing.T) {
 		assert.NotEqual(t, old[name], pod.UID, "pod %s is new", name)
 		assert.Equal(t, corev1.PodRunning, pod.Status.Phase)
 	}
-	assert.Equal(t, 1, countEvents(env, ns, "steady", "Warning RestartJob:"), "%v", jobEvents(env, ns, "steady"))
+	assert.Equal(t, 1, eventCount(t, env, ns, "steady", "Warning RestartJob:", 1), "%v", jobEvents(env, ns, "steady"))
 	assert.Equal(t, []string{"→Pending", "Pending→Running", "Running→Restarting", "Restarting→Pending", "Pending→Running"},
-		phaseChanges(env, ns, "steady"))
+		phaseChanges(t, env, ns, "steady"))
 }
 
 // The controllers export tephra_jobs by queue and phase and count the restarts they decide.
