@@ -122,6 +122,17 @@ func TestPreEnqueueRejectsMissingAndMalformedGroups(t *testing.T) {
 	assert.Equal(t, `PodGroupNotFound: pod group "nowhere" does not exist in namespace "ns"; the pod waits for it`, status.Message())
 	assert.Contains(t, <-f.handle.recorder.Events, "Warning PodGroupNotFound")
 
+	// A Tephra Job's controller creates its group beside its pods: they wait for it, as no news.
+	jobPod := f.member(t, "train-worker-0", "train", "worker")
+	jobPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch.tephra.dev/v1alpha1", Kind: "Job", Name: "train", UID: "train", Controller: ptr.To(true)}}
+	status = f.gang.PreEnqueue(ctx, jobPod)
+	assert.Equal(t, `PodGroupNotFound: pod group "train" does not exist in namespace "ns"; the pod waits for it`, status.Message())
+	assert.Empty(t, f.handle.recorder.Events, "no event for a Tephra Job's pod")
+	batchJobPod := f.member(t, "other-0", "other", "")
+	batchJobPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "other", UID: "other", Controller: ptr.To(true)}}
+	f.gang.PreEnqueue(ctx, batchJobPod)
+	assert.Contains(t, <-f.handle.recorder.Events, "Warning PodGroupNotFound", "a batch/v1 Job's pods name a group someone else makes")
+
 	status = f.gang.PreEnqueue(ctx, f.member(t, "bad", "Not_A_Name", ""))
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Contains(t, status.Message(), `InvalidPodGroup: pod group name "Not_A_Name" is not valid`)

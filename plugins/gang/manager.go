@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	schedulingv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/topology"
@@ -128,7 +130,9 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	if apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it", v1alpha1.ReasonPodGroupNotFound, key.name, key.namespace)
-		g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, msg)
+		if !groupCreatedBeside(pod) {
+			g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, msg)
+		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	if err != nil {
@@ -502,6 +506,15 @@ func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
 		}
 	}
 	return out
+}
+
+// groupCreatedBeside says whether the pod's group is created beside it, so that its absence is
+// no news: a Tephra Job's controller creates a new job's PodGroup and pods at once, and says on
+// the Job when it cannot create the group. A warning on each pod would be a write to the
+// apiserver per pod, in the burst of Jobs that can least afford it.
+func groupCreatedBeside(pod *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "Job" && strings.HasPrefix(ref.APIVersion, batchv1alpha1.GroupName+"/")
 }
 
 func (g *groupManager) podEvent(pod *corev1.Pod, eventType, reason, msg string) {
