@@ -326,7 +326,18 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 			"PodGroup %s exists and does not belong to this job: its pods join it, with its minimum", job.Name)
 	}
 	var errs []error
-	if change.changed {
+	// A new group is created beside the pods, not before them: its pods, created first, only
+	// wait for it at TephraGang's PreEnqueue, which its creation ends at once, and a Job's first
+	// pod then costs one apiserver round trip less. A group that exists is changed first: its
+	// pods must not meet the minimum it had.
+	var newGroup chan groupWritten
+	if change.changed && group.ResourceVersion == "" && len(d.Create) > 0 {
+		newGroup = make(chan groupWritten, 1)
+		go func() {
+			created, err := r.writePodGroup(ctx, job, group, change.previousMin)
+			newGroup <- groupWritten{created, err}
+		}()
+	} else if change.changed {
 		created, err := r.writePodGroup(ctx, job, group, change.previousMin)
 		if err != nil {
 			if errors.Is(err, errNamespaceTerminating) {
@@ -346,6 +357,15 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 		m.run = job.Status.RetryCount
 		errs = append(errs, createErrs...)
 	}
+	if newGroup != nil {
+		switch w := <-newGroup; {
+		case w.created:
+			m.group = group
+		case w.err != nil && !errors.Is(w.err, errNamespaceTerminating):
+			// Its pods wait for it (PodGroupNotFound) until the next decision creates it.
+			errs = append(errs, w.err)
+		}
+	}
 	if d.Finished {
 		for _, p := range jobPlugins {
 			if err := p.OnJobDelete(ctx, job); err != nil {
@@ -357,6 +377,12 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 		errs = append(errs, r.deleteJob(ctx, job))
 	}
 	return m, errors.Join(errs...)
+}
+
+// groupWritten is what writing a new PodGroup came to.
+type groupWritten struct {
+	created bool
+	err     error
 }
 
 // deleteJob deletes a finished job whose TTL expired.

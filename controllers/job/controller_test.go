@@ -73,6 +73,8 @@ type fixture struct {
 	failStatus bool
 	// hidePods makes the cache a write behind: lists of pods find none.
 	hidePods bool
+	// refuseGroups makes PodGroup creations fail as an apiserver that times out would.
+	refuseGroups bool
 	calls    []string
 }
 
@@ -101,6 +103,9 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 				return c.List(ctx, list, opts...)
 			},
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, group := obj.(*schedulingv1alpha1.PodGroup); group && f.refuseGroups {
+					return apierrors.NewTimeoutError("the apiserver is busy", 1)
+				}
 				log("create", obj)
 				return c.Create(ctx, obj, opts...)
 			},
@@ -208,18 +213,18 @@ func newStoredJob(mutate ...func(*batchv1alpha1.Job)) *batchv1alpha1.Job {
 	return job
 }
 
-// A new job gets its PodGroup first, then its pods, named, labelled, owned, with the job's
-// scheduler and what the plugins add. Its status, which says Pending, waits for the pods to start
+// A new job gets its PodGroup and its pods at once (the pods wait at PreEnqueue for a group
+// created beside them), named, labelled, owned, with the job's scheduler and what the plugins add. Its status, which says Pending, waits for the pods to start
 // or for firstStatusDelay, whichever comes first: the pods wait for no status write, and a job
 // whose pods start at once is written once. Events say what happened. Reconciling again changes
 // nothing.
-func TestReconcileCreatesGroupThenPods(t *testing.T) {
+func TestReconcileCreatesGroupAndPods(t *testing.T) {
 	f := newFixture(t, newStoredJob())
 	res := f.reconcile(t)
 
 	writes := f.takeWrites()
 	require.Len(t, writes, 7)
-	assert.Equal(t, "create *v1alpha1.PodGroup train", writes[0], "the group exists before its pods")
+	assert.Contains(t, writes, "create *v1alpha1.PodGroup train")
 	assert.NotContains(t, writes, "status *v1alpha1.Job train", "the status waits for the pods to start")
 	assert.Equal(t, firstStatusDelay, res.RequeueAfter, "decided again when the status is due")
 	assert.Empty(t, f.job(t).Status.State.Phase)
@@ -261,6 +266,27 @@ func TestReconcileCreatesGroupThenPods(t *testing.T) {
 	f.reconcile(t)
 	assert.Empty(t, f.takeWrites(), "nothing to do, nothing written")
 	assert.Empty(t, f.events())
+}
+
+// A new group that could not be created (its pods were created beside it, and wait for it) is
+// created by the next decision, which creates no pod again.
+func TestReconcileCreatesAGroupItCouldNotCreateNextTime(t *testing.T) {
+	f := newFixture(t, newStoredJob())
+	f.refuseGroups = true
+	_, err := f.reconciler.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: testNamespace, Name: "train"}})
+	require.Error(t, err, "retried")
+	assert.Contains(t, err.Error(), "create pod group "+testNamespace+"/train")
+	assert.Len(t, f.pods(t), 6, "the pods were created beside the group")
+	f.takeWrites()
+
+	f.refuseGroups = false
+	f.reconcile(t)
+	writes := f.takeWrites()
+	assert.Contains(t, writes, "create *v1alpha1.PodGroup train")
+	for _, w := range writes {
+		assert.NotContains(t, w, "*v1.Pod", "no pod created again: %v", writes)
+	}
+	assert.Len(t, f.pods(t), 6)
 }
 
 // RestartJob writes the new retryCount with phase Restarting before deleting any pod; if that
