@@ -9,7 +9,7 @@ import (
 )
 
 // The Queue controller's count charges every pod as tephra-scheduler's ledger does: both are
-// tested over the same cases (plugins/queue's TestTheLedgerChargesPodsAsTheCountDoes).
+// tested over the same cases (internal/ledger's TestTheLedgerChargesPodsAsTheCountDoes).
 func TestTheCountChargesPodsAsTheLedgerDoes(t *testing.T) {
 	for _, c := range chargingcases.Cases() {
 		t.Run(c.Name, func(t *testing.T) {

@@ -2,10 +2,11 @@ package queue
 
 import (
 	"context"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
-	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	"sync"
 	"testing"
+
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,8 +22,8 @@ import (
 	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.

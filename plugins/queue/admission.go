@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
@@ -61,7 +61,7 @@ func (q *Queue) pendingFitsInQueueOrder(queue string, room quota.Amounts, placea
 	if ranker == nil {
 		return q.ledger.PendingFits(queue, room, placeable)
 	}
-	return q.ledger.PendingFitsInOrder(queue, room, placeable, q.rankBy(ranker))
+	return ledger.PendingFitsInOrder(q.ledger, queue, room, placeable, q.rankBy(ranker))
 }
 
 // rankBy ranks the ledger's waiting pods as ranker (TephraGang's order of the active queue) does;

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
@@ -109,7 +109,7 @@ func TestAHoldNamesTheWorkloadItsQueueRunsNext(t *testing.T) {
 		v := l.View()
 		s := state{tree: tree, view: v, deserved: quota.Deserved(tree, v.Total, demandOf(v)),
 			pendingFits: func(queue string, room quota.Amounts, placeable func(*ledger.Entry, int) bool) ledger.Waiting {
-				return l.PendingFitsInOrder(queue, room, placeable, rank)
+				return ledger.PendingFitsInOrder(l, queue, room, placeable, rank)
 			}}
 		return s.admit(tree.Get("team-a"), quota.Amounts{gpu: 1}, nil, false)
 	}

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 func TestArgs(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

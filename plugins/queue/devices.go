@@ -8,9 +8,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // watchDevices counts pods again when their claims change, and the devices of the

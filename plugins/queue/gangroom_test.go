@@ -12,9 +12,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A gang of two 8-GPU pods, in a queue owed 16 of 24 GPUs, on three 8-GPU nodes that another

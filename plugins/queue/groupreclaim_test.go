@@ -15,9 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A pod on its way out is taken off the snapshot before the group is placed. Taking it off while

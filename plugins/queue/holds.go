@@ -28,9 +28,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // hold is why a pod waits, and the state in which it was last found to stand.

@@ -14,9 +14,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger/ledgertest"
 )
 
 // A pod its queue's share turns away is held while the share stands, without being decided in

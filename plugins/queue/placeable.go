@@ -8,8 +8,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // Whether a waiting workload could use the room a hold keeps free depends on where that room is:

@@ -22,8 +22,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 

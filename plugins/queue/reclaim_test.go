@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
+	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
 // A preemptor whose victims are still going keeps its nomination for a while, even when its

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tephra-dev/tephra/internal/quota"
-	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 )
 
 // Waiting is a queue's pending workload that a share hold keeps room for: a pod of its
@@ -25,12 +24,22 @@ type Waiting struct {
 // that room as the queue's already). Gated pods and the groups short of members are no demand
 // (View).
 func (l *Ledger) PendingFits(queue string, room quota.Amounts, placeable func(e *Entry, count int) bool) Waiting {
-	return l.PendingFitsInOrder(queue, room, placeable, nil)
+	return PendingFitsInOrder[unranked](l, queue, room, placeable, nil)
 }
+
+// Rank is where a waiting workload stands in its queue's order, among those of its priority.
+type Rank[R any] interface {
+	Before(R) bool
+}
+
+// unranked orders no workload before another.
+type unranked struct{}
+
+func (unranked) Before(unranked) bool { return false }
 
 // PendingFitsInOrder is PendingFits, trying the workloads in the order rank gives (nil: by name
 // alone, after priority).
-func (l *Ledger) PendingFitsInOrder(queue string, room quota.Amounts, placeable func(e *Entry, count int) bool, rank func(e *Entry) queueorder.Rank) Waiting {
+func PendingFitsInOrder[R Rank[R]](l *Ledger, queue string, room quota.Amounts, placeable func(e *Entry, count int) bool, rank func(e *Entry) R) Waiting {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	// The workloads that fit the room are tried on the nodes in the order the queue runs them
@@ -44,7 +53,7 @@ func (l *Ledger) PendingFitsInOrder(queue string, room quota.Amounts, placeable 
 		uid   types.UID
 		count int
 		name  string
-		rank  queueorder.Rank
+		rank  R
 	}
 	var candidates []candidate
 	tried := map[string]bool{} // a group's members are one workload

@@ -1,4 +1,4 @@
-package queue
+package ledger_test
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
-	"github.com/tephra-dev/tephra/plugins/internal/ledger"
 )
 
 // The ledger charges every pod as the Queue controller's count does: both are tested over the
