@@ -51,6 +51,8 @@ type Ledger struct {
 	// MinMember returns a group's minimum (0 when unknown); nil counts every group's pending.
 	// Set, as Devices is, before the ledger is first fed.
 	MinMember func(group string) int
+	// singles counts the pods without a PodGroup by queue, each a workload of its own.
+	singles map[string]Singles
 	// unresolved holds pods whose PodGroup was not known yet, by group.
 	unresolved map[string]map[types.UID]*corev1.Pod
 	// capacity is the cluster's total: the nodes' (SetNode) and the devices ResourceSlices offer
@@ -87,6 +89,7 @@ func New(schedulerNames ...string) *Ledger {
 		groupPending:   map[string]map[string]quota.Amounts{},
 		groupMembers:   map[string]int{},
 		short:          map[string]struct{}{},
+		singles:        map[string]Singles{},
 		unresolved:     map[string]map[types.UID]*corev1.Pod{},
 		placedClaims:   map[claimRef]*claimCount{},
 		pendingClaims:  map[claimRef]*claimCount{},
@@ -344,6 +347,15 @@ func (l *Ledger) SetNode(name string, allocatable corev1.ResourceList) {
 		return
 	}
 	l.capacity.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: allocatable}})
+}
+
+// UseDevices makes the ledger charge pods their ResourceClaims' devices, read through lookup,
+// from the next pod it records on: Refresh the pods that use claims to charge those now.
+func (l *Ledger) UseDevices(lookup quota.DeviceLookup) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+	l.Devices = lookup
 }
 
 // SetDevices records what the cluster's ResourceSlices offer.

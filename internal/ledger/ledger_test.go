@@ -214,3 +214,23 @@ func TestLedgerFollowsAChangedClaimCharge(t *testing.T) {
 	l.Refresh(pods[0], resolve)
 	assert.Empty(t, l.View().Pending["team"], "a refresh does not bring back a pod the ledger forgot")
 }
+
+// Pods without a group are workloads of their own: the ledger counts them by queue, placed and
+// waiting (gated too), and not once they are going without a node, or gone.
+func TestSinglesAreCountedByQueue(t *testing.T) {
+	l := New(v1alpha1.SchedulerName)
+	inB := map[string]string{v1alpha1.QueueLabel: "b"}
+	gated := ledgertest.Pod("gated", inB, "", 1)
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}}
+	leaving := ledgertest.Pod("leaving", inB, "", 1)
+	leaving.DeletionTimestamp = &metav1.Time{}
+	member := ledgertest.Pod("member", map[string]string{v1alpha1.PodGroupLabel: "g"}, "n", 1)
+	for _, pod := range []*corev1.Pod{ledgertest.Pod("a0", nil, "n", 1), ledgertest.Pod("b0", inB, "n", 1), ledgertest.Pod("b1", inB, "", 1), gated, leaving, member} {
+		l.Observe(pod, func(string, string) string { return "a" })
+	}
+	assert.Equal(t, map[string]Singles{v1alpha1.DefaultQueue: {Placed: 1}, "b": {Placed: 1, Waiting: 2}}, l.SinglesByQueue())
+
+	l.Forget("b1", nil)
+	l.Forget("a0", nil)
+	assert.Equal(t, map[string]Singles{"b": {Placed: 1, Waiting: 1}}, l.SinglesByQueue())
+}

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"maps"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tephra-dev/tephra/internal/quota"
@@ -37,6 +39,17 @@ func (l *Ledger) View() View {
 		}
 	}
 	return v
+}
+
+// Singles counts a queue's pods without a PodGroup, each a workload of its own: those placed, and
+// those waiting (gated or not).
+type Singles struct{ Placed, Waiting int32 }
+
+// SinglesByQueue returns the counts of pods without a PodGroup, by queue.
+func (l *Ledger) SinglesByQueue() map[string]Singles {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return maps.Clone(l.singles)
 }
 
 // Version is the ledger's version, which changes with every change.

@@ -26,6 +26,9 @@ func (l *Ledger) account(e *Entry, sign int64) {
 	if e.Queue == "" {
 		return
 	}
+	if e.Group == "" {
+		l.countSingle(e.Queue, c.Standing, sign)
+	}
 	// The claims the pod names directly count once per queue (addClaims), not in own.
 	own := e.Requests
 	if len(e.Claims) > 0 {
@@ -88,4 +91,22 @@ func CloneSums(sums map[string]quota.Amounts) map[string]quota.Amounts {
 		out[k] = v.Clone()
 	}
 	return out
+}
+
+// countSingle counts a pod without a group, placed or waiting, in its queue.
+func (l *Ledger) countSingle(queue string, standing quota.Standing, sign int64) {
+	s := l.singles[queue]
+	switch standing {
+	case quota.Placed:
+		s.Placed += int32(sign)
+	case quota.Waiting:
+		s.Waiting += int32(sign)
+	default:
+		return
+	}
+	if s == (Singles{}) {
+		delete(l.singles, queue)
+		return
+	}
+	l.singles[queue] = s
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +26,7 @@ import (
 // admit into the last free share of a queue.
 type accounts struct {
 	ledger    *ledger.Ledger
+	feed      *ledger.Feed
 	podGroups schedulinglisters.PodGroupLister
 	pods      cache.Indexer
 	// shares caches the queue tree and the deserved shares, which depend only on the Queues and
@@ -121,6 +121,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 		pods:      podInformer.GetIndexer(),
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
+	a.feed = ledger.NewFeed(a.ledger, listedGroups{podGroups: a.podGroups, pods: a.pods})
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.shares.invalidateTree() },
 		UpdateFunc: func(any, any) { a.shares.invalidateTree() },
@@ -129,50 +130,18 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	if err != nil {
 		return nil, err
 	}
-	a.ledger.MinMember = a.groupMinimum
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
-	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-				a.ledger.GroupAdded(pg.Namespace+"/"+pg.Name, a.groupQueue)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) { a.groupUpdated(oldObj, newObj) },
-		// A group deleted leaves its pods counted nowhere until it exists again (groupAdded).
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-				a.reobserveGroup(pg.Namespace, pg.Name)
-			}
-		},
-	})
+	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(a.feed.GroupHandlers())
 	if err != nil {
 		return nil, err
 	}
-	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    a.observePod,
-		UpdateFunc: func(_, obj any) { a.observePod(obj) },
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				a.ledger.Forget(pod.UID, pod)
-			}
-		},
-	})
+	podReg, err := podInformer.AddEventHandler(a.feed.PodHandlers())
 	if err != nil {
 		return nil, err
 	}
-	nodeReg, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.observeNode(obj, false) },
-		UpdateFunc: func(_, obj any) { a.observeNode(obj, false) },
-		DeleteFunc: func(obj any) { a.observeNode(obj, true) },
-	})
+	nodeReg, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(a.feed.NodeHandlers())
 	if err != nil {
 		return nil, err
 	}
@@ -195,80 +164,32 @@ func (a *accounts) serve(schedulerName string) {
 	}
 	for _, obj := range a.pods.List() {
 		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.SchedulerName == schedulerName {
-			a.observePod(pod)
+			a.feed.ObservePod(pod)
 		}
 	}
 }
 
-// groupUpdated follows a PodGroup's change in the ledger: a group moved to another queue takes
-// its pods' usage along, and a changed minimum changes which groups are short. It says whether
-// the change may let the group's pods go on. Doing it twice changes nothing (Queue's
-// podGroupChanged does it before it brings the pods back).
-func (a *accounts) groupUpdated(oldObj, newObj any) bool {
-	old, ok1 := oldObj.(*v1alpha1.PodGroup)
-	pg, ok2 := newObj.(*v1alpha1.PodGroup)
-	if !ok1 || !ok2 {
-		return false
-	}
-	changed := false
-	if old.Spec.Queue != pg.Spec.Queue {
-		a.reobserveGroup(pg.Namespace, pg.Name)
-		changed = true
-	}
-	if old.Spec.MinMember != pg.Spec.MinMember {
-		a.ledger.MinimumChanged(pg.Namespace + "/" + pg.Name)
-		changed = true
-	}
-	return changed || !equality.Semantic.DeepEqual(old.Spec.MinResources, pg.Spec.MinResources)
+// listedGroups are the PodGroups as the scheduler's informers show them.
+type listedGroups struct {
+	podGroups schedulinglisters.PodGroupLister
+	pods      cache.Indexer
 }
 
-// reobserveGroup records a group's pods again, with the group's queue as it is now.
-func (a *accounts) reobserveGroup(namespace, name string) {
-	objs, _ := a.pods.ByIndex(setup.PodGroupIndex, namespace+"/"+name)
+func (g listedGroups) Get(namespace, name string) *v1alpha1.PodGroup {
+	pg, err := g.podGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return pg
+}
+
+func (g listedGroups) PodsOf(namespace, name string) []*corev1.Pod {
+	objs, _ := g.pods.ByIndex(setup.PodGroupIndex, namespace+"/"+name)
+	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
-		a.observePod(obj)
+		if pod, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, pod)
+		}
 	}
-}
-
-func (a *accounts) observePod(obj any) {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		a.ledger.Observe(pod, a.groupQueue)
-	}
-}
-
-func (a *accounts) observeNode(obj any, deleted bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	node, ok := obj.(*corev1.Node)
-	if !ok {
-		return
-	}
-	if deleted {
-		a.ledger.SetNode(node.Name, nil)
-		return
-	}
-	a.ledger.SetNode(node.Name, node.Status.Allocatable)
-}
-
-// groupMinimum returns a group's minMember, 0 when it does not exist.
-func (a *accounts) groupMinimum(group string) int {
-	namespace, name, _ := cache.SplitMetaNamespaceKey(group)
-	pg, err := a.podGroups.PodGroups(namespace).Get(name)
-	if err != nil {
-		return 0
-	}
-	return int(pg.Spec.MinMember)
-}
-
-// groupQueue returns the queue of a PodGroup, "" when it does not exist.
-func (a *accounts) groupQueue(namespace, name string) string {
-	pg, err := a.podGroups.PodGroups(namespace).Get(name)
-	if err != nil {
-		return ""
-	}
-	if pg.Spec.Queue == "" {
-		return v1alpha1.DefaultQueue
-	}
-	return pg.Spec.Queue
+	return pods
 }

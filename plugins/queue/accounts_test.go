@@ -93,7 +93,7 @@ func TestProfilesShareOneLedger(t *testing.T) {
 		schedulerPod("dns", metav1.NamespaceSystem, "default-scheduler", 0),
 		schedulerPod("critical", "ns", "default-scheduler", 2000000000),
 	} {
-		tephra.observePod(pod)
+		tephra.feed.ObservePod(pod)
 	}
 	assert.Equal(t, quota.Amounts{gpu: 3}, tephra.ledger.View().Allocated[v1alpha1.DefaultQueue], "early, tephra and plain count; not another scheduler's pod nor system pods")
 	other := newScheduler(t)
@@ -147,23 +147,23 @@ func TestGroupUsageFollowsTheGroup(t *testing.T) {
 	for _, uid := range []string{"w0", "w1"} {
 		pod := ledgertest.Pod(uid, map[string]string{v1alpha1.PodGroupLabel: "train"}, "node", 1)
 		require.NoError(t, pods.Add(pod))
-		a.observePod(pod)
+		a.feed.ObservePod(pod)
 	}
 	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-a"])
 
 	moved := pg.DeepCopy()
 	moved.Spec.Queue = "team-b"
 	require.NoError(t, groups.Update(moved))
-	a.reobserveGroup("ns", "train")
+	a.feed.ReobserveGroup("ns", "train")
 	v := a.ledger.View()
 	assert.Empty(t, v.Allocated["team-a"], "the old queue is charged no more")
 	assert.Equal(t, quota.Amounts{gpu: 2}, v.Allocated["team-b"])
 
 	require.NoError(t, groups.Delete(moved))
-	a.reobserveGroup("ns", "train")
+	a.feed.ReobserveGroup("ns", "train")
 	assert.Empty(t, a.ledger.View().Allocated["team-b"], "a deleted group's pods count nowhere")
 	require.NoError(t, groups.Add(pg))
-	a.ledger.GroupAdded("ns/train", a.groupQueue)
+	a.ledger.GroupAdded("ns/train", a.feed.Queue)
 	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-a"], "recreated, it is resolved again")
 }
 

@@ -22,7 +22,7 @@ func (a *accounts) watchDevices(handle fwk.Handle) (func() bool, error) {
 	}
 	a.devices = d
 	a.ledger.Devices = d
-	d.Notify(func(pod *corev1.Pod) { a.ledger.Refresh(pod, a.groupQueue) }, a.ledger.SetDevices)
+	d.Notify(func(pod *corev1.Pod) { a.feed.RefreshPod(pod) }, a.ledger.SetDevices)
 	return d.HasSynced, nil
 }
 

@@ -254,7 +254,7 @@ func (q *Queue) queueAdded(obj any) {
 // follows the change first (its own handler may not have run yet).
 func (q *Queue) podGroupChanged(oldObj, newObj any) {
 	pg, ok := newObj.(*v1alpha1.PodGroup)
-	if !ok || !q.accounts.groupUpdated(oldObj, newObj) || !q.queueRunning.Load() {
+	if !ok || !q.accounts.feed.GroupUpdated(oldObj, newObj) || !q.queueRunning.Load() {
 		return
 	}
 	objs, err := q.accounts.pods.ByIndex(setup.PodGroupIndex, pg.Namespace+"/"+pg.Name)
@@ -440,7 +440,7 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	if _, known := q.ledger.Entry(pod.UID); !known {
 		// The scheduler's queue can hand out a pod before the ledger's handler has seen it; its
 		// own demand must count, or its queue would seem to deserve nothing.
-		q.ledger.Observe(pod, q.accounts.groupQueue)
+		q.accounts.feed.ObservePod(pod)
 	}
 	s := q.snapshotFor(pod)
 	leaf, why := s.tree.WorkloadQueue(w.queue)

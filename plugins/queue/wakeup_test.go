@@ -79,7 +79,7 @@ func TestAPodGroupMovedToAnotherQueueBringsItsPendingPodsBack(t *testing.T) {
 	require.NoError(t, groups.Add(pg))
 	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "", 1)
 	require.NoError(t, pods.Add(pod))
-	a.observePod(pod)
+	a.feed.ObservePod(pod)
 	require.Equal(t, quota.Amounts{gpu: 1}, a.ledger.View().Pending["team-a"])
 
 	moved := pg.DeepCopy()
