@@ -75,7 +75,7 @@ type fixture struct {
 	hidePods bool
 	// refuseGroups makes PodGroup creations fail as an apiserver that times out would.
 	refuseGroups bool
-	calls    []string
+	calls        []string
 }
 
 func newFixture(t *testing.T, objs ...client.Object) *fixture {
