@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -25,7 +26,7 @@ func testQueue(name, parent string, weight int32) *schedulingv1alpha1.Queue {
 
 func testPod(name string, labels map[string]string, node string, phase corev1.PodPhase, gpus int64) corev1.Pod {
 	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels, UID: types.UID("uid-" + name)},
 		Spec: corev1.PodSpec{
 			SchedulerName: schedulingv1alpha1.SchedulerName,
 			NodeName:      node,
@@ -192,7 +193,7 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 	assert.Equal(t, int64(12), a.Deserved["open"][gpu], "the only queue whose pods can run deserves the whole cluster")
 	assert.Zero(t, a.Deserved["closed"][gpu])
 	assert.Zero(t, a.Deserved["other"][gpu])
-	assert.Equal(t, int64(12), a.Pending["closed"][gpu], "what waits is still shown")
+	assert.Equal(t, int32(1), a.Workloads["closed"].Pending, "what waits is still counted")
 
 	// The group's third member arrives: it can run, and the queues share.
 	pods = append(pods, testPod("s2", map[string]string{schedulingv1alpha1.PodGroupLabel: "short"}, "", corev1.PodPending, 4))
@@ -201,39 +202,13 @@ func TestDemandIsWhatCanRunNow(t *testing.T) {
 	assert.Equal(t, int64(6), a.Deserved["other"][gpu])
 }
 
-// The memo gives a pod's requests again while its resourceVersion holds, without reading the pod
-// again, the new requests after a resize, and forgets pods a recount no longer sees.
-func TestRequestsMemo(t *testing.T) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", ResourceVersion: "1"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
-		}}}},
-	}
-	var m requestsMemo
-	assert.Equal(t, int64(2000), m.requests(pod)[corev1.ResourceCPU])
-	sameVersion := pod.DeepCopy()
-	sameVersion.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("5")
-	assert.Equal(t, int64(2000), m.requests(sameVersion)[corev1.ResourceCPU], "the same resourceVersion is not read again")
-
-	resized := pod.DeepCopy()
-	resized.ResourceVersion = "2"
-	resized.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
-	assert.Equal(t, int64(3000), m.requests(resized)[corev1.ResourceCPU], "a new resourceVersion is read again")
-
-	m.forgetUnseen()
-	assert.Len(t, m.pods, 1, "seen in this recount")
-	m.forgetUnseen()
-	assert.Empty(t, m.pods, "not seen in the next")
-}
-
-// Events wait Delay before the recount they ask for, or ten times the last recount when that is
-// longer: the recounts of a big cluster take at most about a tenth of a core.
-func TestBatchDelayGrowsWithTheRecount(t *testing.T) {
+// Events wait Delay before the status computation they ask for, or ten times the last one when
+// that is longer: computing the statuses of a big cluster takes at most about a tenth of a core.
+func TestBatchDelayGrowsWithTheComputation(t *testing.T) {
 	r := &Reconciler{Delay: 500 * time.Millisecond}
-	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "before any recount")
-	r.lastRecount.Store(int64(2 * time.Millisecond))
-	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "a small cluster's recount")
-	r.lastRecount.Store(int64(150 * time.Millisecond))
-	assert.Equal(t, 1500*time.Millisecond, r.batchDelay(), "a recount of 150 ms")
+	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "before any computation")
+	r.lastCompute.Store(int64(2 * time.Millisecond))
+	assert.Equal(t, 500*time.Millisecond, r.batchDelay(), "a small cluster's")
+	r.lastCompute.Store(int64(150 * time.Millisecond))
+	assert.Equal(t, 1500*time.Millisecond, r.batchDelay(), "one of 150 ms")
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -10,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/tephra-dev/tephra/controllers/whenserved"
+	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
@@ -50,6 +53,49 @@ func (d *cachedDevices) ResourceClaim(namespace, name string) *resourceapi.Resou
 
 func (d *cachedDevices) ResourceClaimTemplate(namespace, name string) *resourceapi.ResourceClaimTemplate {
 	return d.templates[types.NamespacedName{Namespace: namespace, Name: name}]
+}
+
+// liveDevices are the controller's Devices while resource.k8s.io/v1 is served: the inventory of
+// classes and slices, and the claims and templates as the manager's informers show them.
+type liveDevices struct {
+	*quota.DeviceInventory
+	claims, templates toolscache.Indexer
+	// changed says that classes, slices or claims changed since the ledger last charged devices.
+	changed atomic.Bool
+}
+
+var _ Devices = &liveDevices{}
+
+func (d *liveDevices) ResourceClaim(namespace, name string) *resourceapi.ResourceClaim {
+	obj, exists, err := d.claims.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	c, _ := obj.(*resourceapi.ResourceClaim)
+	return c
+}
+
+func (d *liveDevices) ResourceClaimTemplate(namespace, name string) *resourceapi.ResourceClaimTemplate {
+	obj, exists, err := d.templates.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	t, _ := obj.(*resourceapi.ResourceClaimTemplate)
+	return t
+}
+
+// refresh charges devices again once classes, slices or claims changed: the cluster's devices,
+// and every pod that uses claims (only those: a cluster without DRA workloads pays nothing).
+func (d *liveDevices) refresh(feed *ledger.Feed, pods toolscache.Indexer) {
+	if !d.changed.Swap(false) {
+		return
+	}
+	feed.Ledger().SetDevices(d.Total())
+	for _, obj := range pods.List() {
+		if pod, ok := obj.(*corev1.Pod); ok && usesClaims(pod) {
+			feed.RefreshPod(pod)
+		}
+	}
 }
 
 // usesClaims says whether a pod's charge reads ResourceClaims.
@@ -99,13 +145,12 @@ const devicesSyncTimeout = 2 * time.Minute
 
 // watchDevices makes the controller count devices once resource.k8s.io/v1 is served (a watch
 // on a kind that is not served would stop the manager): it feeds the inventory from the cache's
-// DeviceClass and ResourceSlice informers, and recounts the queues on any change of those and of
-// ResourceClaims' allocation or users. Served at start, the controller's first reconcile waits
-// for those informers like its others; served later (an apiserver restarted with another
-// --runtime-config), the leader adds the watches, and devices count from the recount after they
-// have synced.
+// DeviceClass and ResourceSlice informers, reads claims and templates from the cache's, and
+// charges devices again on any change of classes, slices and ResourceClaims' allocation or users.
+// Served at start, the controller's first reconcile waits for those informers like its others;
+// served later (an apiserver restarted with another --runtime-config), the leader adds the
+// watches, and devices count from the status computation after they have synced.
 func (r *Reconciler) watchDevices(mgr ctrl.Manager, c controller.Controller, enqueue batchingHandler, nudge chan<- event.GenericEvent) error {
-	inventory := quota.NewDeviceInventory()
 	// Setup runs now when the API is served, else later in the leader's recheck: then the
 	// controller runs already.
 	running := false
@@ -114,26 +159,56 @@ func (r *Reconciler) watchDevices(mgr ctrl.Manager, c controller.Controller, enq
 		Name: ControllerName + "-devices",
 		GVK:  resourceapi.SchemeGroupVersion.WithKind("ResourceSlice"),
 		Setup: func() error {
-			sources := deviceSources(mgr.GetCache(), inventory, enqueue)
+			d, err := newLiveDevices(mgr.GetCache())
+			if err != nil {
+				return err
+			}
+			sources := deviceSources(mgr.GetCache(), d, enqueue)
 			for _, s := range sources {
 				if err := c.Watch(s); err != nil {
 					return err
 				}
 			}
 			if !running {
-				r.devices.Store(inventory)
+				r.useDevices(d)
 				return nil
 			}
-			return r.enableDevicesLate(log, inventory, sources, nudge)
+			return r.enableDevicesLate(log, d, sources, nudge)
 		},
 	})
 	running = true
 	return err
 }
 
+func newLiveDevices(c cache.Cache) (*liveDevices, error) {
+	ctx := context.Background()
+	claims, err := c.GetInformer(ctx, &resourceapi.ResourceClaim{})
+	if err != nil {
+		return nil, err
+	}
+	templates, err := c.GetInformer(ctx, &resourceapi.ResourceClaimTemplate{})
+	if err != nil {
+		return nil, err
+	}
+	ci, ok1 := claims.(indexedInformer)
+	ti, ok2 := templates.(indexedInformer)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("the manager's informers keep no index")
+	}
+	return &liveDevices{DeviceInventory: quota.NewDeviceInventory(), claims: ci.GetIndexer(), templates: ti.GetIndexer()}, nil
+}
+
+// useDevices makes the ledger charge devices from now on, and the next status computation
+// charge the pods known already.
+func (r *Reconciler) useDevices(d *liveDevices) {
+	r.feed.Ledger().UseDevices(d)
+	d.changed.Store(true)
+	r.devices.Store(d)
+}
+
 // enableDevicesLate waits for watches added to the running controller to sync, then counts
-// devices from the next recount, which it asks for.
-func (r *Reconciler) enableDevicesLate(log logr.Logger, inventory *quota.DeviceInventory, sources []source.SyncingSource, nudge chan<- event.GenericEvent) error {
+// devices from the next status computation, which it asks for.
+func (r *Reconciler) enableDevicesLate(log logr.Logger, d *liveDevices, sources []source.SyncingSource, nudge chan<- event.GenericEvent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), devicesSyncTimeout)
 	defer cancel()
 	for _, s := range sources {
@@ -141,11 +216,11 @@ func (r *Reconciler) enableDevicesLate(log logr.Logger, inventory *quota.DeviceI
 			return fmt.Errorf("devices are not counted in the queues: %w", err)
 		}
 	}
-	r.devices.Store(inventory)
+	r.useDevices(d)
 	log.Info("queues count the devices of Dynamic Resource Allocation: resource.k8s.io/v1 is served now")
 	select {
 	case nudge <- event.GenericEvent{}:
-	default: // a recount is asked for already
+	default: // a status computation is asked for already
 	}
 	return nil
 }
@@ -153,9 +228,11 @@ func (r *Reconciler) enableDevicesLate(log logr.Logger, inventory *quota.DeviceI
 // deviceSources are the watches that keep the inventory and the queues' device accounting
 // current. The inventory's handlers update it before they ask for the recount, so the recount
 // sees the change.
-func deviceSources(c cache.Cache, inventory *quota.DeviceInventory, enqueue batchingHandler) []source.SyncingSource {
+func deviceSources(c cache.Cache, d *liveDevices, enqueue batchingHandler) []source.SyncingSource {
+	inventory := d.DeviceInventory
 	recount := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.AddAfter(allQueues, enqueue.delay())
+		d.changed.Store(true)
+		enqueue.add(q)
 	}
 	classes := handler.TypedFuncs[*resourceapi.DeviceClass, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.DeviceClass], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -185,26 +262,21 @@ func deviceSources(c cache.Cache, inventory *quota.DeviceInventory, enqueue batc
 			recount(q)
 		},
 	}
+	claims := handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			recount(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			recount(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			recount(q)
+		},
+	}
 	return []source.SyncingSource{
 		source.Kind(c, &resourceapi.DeviceClass{}, handler.TypedEventHandler[*resourceapi.DeviceClass, reconcile.Request](classes), classSpecChanged),
 		source.Kind(c, &resourceapi.ResourceSlice{}, handler.TypedEventHandler[*resourceapi.ResourceSlice, reconcile.Request](slices), sliceSpecChanged),
-		source.Kind(c, &resourceapi.ResourceClaim{}, handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request](enqueueTyped[*resourceapi.ResourceClaim](enqueue)), claimChargeChanged),
-	}
-}
-
-// enqueueTyped is the batching handler for a typed source.
-func enqueueTyped[T client.Object](h batchingHandler) handler.TypedFuncs[T, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(allQueues, h.delay()) }
-	return handler.TypedFuncs[T, reconcile.Request]{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
+		source.Kind(c, &resourceapi.ResourceClaim{}, handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request](claims), claimChargeChanged),
 	}
 }
 

@@ -154,7 +154,7 @@ func TestAccountChargesDevices(t *testing.T) {
 	assert.Equal(t, quota.Amounts{gpuDevices: 1, extendedGPU: 1, gpuMemory: 80 << 30}, a.Allocated["train"], "the shared claim is charged once")
 	assert.Equal(t, quota.Amounts{gpuDevices: 2, extendedGPU: 2, gpuMemory: 160 << 30}, a.Allocated["infer"], "the claim is charged its allocation")
 	assert.Equal(t, int64(3), a.Allocated["root"][gpuDevices])
-	assert.Equal(t, quota.Amounts{gpuDevices: 3, extendedGPU: 3, sharedDevices: 1}, a.Pending["infer"], "the pending claim is charged its requests")
+	assert.Equal(t, quota.Amounts{gpuDevices: 3, extendedGPU: 3, sharedDevices: 1}, a.Demand["infer"], "the pending claim is charged its requests")
 
 	// infer wants 5 GPUs, train holds 1: of 4, train deserves its 1, infer the other 3.
 	assert.Equal(t, int64(1), a.Deserved["train"][gpuDevices])
@@ -221,12 +221,12 @@ func TestAccountFromReadsClaimsAndTemplates(t *testing.T) {
 
 	a, _, err := AccountFrom(context.Background(), reader, tephraOnly, false, testInventory(t))
 	require.NoError(t, err)
-	assert.Equal(t, int64(3), a.Pending["default"][gpuDevices])
+	assert.Equal(t, int64(3), a.Demand["default"][gpuDevices])
 	assert.Equal(t, int64(4), a.Total[gpuDevices])
 
 	a, _, err = AccountFrom(context.Background(), reader, tephraOnly, false, nil)
 	require.NoError(t, err)
-	assert.Empty(t, a.Pending["default"], "no devices without an inventory")
+	assert.Empty(t, a.Demand["default"], "no devices without an inventory")
 }
 
 // A claim that several waiting pods of a queue name, reserved by none yet, is charged to each
@@ -240,5 +240,5 @@ func TestAccountCountsAClaimNamedByManyPodsOnce(t *testing.T) {
 	devices := &cachedDevices{DeviceInventory: testInventory(t), claims: map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ns", Name: "channel"}: channel}}
 	pods := []corev1.Pod{claimPod("r0", "train", "", "channel"), claimPod("r1", "train", "", "channel"), claimPod("r2", "train", "", "channel")}
 	a := Account(queues, pods, nil, nil, tephraOnly, devices)
-	assert.Equal(t, quota.Amounts{gpuDevices: 1, extendedGPU: 1}, a.Pending["train"])
+	assert.Equal(t, quota.Amounts{gpuDevices: 1, extendedGPU: 1}, a.Demand["train"])
 }

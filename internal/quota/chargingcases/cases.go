@@ -1,7 +1,8 @@
-// Package chargingcases holds the cases that tephra-scheduler's ledger (plugins/queue) and the
-// Queue controller's count (controllers/queue) are both tested over: the same pods, PodGroups and
-// nodes must give the same sums on both sides, because both apply quota.ChargeOf and one must
-// never wake or refuse pods on figures the other's status does not show.
+// Package chargingcases holds the cases that the ledger (internal/ledger), which tephra-scheduler
+// decides from, and the Queue controller's accounting (controllers/queue), which writes Queue
+// status, are both tested over: the same pods, PodGroups and nodes must give the same sums on
+// both sides, because one must never wake or refuse pods on figures the other's status does not
+// show.
 package chargingcases
 
 import (
@@ -25,8 +26,6 @@ type Case struct {
 	Total quota.Amounts
 	// Allocated are the requests placed, by leaf queue.
 	Allocated map[string]quota.Amounts
-	// Waiting are the requests that wait, gated or not (the Queue status's pending).
-	Waiting map[string]quota.Amounts
 	// Demand are the requests that wait and can run now: not gated, and of a group that has the
 	// members its minimum needs (every queue of a case admits its pods).
 	Demand map[string]quota.Amounts
@@ -52,7 +51,6 @@ func Cases() []Case {
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
 			Pods:      []corev1.Pod{pod("p1", "a", "", 2, onNode), pod("p2", "a", "", 3), pod("p3", "b", "", 1)},
 			Allocated: map[string]quota.Amounts{"a": cpu(2)},
-			Waiting:   map[string]quota.Amounts{"a": cpu(3), "b": cpu(1)},
 			Demand:    map[string]quota.Amounts{"a": cpu(3), "b": cpu(1)},
 		},
 		{
@@ -61,7 +59,6 @@ func Cases() []Case {
 			Groups:    []v1alpha1.PodGroup{group("g", "b", 1)},
 			Pods:      []corev1.Pod{pod("p1", "a", "g", 2, onNode), pod("p2", "a", "g", 2)},
 			Allocated: map[string]quota.Amounts{"b": cpu(2)},
-			Waiting:   map[string]quota.Amounts{"b": cpu(2)},
 			Demand:    map[string]quota.Amounts{"b": cpu(2)},
 		},
 		{
@@ -72,17 +69,15 @@ func Cases() []Case {
 		{
 			Name:   "a gated pod waits but asks for no room, and makes no member of its group",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
-			Groups:  []v1alpha1.PodGroup{group("g", "a", 2)},
-			Pods:    []corev1.Pod{pod("p1", "a", "g", 1), pod("p2", "a", "g", 1, gated), pod("p3", "b", "", 4, gated)},
-			Waiting: map[string]quota.Amounts{"a": cpu(2), "b": cpu(4)},
+			Groups: []v1alpha1.PodGroup{group("g", "a", 2)},
+			Pods:   []corev1.Pod{pod("p1", "a", "g", 1), pod("p2", "a", "g", 1, gated), pod("p3", "b", "", 4, gated)},
 		},
 		{
 			Name:   "a group with the members its minimum needs asks for room; one short of them does not",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
-			Groups:  []v1alpha1.PodGroup{group("whole", "a", 2), group("short", "b", 3)},
-			Pods:    []corev1.Pod{pod("w1", "a", "whole", 1), pod("w2", "a", "whole", 1), pod("s1", "b", "short", 2), pod("s2", "b", "short", 2)},
-			Waiting: map[string]quota.Amounts{"a": cpu(2), "b": cpu(4)},
-			Demand:  map[string]quota.Amounts{"a": cpu(2)},
+			Groups: []v1alpha1.PodGroup{group("whole", "a", 2), group("short", "b", 3)},
+			Pods:   []corev1.Pod{pod("w1", "a", "whole", 1), pod("w2", "a", "whole", 1), pod("s1", "b", "short", 2), pod("s2", "b", "short", 2)},
+			Demand: map[string]quota.Amounts{"a": cpu(2)},
 		},
 		{
 			Name:   "a pod going holds its room while on a node, and asks for none before",
