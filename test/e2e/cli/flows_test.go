@@ -69,8 +69,14 @@ func TestFlowCommands(t *testing.T) {
 	assert.Equal(t, map[string]any{"name": "nightly", "phase": "Failed", "flows": 4.0, "completed": 2.0, "failed": 1.0, "skipped": 1.0},
 		pick(rows[0], "name", "phase", "flows", "completed", "failed", "skipped"))
 
-	describe := normalize(mustRun(t, env, ns, "flow", "describe", "nightly"), ns, false)
-	before, events, found := strings.Cut(describe, "Events:")
+	// The recorder writes each event from a goroutine of its own after the creation it goes with.
+	var describe, before, events string
+	var found bool
+	framework.Eventually(t, 30*time.Second, "flow describe to list the CreatedJob events", func() (bool, string) {
+		describe = normalize(mustRun(t, env, ns, "flow", "describe", "nightly"), ns, false)
+		before, events, found = strings.Cut(describe, "Events:")
+		return found && strings.Contains(events, "CreatedJob"), describe
+	})
 	require.True(t, found, describe)
 	golden(t, "flow-describe", before)
 	assert.Contains(t, events, "CreatedJob")

@@ -60,8 +60,14 @@ func TestJobCommands(t *testing.T) {
 	// The job's PodGroup, named by the object it stands for, as kubectl get takes it.
 	settled(t, env, ns, "groups", "groups")
 
-	describe := mustRun(t, env, ns, "job", "describe", "tf-dist")
-	head, events, found := strings.Cut(describe, "Events:")
+	// The recorder writes each event from a goroutine of its own after the status it goes with.
+	var describe, head, events string
+	var found bool
+	framework.Eventually(t, 30*time.Second, "job describe to list the job's events", func() (bool, string) {
+		describe = mustRun(t, env, ns, "job", "describe", "tf-dist")
+		head, events, found = strings.Cut(describe, "Events:")
+		return found && strings.Contains(events, "PhaseChanged") && strings.Contains(events, "created PodGroup tf-dist: minMember 3"), describe
+	})
 	require.True(t, found, "describe lists events: %s", describe)
 	assert.Contains(t, events, "PhaseChanged")
 	assert.Contains(t, events, "created PodGroup tf-dist: minMember 3")

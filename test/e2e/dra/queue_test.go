@@ -275,13 +275,22 @@ func TestDeviceReclaimSplitsEvenly(t *testing.T) {
 			return framework.AmountOf(q.Status.Allocated, devicesOf(class)) == 4 && framework.AmountOf(q.Status.Deserved, devicesOf(class)) == 4
 		})
 	}
+	// The recorder writes each Reclaimed event from a goroutine of its own after the eviction.
 	reclaimed := 0
-	events, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, e := range events.Items {
-		if e.Reason == "Reclaimed" {
-			reclaimed++
+	framework.Eventually(t, 30*time.Second, "4 Reclaimed events", func() (bool, string) {
+		events, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		reclaimed = 0
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason == "Reclaimed" {
+				reclaimed++
+				notes = append(notes, e.Regarding.Name+": "+e.Note)
+			}
+		}
+		return reclaimed >= 4, fmt.Sprint(notes)
+	})
 	assert.Equal(t, 4, reclaimed, "exactly 4 of A's pods were reclaimed")
 }

@@ -75,7 +75,8 @@ func backfillAReservation(t *testing.T, c *cluster, sla, reserved string) {
 		return false, nil
 	})
 	require.NoError(t, err, "the pod without an estimate says why it waits beside a free GPU")
-	assert.Contains(t, c.env.Events(c.ns, "big"), fmt.Sprintf("Backfilled: pod %s/short runs on reserved node", c.ns), "the gang's events name the pod in its hole")
+	// The gang's events name the pod in its hole; the recorder writes the event after the bind.
+	framework.WaitEventOnAny(t, c.env, c.ns, []string{"big"}, fmt.Sprintf("Backfilled: pod %s/short runs on reserved node", c.ns))
 
 	c.waitBound(t, map[string]int{"big": 4}, 2*time.Minute)
 	pods, err := c.env.Kube.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})

@@ -239,6 +239,34 @@ func (c *cluster) evictions(t *testing.T) int {
 	return n
 }
 
+// waitEvictions counts the Preempted and Reclaimed events in the namespace once there are n of
+// them, or once 30 s have passed, failing the test then with those there are; the caller asserts
+// the count. The recorder writes each event from a goroutine of its own after the eviction it goes
+// with, so a test that saw the pods go may list the events before the last of them is there.
+func (c *cluster) waitEvictions(t *testing.T, n int) int {
+	t.Helper()
+	got := 0
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := c.env.Kube.EventsV1().Events(c.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got, seen = 0, nil
+		for _, e := range events.Items {
+			if e.Reason == "Preempted" || e.Reason == "Reclaimed" {
+				got++
+				seen = append(seen, fmt.Sprintf("%s %s: %s", e.Regarding.Name, e.Reason, e.Note))
+			}
+		}
+		return got >= n, nil
+	})
+	if err != nil {
+		t.Errorf("waited 30s for %d Preempted or Reclaimed events, saw %d: %v", n, got, seen)
+	}
+	return got
+}
+
 // watchMinimum samples the jobs' bound pods until stopped and records the lowest count of each.
 func (c *cluster) watchMinimum(jobs ...string) (stop func() map[string]int) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -313,7 +341,7 @@ func TestMinimumPreemptsElasticPodsInQueue(t *testing.T) {
 	stopJ2 := c.job(t, "j2", c.q1, 5, 5)
 	c.waitBound(t, map[string]int{"j1": 5, "j2": 5}, time.Minute)
 	c.holdBound(t, map[string]int{"j1": 5, "j2": 5}, 5*time.Second)
-	assert.Equal(t, 5, c.evictions(t), "exactly the 5 GPUs j2's minimum needs were freed")
+	assert.Equal(t, 5, c.waitEvictions(t, 5), "exactly the 5 GPUs j2's minimum needs were freed")
 	assert.GreaterOrEqual(t, lowest()["j1"], 5, "j1's minimum was never touched")
 
 	c.finish(t, "j2", stopJ2)
@@ -332,7 +360,7 @@ func TestReclaimTakesElasticPodsFirst(t *testing.T) {
 	stopJ3 := c.job(t, "j3", c.q2, 5, 5)
 	c.waitBound(t, map[string]int{"j1": 5, "j3": 5}, time.Minute)
 	c.holdBound(t, map[string]int{"j1": 5, "j3": 5}, 5*time.Second)
-	assert.Equal(t, 5, c.evictions(t), "q2 reclaimed exactly its deserved 5")
+	assert.Equal(t, 5, c.waitEvictions(t, 5), "q2 reclaimed exactly its deserved 5")
 	assert.GreaterOrEqual(t, lowest()["j1"], 5, "j1's minimum was never touched")
 
 	c.finish(t, "j3", stopJ3)

@@ -31,7 +31,7 @@ func TestGangPreemptsOnlyWhatItsMinimumNeeds(t *testing.T) {
 	c.job(t, "high", c.q1, 2, 4)
 	c.waitBound(t, map[string]int{"low": 2, "high": 2}, time.Minute)
 	c.holdBound(t, map[string]int{"low": 2, "high": 2}, 10*time.Second)
-	assert.Equal(t, 2, c.evictions(t), "exactly the 2 GPUs the high job's minimum needs were freed")
+	assert.Equal(t, 2, c.waitEvictions(t, 2), "exactly the 2 GPUs the high job's minimum needs were freed")
 	assert.GreaterOrEqual(t, lowest()["low"], 2, "the low job's minimum was never broken")
 }
 
@@ -50,5 +50,5 @@ func TestOneVictimGangForAWholeGang(t *testing.T) {
 	got, err := c.bound(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 2, got["v1"]+got["v2"], "one victim gang keeps running (bound: %v)", got)
-	assert.Equal(t, 2, c.evictions(t), "exactly one gang of 2 was evicted")
+	assert.Equal(t, 2, c.waitEvictions(t, 2), "exactly one gang of 2 was evicted")
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
 // 6. Starvation: on 8 GPUs, a stream of one-GPU jobs (20 s each, a new one every 2 s) keeps the
@@ -62,7 +63,8 @@ func TestSLAEndsStarvation(t *testing.T) {
 	assert.Greater(t, started, 25*time.Second, "the gang started before its SLA ran out: the stream did not keep the cluster busy")
 	assert.Less(t, started, 55*time.Second, "the SLA (30 s) plus the longest small job (20 s), and a few seconds for simulated pods to end and start")
 
-	assert.Contains(t, c.env.Events(c.ns, "urgent"), "Reserved: the group has waited", "an event says which nodes were reserved")
+	// An event says which nodes were reserved; the recorder writes it after the reservation.
+	framework.WaitEventOnAny(t, c.env, c.ns, []string{"urgent"}, "Reserved: the group has waited")
 	metrics, err := c.env.Cluster.SchedulerMetrics(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, metrics, "tephra_gang_reservations")

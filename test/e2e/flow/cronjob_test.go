@@ -68,7 +68,7 @@ func TestCronJobForbidSkipsWhileARunIsActive(t *testing.T) {
 	assert.True(t, got.Status.LastScheduleTime.Time.Equal(first.Add(2*time.Minute)), "last schedule %s", got.Status.LastScheduleTime)
 	require.NotNil(t, got.Status.LastSuccessfulTime)
 	assert.Equal(t, []string{"Created job " + name(first), "Created job " + name(first.Add(2*time.Minute))},
-		eventNotes(t, env, ns, cj.Name, "SuccessfulCreate"))
+		waitEventNotes(t, env, ns, cj.Name, "SuccessfulCreate", 2))
 	job, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(context.Background(), name(first), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.True(t, metav1.IsControlledBy(job, got))

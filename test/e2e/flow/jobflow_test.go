@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func TestFlowRunsInDependencyOrder(t *testing.T) {
 	assert.Equal(t, []string{"diamond-a", "diamond-b", "diamond-c", "diamond-d"}, jf.Status.CompletedJobs)
 	assert.Equal(t, "Skipped", jf.Status.JobStatusList[4].State)
 	assert.Equal(t, "flow b's job is Completed, not Failed", jf.Status.JobStatusList[4].Message)
-	assert.Len(t, eventNotes(t, env, ns, "diamond", "CreatedJob"), 4)
+	assert.Len(t, waitEventNotes(t, env, ns, "diamond", "CreatedJob", 4), 4)
 	waitMetric(t, env, `tephra_jobflows\{phase="Succeed"\} [1-9]`)
 
 	require.NoError(t, env.Tephra.BatchV1alpha1().JobFlows(ns).Delete(context.Background(), "diamond", metav1.DeleteOptions{}))
@@ -133,7 +134,8 @@ func TestAFailureRunsTheCleanupBranch(t *testing.T) {
 	assert.Equal(t, "flow b's job is Failed, not Completed", states["d"].Message)
 	assert.Equal(t, []string{"broken-b"}, jf.Status.FailedJobs)
 	assert.Equal(t, "nothing more will start, and jobs did not complete: broken-b (Failed)", jf.Status.State.Message)
-	assert.Contains(t, env.Events(ns, "broken"), "PhaseChanged: phase Failed")
+	// The event of the phase is written after the status that waitFlow saw.
+	framework.WaitEventOnAny(t, env, ns, []string{"broken"}, "PhaseChanged: phase Failed")
 
 	require.NoError(t, env.Tephra.BatchV1alpha1().JobFlows(ns).Delete(context.Background(), "broken", metav1.DeleteOptions{}))
 	framework.Eventually(t, time.Minute, "the jobflow and its jobs gone", func() (bool, string) {
@@ -201,7 +203,7 @@ func TestKillingTheControllersMidFlowCreatesNoJobTwice(t *testing.T) {
 		assert.Equal(t, uid, jobs[flow].UID, "job %s is the one created before the kill", flow)
 	}
 	assert.Equal(t, []string{"created job chain-a from JobTemplate a", "created job chain-b from JobTemplate b", "created job chain-c from JobTemplate c"},
-		eventNotes(t, env, ns, "chain", "CreatedJob"))
+		waitEventNotes(t, env, ns, "chain", "CreatedJob", 3))
 	assertAfter(t, jf, jobs, "c", "b")
 }
 
@@ -286,11 +288,14 @@ func TestPipelineExample(t *testing.T) {
 	require.NotNil(t, evaluate)
 	createFlow(t, env, ns, jf)
 
-	framework.Eventually(t, 2*time.Minute, "evaluate waiting for its template", func() (bool, string) {
+	// The status, and the event saying the same, which the recorder writes after it.
+	missing := "FailedCreate: flow evaluate: JobTemplate " + ns + "/evaluate not found"
+	framework.Eventually(t, 2*time.Minute, "evaluate waiting for its template, and an event saying so", func() (bool, string) {
 		jf := getFlow(t, env, ns, "pipeline")
+		events := env.Events(ns, "pipeline")
 		for _, c := range jf.Status.Conditions {
 			if c.Type == "TemplatesFound" && c.Status == metav1.ConditionFalse {
-				return true, c.Message
+				return strings.Contains(events, missing), c.Message + "; events: " + events
 			}
 		}
 		return false, describeFlow(jf)
@@ -298,7 +303,7 @@ func TestPipelineExample(t *testing.T) {
 	waiting := getFlow(t, env, ns, "pipeline")
 	assert.Equal(t, batchv1alpha1.FlowRunning, waiting.Status.State.Phase)
 	assert.Contains(t, waiting.Status.JobStatusList[2].Message, "JobTemplate "+ns+"/evaluate not found")
-	assert.Contains(t, env.Events(ns, "pipeline"), "FailedCreate: flow evaluate: JobTemplate "+ns+"/evaluate not found")
+	assert.Contains(t, env.Events(ns, "pipeline"), missing)
 
 	_, err := env.Tephra.BatchV1alpha1().JobTemplates(ns).Create(context.Background(), evaluate, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -141,6 +142,20 @@ func eventNotes(t *testing.T, env *framework.Env, ns, name, reason string) []str
 	}
 	sort.Strings(out)
 	return out
+}
+
+// waitEventNotes lists the notes of the events of a reason on an object once there are n of
+// them, or once 30 s have passed; the caller asserts them. A recorder writes each event from a
+// goroutine of its own after the status or creation it goes with, so a test that saw the status
+// may list the events before the last of them is there.
+func waitEventNotes(t *testing.T, env *framework.Env, ns, name, reason string, n int) []string {
+	t.Helper()
+	var notes []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		notes = eventNotes(t, env, ns, name, reason)
+		return len(notes) >= n, nil
+	})
+	return notes
 }
 
 // loadExample reads the documents of an example of manifests/examples.

@@ -63,14 +63,21 @@ func TestTephraSchedulerBindsAndRunsPod(t *testing.T) {
 	})
 	assert.True(t, strings.HasPrefix(pod.Spec.NodeName, "foundation-"), "bound to a simulated node, got %q", pod.Spec.NodeName)
 
-	events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=hello"})
-	require.NoError(t, err)
+	// The recorder writes the Scheduled event from a goroutine of its own after the bind.
 	var scheduledBy []string
-	for _, ev := range events.Items {
-		if ev.Reason == "Scheduled" {
-			scheduledBy = append(scheduledBy, ev.ReportingController)
+	framework.Eventually(t, 30*time.Second, "a Scheduled event", func() (bool, string) {
+		events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=hello"})
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		scheduledBy = nil
+		for _, ev := range events.Items {
+			if ev.Reason == "Scheduled" {
+				scheduledBy = append(scheduledBy, ev.ReportingController)
+			}
+		}
+		return len(scheduledBy) > 0, env.Events(ns, "hello")
+	})
 	assert.Equal(t, []string{schedulingv1alpha1.SchedulerName}, scheduledBy, "the Scheduled event comes from tephra-scheduler")
 }
 

@@ -2,7 +2,6 @@ package gang
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -108,9 +107,9 @@ func TestBindFailureOfOneMemberLeavesNoPartialGang(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pod.Spec.NodeName, "bf-2's binding is denied")
 	if everBound {
-		// Members that bound before bf-2's bind failed were rolled back, and the group says so.
-		events := env.Events(ns, "bf")
-		require.True(t, strings.Contains(events, "GangAttemptRolledBack"), "events of the PodGroup: %s", events)
+		// Members that bound before bf-2's bind failed were rolled back, and the group says so
+		// (its event written after the rollback).
+		framework.WaitEventOnAny(t, env, ns, []string{"bf"}, "GangAttemptRolledBack")
 	}
 }
 

@@ -242,18 +242,30 @@ func TestGangStartsAfterMovablePodsAreMoved(t *testing.T) {
 		assert.False(t, gangNodes[pod.Spec.NodeName], "pod %s runs on %s, off the gang's nodes", pod.Name, pod.Spec.NodeName)
 	}
 
-	events := p.env.Events(p.ns, "wide")
-	assert.Contains(t, events, fmt.Sprintf("Consolidating: the minimum of pod group %s/wide fits in the cluster's free capacity but on no set of nodes; moving 8 pods", p.ns))
-	moved := 0
-	list, err := p.env.Kube.CoreV1().Events(p.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + schedulingv1alpha1.ReasonMovedForGang})
-	require.NoError(t, err)
-	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == "Pod" && p.movableUIDs[e.InvolvedObject.UID] {
-			moved++
-			assert.Contains(t, e.Message, fmt.Sprintf("evicted to make room for pod group %s/wide, which fits in the cluster's free capacity but on no set of nodes; the pod declared itself movable", p.ns))
+	// The recorder writes each event from a goroutine of its own after the eviction or status it
+	// goes with: wait for the group's and the 8 moved pods' before checking them.
+	consolidating := fmt.Sprintf("Consolidating: the minimum of pod group %s/wide fits in the cluster's free capacity but on no set of nodes; moving 8 pods", p.ns)
+	var events string
+	var moves []corev1.Event
+	framework.Eventually(t, 30*time.Second, "the Consolidating event and 8 "+schedulingv1alpha1.ReasonMovedForGang+" events", func() (bool, string) {
+		events = p.env.Events(p.ns, "wide")
+		list, err := p.env.Kube.CoreV1().Events(p.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + schedulingv1alpha1.ReasonMovedForGang})
+		if err != nil {
+			return false, err.Error()
 		}
+		moves = nil
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == "Pod" && p.movableUIDs[e.InvolvedObject.UID] {
+				moves = append(moves, e)
+			}
+		}
+		return strings.Contains(events, consolidating) && len(moves) >= 8, fmt.Sprintf("%d moved pods' events; the group's: %s", len(moves), events)
+	})
+	assert.Contains(t, events, consolidating)
+	for _, e := range moves {
+		assert.Contains(t, e.Message, fmt.Sprintf("evicted to make room for pod group %s/wide, which fits in the cluster's free capacity but on no set of nodes; the pod declared itself movable", p.ns))
 	}
-	assert.Equal(t, 8, moved, "each moved pod has an event saying why")
+	assert.Equal(t, 8, len(moves), "each moved pod has an event saying why")
 	assert.Equal(t, before+8, declaredMoves(t, p.env), "tephra_consolidation_moves_total counts the moves")
 }
 

@@ -100,12 +100,19 @@ func TestBigGangIsTriedByItsPilotAlone(t *testing.T) {
 	for pilot, msg := range refused {
 		assert.Contains(t, msg, "NotEnoughResources", "the pilot %s says why", pilot)
 	}
-	events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
-	require.NoError(t, err)
-	failed := map[string]bool{}
-	for _, e := range events.Items {
-		failed[e.Regarding.Name] = true
-	}
+	// The pilot's event is written from a goroutine of its own after its status: wait for it.
+	var failed map[string]bool
+	framework.Eventually(t, 30*time.Second, "a FailedScheduling event", func() (bool, string) {
+		events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+		if err != nil {
+			return false, err.Error()
+		}
+		failed = map[string]bool{}
+		for _, e := range events.Items {
+			failed[e.Regarding.Name] = true
+		}
+		return len(failed) >= 1, fmt.Sprint(failed)
+	})
 	assert.Equal(t, 1, len(failed), "FailedScheduling events for the pilot alone")
 	assert.Equal(t, 0, boundPods(t, env, ns))
 

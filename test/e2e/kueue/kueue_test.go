@@ -269,7 +269,8 @@ func TestKueuePreemptionSuspendsTheJobAndFreesItsPodsWhole(t *testing.T) {
 	})
 	lowNow := env.GetJob(t, ns, "low")
 	require.True(t, ptr.Deref(lowNow.Spec.Suspend, false), "Kueue's preemption suspends the job")
-	require.Contains(t, env.Events(ns, "low"), "Kueue evicted Workload")
+	// Kueue's event is written after the eviction it goes with.
+	framework.WaitEventOnAny(t, env, ns, []string{"low"}, "Kueue evicted Workload")
 	wl := workloadOf(t, ns, low)
 	reserved, _, _ := framework.Condition(wl, "QuotaReserved")
 	require.Equal(t, "False", reserved, "the preempted Workload's quota is released")

@@ -261,7 +261,8 @@ func TestAJobRunsOnTheWorkerWithRoomAndGoesWithTheManagersCopy(t *testing.T) {
 	require.NoError(t, err)
 	cluster, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")
 	require.Equal(t, "worker-2", cluster)
-	require.Contains(t, envs["manager"].Events(ns, "train"), "runs the job on worker cluster worker-2")
+	// The event is written after the status it goes with.
+	framework.WaitEventOnAny(t, envs["manager"], ns, []string{"train"}, "runs the job on worker cluster worker-2")
 	framework.Eventually(t, time.Minute, "the worker's Workload to be the worker's job's", func() (bool, string) {
 		remoteWl, err := dyns["worker-2"].Resource(workloads).Namespace(ns).Get(context.Background(), wl.GetName(), metav1.GetOptions{})
 		if err != nil {
@@ -348,7 +349,8 @@ func TestAJobOfALostWorkerRunsOnTheOther(t *testing.T) {
 
 	waitRunsOn(t, "resilient", "worker-1", 4, workerLostTimeout+3*time.Minute)
 	t.Logf("ran again on worker-1 %v after worker-2's apiserver stopped (workerLostTimeout %v)", time.Since(lost).Round(time.Second), workerLostTimeout)
-	require.Contains(t, envs["manager"].Events(ns, "resilient"), "Kueue evicted Workload")
+	// Kueue's event is written after the eviction it goes with.
+	framework.WaitEventOnAny(t, envs["manager"], ns, []string{"resilient"}, "Kueue evicted Workload")
 	wl, err := managerWorkload(t, jobOn(t, "manager", "resilient"))
 	require.NoError(t, err)
 	cluster, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")

@@ -113,7 +113,11 @@ func preemptWithinAQueue(t *testing.T, name string, rounds int, othersWait bool)
 			}
 			assert.Zero(t, evictionsOf(t, env, ns, "j2"), "no pod of queue %s was preempted", q2)
 			// The wake-up check sees j3's preemptor and its bind (it is no check if it cannot).
-			assert.NotEmpty(t, framework.LatePreemptors(env, ns, 0), "a preemptor bound after its victims' eviction")
+			// The victims' events are written each from a goroutine of its own after the eviction.
+			framework.Eventually(t, 30*time.Second, "a preemptor bound after its victims' eviction", func() (bool, string) {
+				late := framework.LatePreemptors(env, ns, 0)
+				return len(late) > 0, fmt.Sprint(late)
+			})
 			// The next round gets the pool empty.
 			deleteJobs(t, env, ns, jobs...)
 		}) {

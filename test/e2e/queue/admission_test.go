@@ -268,6 +268,7 @@ func TestInQueuePreemption(t *testing.T) {
 	framework.HoldBound(t, env, ns, map[string]int{"prio-a": 2, "prio-b": 2}, 5*time.Second)
 	assert.Equal(t, 2, livePods(t, env, ns, "prio-b"), "no pod of the other queue was preempted")
 	assert.Equal(t, 2, livePods(t, env, ns, "prio-a"), "exactly one low-priority pod of the queue was preempted")
+	waitEvents(t, env, ns, "Preempted", 1)
 	assert.Contains(t, eventsOfAll(t, env, ns, "Preempted"), `of higher priority in queue "prio-a"`)
 }
 

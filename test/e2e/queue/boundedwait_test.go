@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/utils/ptr"
 
@@ -75,14 +73,7 @@ func TestAQueueBelowItsShareReachesItWithinThePatienceLimit(t *testing.T) {
 	t.Logf("bound-b reached its share of 8 units %v after it asked (patience alone: %v)", waited.Round(time.Second), patienceAlone)
 	assert.Less(t, waited, limit+slack)
 
-	events, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	var reclaimed []string
-	for _, e := range events.Items {
-		if e.Reason == "Reclaimed" {
-			reclaimed = append(reclaimed, e.Note)
-		}
-	}
-	require.Len(t, reclaimed, 1, "one of bound-a's pods makes room for bound-b's share")
-	assert.Contains(t, reclaimed[0], "its queue's reclaim patience limit, so patience no longer spared the jobs it reclaims")
+	// One of bound-a's pods makes room for bound-b's share.
+	reclaimed := reclaimedEvent(t, env, ns)
+	assert.Contains(t, reclaimed.Note, "its queue's reclaim patience limit, so patience no longer spared the jobs it reclaims")
 }

@@ -70,7 +70,7 @@ func TestReclaimDrainHoldsTheNodeWhilePatienceWaits(t *testing.T) {
 	whole, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), "whole-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, node, whole.Spec.NodeName, "the pod runs on the node it held")
-	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"), "only the pod left on the held node is reclaimed")
+	assert.Equal(t, 1, waitEvents(t, env, ns, "Reclaimed", 1), "only the pod left on the held node is reclaimed")
 }
 
 // scheduledMessage is a pod's PodScheduled message.

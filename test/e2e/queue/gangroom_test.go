@@ -64,5 +64,5 @@ func TestAGangEvictsNothingUntilItsWholeMinimumCanHaveRoom(t *testing.T) {
 	assert.Zero(t, countEvents(t, env, ns, "Reclaimed"), "nothing is evicted while the gang's minimum cannot all have room")
 
 	framework.WaitBound(t, env, ns, map[string]int{"gangroom-hog": 2, "gangroom-gang": 2}, gangRoomOldRan+30*time.Second)
-	assert.Equal(t, 2, countEvents(t, env, ns, "Reclaimed"), "two of the hog's pods make room for the gang")
+	assert.Equal(t, 2, waitEvents(t, env, ns, "Reclaimed", 2), "two of the hog's pods make room for the gang")
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/localcluster"
@@ -151,6 +152,23 @@ func countEvents(t *testing.T, env *framework.Env, ns, reason string) int {
 		}
 	}
 	return n
+}
+
+// waitEvents counts the events with a reason in a namespace once there are n of them, or once
+// 30 s have passed, failing the test then with those there are; the caller asserts the count. The
+// recorder writes each event from a goroutine of its own after the eviction it goes with, so a
+// test that saw the pods move may list the events before the last of them is there.
+func waitEvents(t *testing.T, env *framework.Env, ns, reason string, n int) int {
+	t.Helper()
+	got := 0
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got = countEvents(t, env, ns, reason)
+		return got >= n, nil
+	})
+	if err != nil {
+		t.Errorf("waited 30s for %d %s events, saw %d:\n%s", n, reason, got, eventsOfAll(t, env, ns, reason))
+	}
+	return got
 }
 
 // pendingMessage returns the PodScheduled message of a pod of the queue that is not bound (ok

@@ -57,6 +57,7 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 	// Then young's pod goes, and the waiting pod binds without waiting for the periodic flush of
 	// unschedulable pods (5 minutes).
 	framework.WaitBound(t, env, ns, map[string]int{"minrun-waiting": 2, "minrun-old": 1, "minrun-young": 1}, youngFor+30*time.Second)
+	waitEvents(t, env, ns, "Reclaimed", 2)
 	events, err := env.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, e := range events.Items {

@@ -65,7 +65,7 @@ func TestAJobStartedByReclaimIsNotReclaimedBeforeItPaysBack(t *testing.T) {
 	}
 	// Then pay-c reclaims pay-b, woken by no event: no pod changes meanwhile.
 	framework.WaitBound(t, env, ns, map[string]int{"pay-a": 1, "pay-b": 0, "pay-c": 1}, 30*time.Second)
-	assert.Equal(t, 2, countEvents(t, env, ns, "Reclaimed"), "one of pay-a's pods, then pay-b")
+	assert.Equal(t, 2, waitEvents(t, env, ns, "Reclaimed", 2), "one of pay-a's pods, then pay-b")
 }
 
 // startedAt waits for a pod's start time.

@@ -61,7 +61,7 @@ func TestReclaimWaitsAsLongAsTheVictimRanAndRestartsAJobOnlyUpToTheLimit(t *test
 	}
 	// Then it reclaims, woken by no event: the Job's pods do not change.
 	framework.WaitBound(t, env, ns, map[string]int{"cost-hog": 3, "cost-waiting": 1}, hogRan+30*time.Second)
-	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"))
+	assert.Equal(t, 1, waitEvents(t, env, ns, "Reclaimed", 1))
 
 	// The queue is still below its share of 2, but the Job has been reclaimed once.
 	submit(t, env, ns, 1, "second", workPod{queue: "cost-waiting", res: gpu, amount: 1, pool: pool})

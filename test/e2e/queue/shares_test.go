@@ -32,7 +32,7 @@ func TestReclaimSplitsEvenly(t *testing.T) {
 	framework.HoldBound(t, env, ns, map[string]int{"even-a": 5, "even-b": 5}, 10*time.Second)
 
 	assert.Equal(t, 5, livePods(t, env, ns, "even-a"), "exactly 5 of A's pods were evicted")
-	assert.Equal(t, 5, countEvents(t, env, ns, "Reclaimed"), "one Reclaimed event per evicted pod")
+	assert.Equal(t, 5, waitEvents(t, env, ns, "Reclaimed", 5), "one Reclaimed event per evicted pod")
 	assert.Contains(t, env.Events(ns, "a-0")+env.Events(ns, "a-9")+eventsOfAll(t, env, ns, "Reclaimed"), `Reclaimed by queue "even-b"`)
 	for _, name := range []string{"even-a", "even-b"} {
 		framework.WaitQueueStatus(t, env, name, 30*time.Second, "allocated and deserved 5 GPUs", func(q *schedulingv1alpha1.Queue) bool {
@@ -88,7 +88,7 @@ func TestHierarchicalShares(t *testing.T) {
 	require.NoError(t, err)
 	framework.WaitBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 90*time.Second)
 	framework.HoldBound(t, env, ns, map[string]int{"tree-train": 4, "tree-infer": 2, "tree-research": 6}, 10*time.Second)
-	assert.Equal(t, 3, countEvents(t, env, ns, "Reclaimed")-reclaimedBefore, "research reclaimed exactly the 3 GPUs it was owed")
+	assert.Equal(t, 3, waitEvents(t, env, ns, "Reclaimed", reclaimedBefore+3)-reclaimedBefore, "research reclaimed exactly the 3 GPUs it was owed")
 }
 
 // A queue with a guarantee is reclaimed down to it and no further; a non-reclaimable queue is

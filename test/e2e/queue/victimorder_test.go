@@ -60,5 +60,5 @@ func TestReclaimTakesElasticPodsAndYoungJobsBeforeOldOnes(t *testing.T) {
 	assert.True(t, running["old-0"], "the old pod runs on: %v", running)
 	assert.False(t, running["young-0"], "the young pod was reclaimed: %v", running)
 	assert.True(t, running["elastic-0"] != running["elastic-1"], "the elastic job keeps its minimum of one pod and loses the other: %v", running)
-	assert.Equal(t, 2, countEvents(t, env, ns, "Reclaimed"), "two pods were reclaimed")
+	assert.Equal(t, 2, waitEvents(t, env, ns, "Reclaimed", 2), "two pods were reclaimed")
 }

@@ -44,5 +44,5 @@ func TestReclaimWithWholePodsConverges(t *testing.T) {
 	got, err := framework.BoundByQueue(t.Context(), env, ns)
 	assert.NoError(t, err)
 	framework.HoldBound(t, env, ns, got, 60*time.Second)
-	assert.Equal(t, 1, countEvents(t, env, ns, "Reclaimed"), "one pod reclaimed, and none since")
+	assert.Equal(t, 1, waitEvents(t, env, ns, "Reclaimed", 1), "one pod reclaimed, and none since")
 }

@@ -2,7 +2,9 @@ package replacedefault
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,12 +131,20 @@ func TestPlainPodPreemptsLowerPriority(t *testing.T) {
 	waitGone(t, env, ns, "low-0")
 	waitGone(t, env, ns, "low-1")
 	waitBound(t, env, ns, "high")
-	events, err := env.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
-	require.NoError(t, err)
-	victims := map[string]bool{}
-	for _, e := range events.Items {
-		victims[e.InvolvedObject.Name] = true
-	}
+	// The recorder writes each victim's Preempted event from a goroutine of its own after the
+	// eviction, maybe after the victims are gone: wait for both before checking them.
+	var victims map[string]bool
+	framework.Eventually(t, 30*time.Second, "Preempted events on 2 victims", func() (bool, string) {
+		events, err := env.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Preempted"})
+		if err != nil {
+			return false, err.Error()
+		}
+		victims = map[string]bool{}
+		for _, e := range events.Items {
+			victims[e.InvolvedObject.Name] = true
+		}
+		return len(victims) >= 2, fmt.Sprint(victims)
+	})
 	assert.Equal(t, map[string]bool{"low-0": true, "low-1": true}, victims, "each victim, and only they, are told they were preempted")
 	pod, err := env.Kube.CoreV1().Pods(ns).Get(context.Background(), "equal", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -309,15 +309,27 @@ func TestUpstreamGangPreemptsAndBindsWhole(t *testing.T) {
 		}
 		return bound == 3, fmt.Sprintf("%d of 3 bound", bound)
 	})
-	events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	preempted := map[string]bool{}
-	for _, e := range events.Items {
-		if e.Reason == "Preempted" {
-			preempted[e.Regarding.Name] = true
-			// TephraQueue's words, not DefaultPreemption's: the queues' rules chose the victims.
-			assert.Contains(t, e.Note, `of higher priority in queue "default"`)
+	// The recorder writes each victim's Preempted event from a goroutine of its own after the
+	// eviction, maybe after the gang bound: wait for 6 victims' before checking them.
+	var preempted map[string]bool
+	var notes []string
+	framework.Eventually(t, 30*time.Second, "Preempted events on 6 victims", func() (bool, string) {
+		events, err := env.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
 		}
+		preempted, notes = map[string]bool{}, nil
+		for _, e := range events.Items {
+			if e.Reason == "Preempted" {
+				preempted[e.Regarding.Name] = true
+				notes = append(notes, e.Note)
+			}
+		}
+		return len(preempted) >= 6, fmt.Sprint(preempted)
+	})
+	for _, note := range notes {
+		// TephraQueue's words, not DefaultPreemption's: the queues' rules chose the victims.
+		assert.Contains(t, note, `of higher priority in queue "default"`)
 	}
 	assert.Len(t, preempted, 6, "exactly the 6 CPUs the gang needs were freed: %v", preempted)
 	for name := range preempted {
