@@ -226,51 +226,51 @@ func (r *Reconciler) enableDevicesLate(log logr.Logger, d *liveDevices, sources 
 }
 
 // deviceSources are the watches that keep the inventory and the queues' device accounting
-// current. The inventory's handlers update it before they ask for the recount, so the recount
-// sees the change.
+// current. Their handlers update the inventory, and mark the devices changed, before they ask for
+// the status computation, which so charges devices again.
 func deviceSources(c cache.Cache, d *liveDevices, enqueue batchingHandler) []source.SyncingSource {
 	inventory := d.DeviceInventory
-	recount := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	charge := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		d.changed.Store(true)
 		enqueue.add(q)
 	}
 	classes := handler.TypedFuncs[*resourceapi.DeviceClass, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.DeviceClass], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.SetClass(e.Object)
-			recount(q)
+			charge(q)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.DeviceClass], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.SetClass(e.ObjectNew)
-			recount(q)
+			charge(q)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.DeviceClass], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.DeleteClass(e.Object.Name)
-			recount(q)
+			charge(q)
 		},
 	}
 	slices := handler.TypedFuncs[*resourceapi.ResourceSlice, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceSlice], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.SetSlice(e.Object)
-			recount(q)
+			charge(q)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceSlice], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.SetSlice(e.ObjectNew)
-			recount(q)
+			charge(q)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceSlice], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			inventory.DeleteSlice(e.Object.Name)
-			recount(q)
+			charge(q)
 		},
 	}
 	claims := handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			recount(q)
+			charge(q)
 		},
 		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			recount(q)
+			charge(q)
 		},
 		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			recount(q)
+			charge(q)
 		},
 	}
 	return []source.SyncingSource{
