@@ -130,10 +130,13 @@ func (l *Ledger) Refresh(pod *corev1.Pod, resolve func(namespace, group string) 
 }
 
 func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) string, knownOnly bool) {
-	c := quota.ChargeOf(pod, *l.names.Load(), func(namespace, group string) (string, bool) {
-		q := resolve(namespace, group)
-		return q, q != ""
-	})
+	chargeOf := func() quota.PodCharge {
+		return quota.ChargeOf(pod, *l.names.Load(), func(namespace, group string) (string, bool) {
+			q := resolve(namespace, group)
+			return q, q != ""
+		})
+	}
+	c := chargeOf()
 	if c.Standing == quota.Uncounted {
 		if !knownOnly {
 			l.Forget(pod.UID, pod)
@@ -141,6 +144,18 @@ func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 		return
 	}
 	requests := quota.PodRequests(pod)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, gone := l.gone[pod.UID]; gone || (knownOnly && l.pods[pod.UID] == nil) {
+		return
+	}
+	if c.Standing == quota.Unresolved {
+		// Its group may have come since it was resolved: GroupAdded, which the group's informer
+		// calls once the group is in its store, may have run meanwhile and not found this pod
+		// among the unresolved yet. Resolved again under the lock, it is either found now or
+		// recorded unresolved before GroupAdded looks.
+		c = chargeOf()
+	}
 	e := &Entry{
 		Queue:       c.Queue,
 		Group:       c.Group,
@@ -150,11 +165,6 @@ func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 		Terminating: c.Terminating,
 		Nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
 		Gated:       c.Gated,
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, gone := l.gone[pod.UID]; gone || (knownOnly && l.pods[pod.UID] == nil) {
-		return
 	}
 	// Charged under the lock: the pod's informer and its claims' call Observe concurrently,
 	// and the last to record must have read the newest claims.

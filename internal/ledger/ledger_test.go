@@ -234,3 +234,23 @@ func TestSinglesAreCountedByQueue(t *testing.T) {
 	l.Forget("a0", nil)
 	assert.Equal(t, map[string]Singles{"b": {Placed: 1, Waiting: 1}}, l.SinglesByQueue())
 }
+
+// A group that appears while a pod of it is being recorded (its informer's GroupAdded runs
+// between the pod's resolution and its record, and does not find it among the unresolved) does
+// not leave the pod counted nowhere.
+func TestAPodResolvedAsItsGroupArrivesIsCounted(t *testing.T) {
+	l := New(v1alpha1.SchedulerName)
+	known := false
+	var resolve func(namespace, name string) string
+	resolve = func(namespace, name string) string {
+		if !known {
+			known = true
+			l.GroupAdded(namespace+"/"+name, resolve) // the group's handler, in between
+			return ""
+		}
+		return "team-a"
+	}
+	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "n", 2)
+	l.Observe(pod, resolve)
+	assert.Equal(t, quota.Amounts{ledgertest.GPU: 2}, l.View().Allocated["team-a"])
+}
