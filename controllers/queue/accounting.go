@@ -97,7 +97,7 @@ func pointers[T any](items []T) []*T {
 // account feeds a ledger of its own with the objects, and reads the accounting from it.
 func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*corev1.Node, groups []*schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
 	l := ledger.New(schedulerNames...)
-	feed := ledger.NewFeed(l, listedGroups(groups))
+	feed := ledger.NewFeed(l, listGroups(groups))
 	if devices != nil {
 		l.UseDevices(devices)
 		l.SetDevices(devices.Total())
@@ -112,15 +112,18 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 }
 
 // listedGroups are PodGroups listed once, by "namespace/name".
-type listedGroups []*schedulingv1alpha1.PodGroup
+type listedGroups map[string]*schedulingv1alpha1.PodGroup
+
+func listGroups(groups []*schedulingv1alpha1.PodGroup) listedGroups {
+	out := make(listedGroups, len(groups))
+	for _, pg := range groups {
+		out[pg.Namespace+"/"+pg.Name] = pg
+	}
+	return out
+}
 
 func (g listedGroups) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
-	for _, pg := range g {
-		if pg.Namespace == namespace && pg.Name == name {
-			return pg
-		}
-	}
-	return nil
+	return g[namespace+"/"+name]
 }
 
 // PodsOf is asked only when a group changes, which a list does not.
