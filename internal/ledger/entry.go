@@ -19,7 +19,9 @@ type Entry struct {
 	Claims         map[string]quota.Amounts
 	Namespace      string
 	Name           string
-	Priority       int32
+	// ResourceVersion is the version of the pod recorded (Refresh records only that one again).
+	ResourceVersion string
+	Priority        int32
 	// bound: the informer shows it on a node; assumed: this scheduler reserved it.
 	Bound, Assumed bool
 	Terminating    bool

@@ -100,10 +100,11 @@ func (f *Feed) GroupDeleted(obj any) {
 	}
 }
 
-// ReobserveGroup records a group's pods again, with the group's queue as it is now.
+// ReobserveGroup records a group's pods again, with the group's queue as it is now (those the
+// ledger holds in the version the informer shows: Ledger.Refresh).
 func (f *Feed) ReobserveGroup(namespace, name string) {
 	for _, pod := range f.groups.PodsOf(namespace, name) {
-		f.ledger.Observe(pod, f.Queue)
+		f.ledger.Refresh(pod, f.Queue)
 	}
 }
 

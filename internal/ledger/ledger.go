@@ -123,60 +123,64 @@ func (l *Ledger) Observe(pod *corev1.Pod, resolve func(namespace, group string) 
 	l.record(pod, resolve, false)
 }
 
-// Refresh records a known pod again, whose charge may have changed (its claims did); a pod the
-// ledger does not know (deleted meanwhile, or not seen yet) is left to the pods' informer.
+// Refresh records a known pod again, whose charge may have changed (its claims did, or its
+// group came, moved or went). Only the version the ledger holds is recorded again: a pod deleted
+// meanwhile, or recorded since from a newer version (which read the groups and claims as they
+// are now), is left as it is, and a pod not seen yet is left to the pods' informer.
 func (l *Ledger) Refresh(pod *corev1.Pod, resolve func(namespace, group string) string) {
 	l.record(pod, resolve, true)
 }
 
-func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) string, knownOnly bool) {
-	chargeOf := func() quota.PodCharge {
-		return quota.ChargeOf(pod, *l.names.Load(), func(namespace, group string) (string, bool) {
-			q := resolve(namespace, group)
-			return q, q != ""
-		})
-	}
-	c := chargeOf()
-	if c.Standing == quota.Uncounted {
-		if !knownOnly {
-			l.Forget(pod.UID, pod)
-		}
-		return
-	}
+func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) string, refresh bool) {
 	requests := quota.PodRequests(pod)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, gone := l.gone[pod.UID]; gone || (knownOnly && l.pods[pod.UID] == nil) {
+	old := l.pods[pod.UID]
+	if refresh && (old == nil || old.ResourceVersion != pod.ResourceVersion) {
 		return
 	}
-	if c.Standing == quota.Unresolved {
-		// Its group may have come since it was resolved: GroupAdded, which the group's informer
-		// calls once the group is in its store, may have run meanwhile and not found this pod
-		// among the unresolved yet. Resolved again under the lock, it is either found now or
-		// recorded unresolved before GroupAdded looks.
-		c = chargeOf()
+	// Resolved under the lock: a group's handler, which records the group's pods again once the
+	// group is in its informer's store (GroupAdded) or has moved (Refresh), waits for this record
+	// to end, and this record reads the group as that store has it now. Resolved before the lock,
+	// a record could undo what the group's handler did in between.
+	c := quota.ChargeOf(pod, *l.names.Load(), func(namespace, group string) (string, bool) {
+		q := resolve(namespace, group)
+		return q, q != ""
+	})
+	if c.Standing == quota.Uncounted {
+		if !refresh {
+			l.forget(pod.UID, pod)
+		}
+		return
+	}
+	if _, gone := l.gone[pod.UID]; gone {
+		return
 	}
 	e := &Entry{
-		Queue:       c.Queue,
-		Group:       c.Group,
-		Name:        pod.Name,
-		Priority:    corev1helpers.PodPriority(pod),
-		Bound:       c.Standing == quota.Placed,
-		Terminating: c.Terminating,
-		Nominated:   pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
-		Gated:       c.Gated,
+		Queue:           c.Queue,
+		Group:           c.Group,
+		Name:            pod.Name,
+		ResourceVersion: pod.ResourceVersion,
+		Priority:        corev1helpers.PodPriority(pod),
+		Bound:           c.Standing == quota.Placed,
+		Terminating:     c.Terminating,
+		Nominated:       pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "",
+		Gated:           c.Gated,
 	}
 	// Charged under the lock: the pod's informer and its claims' call Observe concurrently,
 	// and the last to record must have read the newest claims.
 	d := l.withDevices(pod, requests)
 	e.Requests, e.Direct, e.Shared, e.Claims, e.Namespace = d.Requests, d.Direct, d.Shared, d.Claims, pod.Namespace
-	if old := l.pods[pod.UID]; old != nil {
+	if old != nil {
 		e.Assumed = old.Assumed && !e.Bound
 		if !e.Bound && !e.Nominated && !old.NominatedAt.IsZero() && time.Since(old.NominatedAt) < NominationGrace {
 			e.Nominated = true
 		}
 		e.NominatedAt, e.NominatedNode, e.Holding = old.NominatedAt, old.NominatedNode, old.Holding
 		l.account(old, -1)
+		if old.Group != e.Group {
+			l.setUnresolved(pod, old.Group, false) // it names another group now
+		}
 	}
 	l.setUnresolved(pod, e.Group, e.Queue == "")
 	l.pods[pod.UID] = e
@@ -211,7 +215,7 @@ func (l *Ledger) GroupAdded(key string, resolve func(namespace, group string) st
 	}
 	l.mu.RUnlock()
 	for _, pod := range pods {
-		l.Observe(pod, resolve)
+		l.Refresh(pod, resolve)
 	}
 }
 
@@ -219,6 +223,10 @@ func (l *Ledger) GroupAdded(key string, resolve func(namespace, group string) st
 func (l *Ledger) Forget(uid types.UID, pod *corev1.Pod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forget(uid, pod)
+}
+
+func (l *Ledger) forget(uid types.UID, pod *corev1.Pod) {
 	delete(l.gone, uid)
 	if old := l.pods[uid]; old != nil {
 		l.account(old, -1)

@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -235,22 +237,75 @@ func TestSinglesAreCountedByQueue(t *testing.T) {
 	assert.Equal(t, map[string]Singles{"b": {Placed: 1, Waiting: 1}}, l.SinglesByQueue())
 }
 
-// A group that appears while a pod of it is being recorded (its informer's GroupAdded runs
-// between the pod's resolution and its record, and does not find it among the unresolved) does
-// not leave the pod counted nowhere.
-func TestAPodResolvedAsItsGroupArrivesIsCounted(t *testing.T) {
-	l := New(v1alpha1.SchedulerName)
-	known := false
-	var resolve func(namespace, name string) string
-	resolve = func(namespace, name string) string {
-		if !known {
-			known = true
-			l.GroupAdded(namespace+"/"+name, resolve) // the group's handler, in between
+// A group that appears while a pod of it is being recorded (its store updated and GroupAdded
+// called by one goroutine, the pod recorded by another, as two informers do) never leaves the pod
+// counted nowhere, whichever comes first.
+func TestAPodRecordedAsItsGroupArrivesIsCounted(t *testing.T) {
+	for i := range 300 {
+		l := New(v1alpha1.SchedulerName)
+		var mu sync.Mutex
+		known := false
+		resolve := func(namespace, name string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			if known {
+				return "team-a"
+			}
 			return ""
 		}
-		return "team-a"
+		pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "n", 2)
+		var wg sync.WaitGroup
+		wg.Go(func() { l.Observe(pod, resolve) })
+		wg.Go(func() {
+			mu.Lock()
+			known = true
+			mu.Unlock()
+			l.GroupAdded("ns/train", resolve)
+		})
+		wg.Wait()
+		require.Equal(t, quota.Amounts{ledgertest.GPU: 2}, l.View().Allocated["team-a"], "round %d", i)
 	}
-	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "n", 2)
+}
+
+// Refresh records only the version of a pod the ledger holds: a pod deleted since its group's
+// handler copied it is not counted again, and a newer version is not overwritten by an older one.
+func TestRefreshRecordsOnlyTheVersionHeld(t *testing.T) {
+	l := New(v1alpha1.SchedulerName)
+	resolve := func(string, string) string { return "team-a" }
+	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "train"}, "", 2)
+	pod.ResourceVersion = "1"
 	l.Observe(pod, resolve)
-	assert.Equal(t, quota.Amounts{ledgertest.GPU: 2}, l.View().Allocated["team-a"])
+	bound := pod.DeepCopy()
+	bound.ResourceVersion, bound.Spec.NodeName = "2", "n"
+	l.Observe(bound, resolve)
+
+	l.Refresh(pod, resolve)
+	v := l.View()
+	assert.Equal(t, quota.Amounts{ledgertest.GPU: 2}, v.Allocated["team-a"], "the newer version stands")
+	assert.Empty(t, v.Pending["team-a"])
+
+	l.Forget(pod.UID, bound)
+	l.Refresh(bound, resolve)
+	assert.Empty(t, l.View().Allocated["team-a"], "a deleted pod is not counted again")
+}
+
+// A pod that names another group than before is not brought back by its old group's arrival.
+func TestAPodThatChangedGroupsLeavesTheOldOnesWaiters(t *testing.T) {
+	l := New(v1alpha1.SchedulerName)
+	groups := map[string]string{}
+	resolve := func(_, name string) string { return groups[name] }
+	pod := ledgertest.Pod("w0", map[string]string{v1alpha1.PodGroupLabel: "old"}, "n", 2)
+	l.Observe(pod, resolve)
+	moved := pod.DeepCopy()
+	moved.ResourceVersion = "2"
+	moved.Labels[v1alpha1.PodGroupLabel] = "new"
+	groups["new"] = "team-b"
+	l.Observe(moved, resolve)
+	l.Forget(pod.UID, moved)
+
+	groups["old"] = "team-a"
+	l.GroupAdded("ns/old", resolve)
+	v := l.View()
+	assert.Empty(t, v.Allocated["team-a"])
+	assert.Empty(t, v.Allocated["team-b"])
 }
