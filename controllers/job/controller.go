@@ -362,7 +362,8 @@ func (r *Reconciler) act(ctx context.Context, job *batchv1alpha1.Job, d Decision
 		case w.created:
 			m.group = group
 		case w.err != nil && !errors.Is(w.err, errNamespaceTerminating):
-			// Its pods wait for it (PodGroupNotFound) until the next decision creates it.
+			// Its pods wait for it until the next decision creates it (FailedCreatePodGroup
+			// says so on the job).
 			errs = append(errs, w.err)
 		}
 	}

@@ -277,6 +277,7 @@ func TestReconcileCreatesAGroupItCouldNotCreateNextTime(t *testing.T) {
 	require.Error(t, err, "retried")
 	assert.Contains(t, err.Error(), "create pod group "+testNamespace+"/train")
 	assert.Len(t, f.pods(t), 6, "the pods were created beside the group")
+	assert.Contains(t, f.events(), "Warning FailedCreatePodGroup creating PodGroup train: Timeout: the apiserver is busy; the job's pods wait for it, and it is tried again")
 	f.takeWrites()
 
 	f.refuseGroups = false

@@ -111,6 +111,8 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return false, errNamespaceTerminating
 			}
+			// Said on the job: its pods, created beside the group, wait for it without a word.
+			r.event(job, corev1.EventTypeWarning, "FailedCreatePodGroup", "Create", "creating PodGroup %s: %v; the job's pods wait for it, and it is tried again", group.Name, err)
 			return false, fmt.Errorf("create pod group %s/%s: %w", job.Namespace, job.Name, err)
 		}
 		return true, nil
@@ -119,6 +121,7 @@ func (r *Reconciler) writePodGroup(ctx context.Context, job *batchv1alpha1.Job, 
 		if apierrors.IsConflict(err) {
 			return false, nil // the group's change is on its way as an event
 		}
+		r.event(job, corev1.EventTypeWarning, "FailedUpdatePodGroup", "Update", "updating PodGroup %s: %v; it is tried again", group.Name, err)
 		return false, fmt.Errorf("update pod group %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	if from, to := previousMin, group.Spec.MinMember; from > 0 && to < from {
