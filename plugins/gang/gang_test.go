@@ -128,6 +128,9 @@ func TestPreEnqueueRejectsMissingAndMalformedGroups(t *testing.T) {
 	status = f.gang.PreEnqueue(ctx, jobPod)
 	assert.Equal(t, `PodGroupNotFound: pod group "train" does not exist in namespace "ns"; the pod waits for it`, status.Message())
 	assert.Empty(t, f.handle.recorder.Events, "no event for a Tephra Job's pod")
+	f.now = f.now.Add(groupGrace)
+	f.gang.PreEnqueue(ctx, jobPod)
+	assert.Contains(t, <-f.handle.recorder.Events, "Warning PodGroupNotFound", "past the grace, the pod warns")
 	batchJobPod := f.member(t, "other-0", "other", "")
 	batchJobPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "other", UID: "other", Controller: ptr.To(true)}}
 	f.gang.PreEnqueue(ctx, batchJobPod)

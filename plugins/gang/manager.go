@@ -130,7 +130,7 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	if apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("%s: pod group %q does not exist in namespace %q; the pod waits for it", v1alpha1.ReasonPodGroupNotFound, key.name, key.namespace)
-		if !groupCreatedBeside(pod) {
+		if !groupCreatedBeside(pod, g.now()) {
 			g.podEvent(pod, corev1.EventTypeWarning, v1alpha1.ReasonPodGroupNotFound, msg)
 		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
@@ -508,14 +508,18 @@ func onNodes(nodes []fwk.NodeInfo, names []string) []fwk.NodeInfo {
 	return out
 }
 
-// groupCreatedBeside says whether the pod's group is created beside it, so that its absence is
-// no news: a Tephra Job's controller creates a new job's PodGroup and pods at once, and says on
-// the Job when it cannot create the group. A warning on each pod would be a write to the
-// apiserver per pod, in the burst of Jobs that can least afford it.
-func groupCreatedBeside(pod *corev1.Pod) bool {
+// groupCreatedBeside says whether the pod's group is on its way, so that its absence is no news:
+// a Tephra Job's controller creates a new job's PodGroup and pods at once (and says on the Job
+// when it cannot create the group). A warning on each pod would be a write to the apiserver per
+// pod, in the burst of Jobs that can least afford it. Past groupGrace, the pod warns as any other.
+func groupCreatedBeside(pod *corev1.Pod, now time.Time) bool {
 	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.Kind == "Job" && strings.HasPrefix(ref.APIVersion, batchv1alpha1.GroupName+"/")
+	return ref != nil && ref.Kind == "Job" && strings.HasPrefix(ref.APIVersion, batchv1alpha1.GroupName+"/") &&
+		now.Sub(pod.CreationTimestamp.Time) < groupGrace
 }
+
+// groupGrace is how long a Tephra Job's pod waits for its group without a warning.
+const groupGrace = 30 * time.Second
 
 func (g *groupManager) podEvent(pod *corev1.Pod, eventType, reason, msg string) {
 	g.handle.EventRecorder().Eventf(pod, nil, eventType, reason, "Scheduling", msg)
