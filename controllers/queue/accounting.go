@@ -142,7 +142,7 @@ func fromLedger(l *ledger.Ledger, queues []*schedulingv1alpha1.Queue, groups []*
 		Workloads: map[string]*WorkloadCounts{},
 	}
 	a.countGroups(groups)
-	for queue, s := range l.SinglesByQueue() {
+	for queue, s := range v.Singles {
 		c := a.counts(queue)
 		c.Running += s.Placed
 		c.Pending += s.Waiting

@@ -8,9 +8,10 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
-// The Queue controller's count charges every pod as tephra-scheduler's ledger does: both are
-// tested over the same cases (internal/ledger's TestTheLedgerChargesPodsAsTheCountDoes).
-func TestTheCountChargesPodsAsTheLedgerDoes(t *testing.T) {
+// The Queue controller's accounting reads the ledger as tephra-scheduler does: over the same
+// cases as the ledger itself (internal/ledger's TestTheLedgerChargesPodsAsTheCasesSay), its
+// allocation and demand are the cases' (a queue that admits its pods).
+func TestTheQueueStatusChargesPodsAsTheCasesSay(t *testing.T) {
 	for _, c := range chargingcases.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			a := Account(c.Queues, c.Pods, c.Nodes, c.Groups, chargingcases.SchedulerNames, nil)

@@ -146,7 +146,8 @@ const devicesSyncTimeout = 2 * time.Minute
 // watchDevices makes the controller count devices once resource.k8s.io/v1 is served (a watch
 // on a kind that is not served would stop the manager): it feeds the inventory from the cache's
 // DeviceClass and ResourceSlice informers, reads claims and templates from the cache's, and
-// charges devices again on any change of classes, slices and ResourceClaims' allocation or users.
+// charges devices again on any change of classes, slices, templates and ResourceClaims'
+// allocation or users.
 // Served at start, the controller's first reconcile waits for those informers like its others;
 // served later (an apiserver restarted with another --runtime-config), the leader adds the
 // watches, and devices count from the status computation after they have synced.
@@ -262,6 +263,17 @@ func deviceSources(c cache.Cache, d *liveDevices, enqueue batchingHandler) []sou
 			charge(q)
 		},
 	}
+	templates := handler.TypedFuncs[*resourceapi.ResourceClaimTemplate, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
+	}
 	claims := handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			charge(q)
@@ -277,6 +289,8 @@ func deviceSources(c cache.Cache, d *liveDevices, enqueue batchingHandler) []sou
 		source.Kind(c, &resourceapi.DeviceClass{}, handler.TypedEventHandler[*resourceapi.DeviceClass, reconcile.Request](classes), classSpecChanged),
 		source.Kind(c, &resourceapi.ResourceSlice{}, handler.TypedEventHandler[*resourceapi.ResourceSlice, reconcile.Request](slices), sliceSpecChanged),
 		source.Kind(c, &resourceapi.ResourceClaim{}, handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request](claims), claimChargeChanged),
+		// A pod whose claim is not generated yet is charged what its template asks for.
+		source.Kind(c, &resourceapi.ResourceClaimTemplate{}, handler.TypedEventHandler[*resourceapi.ResourceClaimTemplate, reconcile.Request](templates)),
 	}
 }
 

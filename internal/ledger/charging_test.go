@@ -10,10 +10,10 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
-// The ledger charges every pod as the Queue controller's count does: both are tested over the
-// same cases (controllers/queue's TestTheCountChargesPodsAsTheLedgerDoes). The ledger's pending
-// is the demand; what waits gated is the Queue status's alone.
-func TestTheLedgerChargesPodsAsTheCountDoes(t *testing.T) {
+// The ledger charges every pod by quota.ChargeOf, as the cases say: fed by the scheduler, its
+// pending is the demand the scheduler decides from (controllers/queue's
+// TestTheQueueStatusChargesPodsAsTheCasesSay checks the Queue controller's reading of it).
+func TestTheLedgerChargesPodsAsTheCasesSay(t *testing.T) {
 	for _, c := range chargingcases.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			groups := map[string]v1alpha1.PodGroup{}

@@ -1,9 +1,10 @@
-// Package ledger is TephraQueue's account of every queue, the scheduler's cache of what it
-// decides from: each pod that counts in a queue (charged by quota.ChargeOf, the rules the Queue
-// controller's count follows too), and the sums of those pods by queue and by PodGroup, kept as
-// informer events and Reserve/Unreserve change them, one pod at a time. The queue plugin decides
-// from copies of the sums (View) and asks the ledger which pending workloads a room would fit
-// (PendingFits); it never walks the pods itself.
+// Package ledger is the account of every queue: each pod that counts in a queue (charged by
+// quota.ChargeOf), and the sums of those pods by queue and by PodGroup, kept as informer events
+// (Feed) change them, one pod at a time. tephra-scheduler's TephraQueue keeps one, which
+// Reserve/Unreserve change too, as the cache it decides from: it decides from copies of the sums
+// (View) and asks the ledger which pending workloads a room would fit (PendingFits), and never
+// walks the pods itself. tephra-controllers' Queue controller keeps one, which Queue status is
+// written from.
 package ledger
 
 import (
@@ -21,9 +22,9 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
-// Ledger is the scheduler's one account of every queue: requests placed (bound, or assumed by
-// this scheduler between Reserve and bind) and pending, per leaf queue, and the cluster's total.
-// Informer events and Reserve/Unreserve update it under one lock; scheduling cycles read it.
+// Ledger is one account of every queue: requests placed (bound, or assumed by the scheduler
+// between Reserve and bind) and pending, per leaf queue, and the cluster's total. Informer events
+// (and in the scheduler Reserve/Unreserve) update it under one lock; scheduling cycles read it.
 // Since cycles run one at a time and Reserve records a pod before the next cycle starts, no two
 // cycles can both admit into the last free share of a queue.
 type Ledger struct {

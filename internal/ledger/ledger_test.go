@@ -230,11 +230,11 @@ func TestSinglesAreCountedByQueue(t *testing.T) {
 	for _, pod := range []*corev1.Pod{ledgertest.Pod("a0", nil, "n", 1), ledgertest.Pod("b0", inB, "n", 1), ledgertest.Pod("b1", inB, "", 1), gated, leaving, member} {
 		l.Observe(pod, func(string, string) string { return "a" })
 	}
-	assert.Equal(t, map[string]Singles{v1alpha1.DefaultQueue: {Placed: 1}, "b": {Placed: 1, Waiting: 2}}, l.SinglesByQueue())
+	assert.Equal(t, map[string]Singles{v1alpha1.DefaultQueue: {Placed: 1}, "b": {Placed: 1, Waiting: 2}}, l.View().Singles)
 
 	l.Forget("b1", nil)
 	l.Forget("a0", nil)
-	assert.Equal(t, map[string]Singles{"b": {Placed: 1, Waiting: 1}}, l.SinglesByQueue())
+	assert.Equal(t, map[string]Singles{"b": {Placed: 1, Waiting: 1}}, l.View().Singles)
 }
 
 // A group that appears while a pod of it is being recorded (its store updated and GroupAdded

@@ -13,6 +13,8 @@ type View struct {
 	Version                                    uint64
 	Total                                      quota.Amounts
 	Allocated, Terminating, Pending, Nominated map[string]quota.Amounts
+	// Singles counts the pods without a PodGroup by queue.
+	Singles map[string]Singles
 }
 
 // View copies the ledger's sums. Its pending leaves out the pods of groups short of their
@@ -29,6 +31,7 @@ func (l *Ledger) View() View {
 		Terminating: CloneSums(l.terminating),
 		Pending:     CloneSums(l.pending),
 		Nominated:   CloneSums(l.nominated),
+		Singles:     maps.Clone(l.singles),
 	}
 	if l.MinMember == nil {
 		return v
@@ -44,13 +47,6 @@ func (l *Ledger) View() View {
 // Singles counts a queue's pods without a PodGroup, each a workload of its own: those placed, and
 // those waiting (gated or not).
 type Singles struct{ Placed, Waiting int32 }
-
-// SinglesByQueue returns the counts of pods without a PodGroup, by queue.
-func (l *Ledger) SinglesByQueue() map[string]Singles {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return maps.Clone(l.singles)
-}
 
 // Version is the ledger's version, which changes with every change.
 func (l *Ledger) Version() uint64 {

@@ -96,7 +96,7 @@ func NodeCapacity(node *corev1.Node) Amounts {
 
 // ClusterTotal is the cluster's total that queues share: every node's capacity (NodeCapacity)
 // and the devices the cluster's ResourceSlices offer. tephra-scheduler's ledger and its job
-// shares keep one each from the scheduler's informers, and the Queue controller one per count.
+// shares keep one each from the scheduler's informers, and the Queue controller's ledger one.
 // It is safe for concurrent use; Total reads without a lock.
 type ClusterTotal struct {
 	mu      sync.Mutex
