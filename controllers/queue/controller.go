@@ -110,7 +110,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if err := pods.AddIndexers(toolscache.Indexers{podGroupIndex: indexByGroup}); err != nil {
+	if err := pods.AddIndexers(toolscache.Indexers{ledger.PodGroupIndex: ledger.IndexByGroup}); err != nil {
 		return fmt.Errorf("index pods by pod group: %w", err)
 	}
 	groups, err := mgr.GetCache().GetInformer(ctx, &schedulingv1alpha1.PodGroup{})
@@ -258,21 +258,6 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 	}
 }
 
-// podGroupIndex indexes the manager's pod informer by "namespace/group".
-const podGroupIndex = "tephra.podgroup"
-
-func indexByGroup(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	name, ok := schedulingv1alpha1.PodGroupNameOf(pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{pod.Namespace + "/" + name}, nil
-}
-
 // indexedInformer is what the manager's informers are: client-go's shared index informers.
 type indexedInformer interface {
 	GetIndexer() toolscache.Indexer
@@ -303,7 +288,7 @@ func (i informed) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 }
 
 func (i informed) PodsOf(namespace, name string) []*corev1.Pod {
-	objs, _ := i.pods.ByIndex(podGroupIndex, namespace+"/"+name)
+	objs, _ := i.pods.ByIndex(ledger.PodGroupIndex, namespace+"/"+name)
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
 		if pod, ok := obj.(*corev1.Pod); ok {

@@ -263,34 +263,27 @@ func deviceSources(c cache.Cache, d *liveDevices, enqueue batchingHandler) []sou
 			charge(q)
 		},
 	}
-	templates := handler.TypedFuncs[*resourceapi.ResourceClaimTemplate, reconcile.Request]{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceClaimTemplate], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-	}
-	claims := handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			charge(q)
-		},
-	}
 	return []source.SyncingSource{
 		source.Kind(c, &resourceapi.DeviceClass{}, handler.TypedEventHandler[*resourceapi.DeviceClass, reconcile.Request](classes), classSpecChanged),
 		source.Kind(c, &resourceapi.ResourceSlice{}, handler.TypedEventHandler[*resourceapi.ResourceSlice, reconcile.Request](slices), sliceSpecChanged),
-		source.Kind(c, &resourceapi.ResourceClaim{}, handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request](claims), claimChargeChanged),
+		source.Kind(c, &resourceapi.ResourceClaim{}, chargeOnAny[*resourceapi.ResourceClaim](charge), claimChargeChanged),
 		// A pod whose claim is not generated yet is charged what its template asks for.
-		source.Kind(c, &resourceapi.ResourceClaimTemplate{}, handler.TypedEventHandler[*resourceapi.ResourceClaimTemplate, reconcile.Request](templates)),
+		source.Kind(c, &resourceapi.ResourceClaimTemplate{}, chargeOnAny[*resourceapi.ResourceClaimTemplate](charge)),
+	}
+}
+
+// chargeOnAny charges devices again on any event of a kind.
+func chargeOnAny[T client.Object](charge func(workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.TypedEventHandler[T, reconcile.Request] {
+	return handler.TypedFuncs[T, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			charge(q)
+		},
 	}
 }
 

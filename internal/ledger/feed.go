@@ -160,3 +160,19 @@ func unwrap(obj any) any {
 	}
 	return obj
 }
+
+// PodGroupIndex indexes a pod informer by "namespace/group", for Groups.PodsOf.
+const PodGroupIndex = "tephra.podgroup"
+
+// IndexByGroup is the index function of PodGroupIndex.
+func IndexByGroup(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	name, ok := v1alpha1.PodGroupNameOf(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{pod.Namespace + "/" + name}, nil
+}

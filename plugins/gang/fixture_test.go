@@ -27,7 +27,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/plugins/internal/setup"
+	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
 // fakeWaitingPod records what the plugin decides for a pod waiting at Permit. As the framework's
@@ -135,7 +135,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{
 		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100), clientset: kubefake.NewClientset()},
 		groups: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: setup.IndexByGroup}),
+		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: ledger.IndexByGroup}),
 		now:    time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
 	}
 	f.gang = newGang(f.handle, args, schedulinglisters.NewPodGroupLister(f.groups), f.pods)

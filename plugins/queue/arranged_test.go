@@ -20,7 +20,7 @@ import (
 // nobody. A nomination older than the grace no longer counts: the room it was for may be gone.
 func TestMembersAboveAnArrangedMinimumEvictNobody(t *testing.T) {
 	l := ledger.New(v1alpha1.SchedulerName)
-	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
+	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: ledger.IndexByGroup})
 	q := &Queue{ledger: l}
 	q.reclaimer = &reclaimer{q: q, members: members}
 	resolve := func(string, string) string { return "team" }

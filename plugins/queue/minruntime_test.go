@@ -138,7 +138,7 @@ func TestAnElasticPodNotStartedGoesBeforeOneRunning(t *testing.T) {
 	now := time.Now()
 	tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
 	l := ledger.New(v1alpha1.SchedulerName)
-	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
+	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: ledger.IndexByGroup})
 	groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{MinMember: 1}}))
 	resolve := func(string, string) string { return "a" }

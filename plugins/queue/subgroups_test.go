@@ -28,7 +28,7 @@ func TestARunningGroupIsDisruptedWholeOrASubGroupAtATime(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			tree := quota.NewTree([]*v1alpha1.Queue{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "waiting"}}})
 			l := ledger.New(v1alpha1.SchedulerName)
-			members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: setup.IndexByGroup})
+			members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: ledger.IndexByGroup})
 			groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 			require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{
 				MinMember:      4,
