@@ -3,8 +3,9 @@ package setup
 import (
 	"fmt"
 
-	"github.com/tephra-dev/tephra/internal/ledger"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
 // PodGroupIndex indexes the scheduler's pod informer by "namespace/group" (ledger.IndexByGroup).
