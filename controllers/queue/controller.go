@@ -288,14 +288,7 @@ func (i informed) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 }
 
 func (i informed) PodsOf(namespace, name string) []*corev1.Pod {
-	objs, _ := i.pods.ByIndex(ledger.PodGroupIndex, namespace+"/"+name)
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			pods = append(pods, pod)
-		}
-	}
-	return pods
+	return ledger.PodsIndexedByGroup(i.pods, namespace, name)
 }
 
 // list returns every PodGroup of the store, only to be read.

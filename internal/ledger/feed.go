@@ -164,6 +164,18 @@ func unwrap(obj any) any {
 // PodGroupIndex indexes a pod informer by "namespace/group", for Groups.PodsOf.
 const PodGroupIndex = "tephra.podgroup"
 
+// PodsIndexedByGroup returns the pods of a group from a pod indexer with PodGroupIndex.
+func PodsIndexedByGroup(pods cache.Indexer, namespace, name string) []*corev1.Pod {
+	objs, _ := pods.ByIndex(PodGroupIndex, namespace+"/"+name)
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
 // IndexByGroup is the index function of PodGroupIndex.
 func IndexByGroup(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)

@@ -184,12 +184,5 @@ func (g listedGroups) Get(namespace, name string) *v1alpha1.PodGroup {
 }
 
 func (g listedGroups) PodsOf(namespace, name string) []*corev1.Pod {
-	objs, _ := g.pods.ByIndex(setup.PodGroupIndex, namespace+"/"+name)
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			pods = append(pods, pod)
-		}
-	}
-	return pods
+	return ledger.PodsIndexedByGroup(g.pods, namespace, name)
 }
