@@ -160,6 +160,7 @@ func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	e := &Entry{
 		Queue:           c.Queue,
 		Group:           c.Group,
+		Carried:         v1alpha1.CarriesGroup(pod),
 		Name:            pod.Name,
 		ResourceVersion: pod.ResourceVersion,
 		Priority:        corev1helpers.PodPriority(pod),
@@ -269,7 +270,7 @@ func (l *Ledger) Assume(pod *corev1.Pod, queue, group string) {
 	e := l.pods[pod.UID]
 	if e == nil {
 		c := l.ChargeOf(pod)
-		e = &Entry{Requests: c.Requests, Direct: c.Direct, Shared: c.Shared, Claims: c.Claims, Namespace: pod.Namespace, Name: pod.Name, Priority: corev1helpers.PodPriority(pod), Queue: queue, Group: group}
+		e = &Entry{Requests: c.Requests, Direct: c.Direct, Shared: c.Shared, Claims: c.Claims, Namespace: pod.Namespace, Name: pod.Name, Priority: corev1helpers.PodPriority(pod), Queue: queue, Group: group, Carried: v1alpha1.CarriesGroup(pod)}
 	} else {
 		l.account(e, -1)
 		e = new(*e)

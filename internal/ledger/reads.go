@@ -13,7 +13,7 @@ type View struct {
 	Version                                    uint64
 	Total                                      quota.Amounts
 	Allocated, Terminating, Pending, Nominated map[string]quota.Amounts
-	// Singles counts the pods without a PodGroup by queue.
+	// Singles counts the pods without a PodGroup object by queue.
 	Singles map[string]Singles
 }
 
@@ -44,8 +44,8 @@ func (l *Ledger) View() View {
 	return v
 }
 
-// Singles counts a queue's pods without a PodGroup, each a workload of its own: those placed, and
-// those waiting (gated or not).
+// Singles counts a queue's pods without a PodGroup object (with no group, or carrying their group
+// of one), each a workload of its own: those placed, and those waiting (gated or not).
 type Singles struct{ Placed, Waiting int32 }
 
 // Version is the ledger's version, which changes with every change.

@@ -26,7 +26,7 @@ func (l *Ledger) account(e *Entry, sign int64) {
 	if e.Queue == "" {
 		return
 	}
-	if e.Group == "" {
+	if e.Group == "" || e.Carried {
 		l.countSingle(e.Queue, c.Standing, sign)
 	}
 	// The claims the pod names directly count once per queue (addClaims), not in own.
@@ -93,7 +93,8 @@ func CloneSums(sums map[string]quota.Amounts) map[string]quota.Amounts {
 	return out
 }
 
-// countSingle counts a pod without a group, placed or waiting, in its queue.
+// countSingle counts a pod without a group, or that carries its group of one, placed or waiting,
+// in its queue.
 func (l *Ledger) countSingle(queue string, standing quota.Standing, sign int64) {
 	s := l.singles[queue]
 	switch standing {

@@ -55,7 +55,8 @@ func (c PodCharge) Member() bool { return c.Group != "" && !c.Terminating && !c.
 
 // ChargeOf decides where a pod counts and as what. schedulerNames are the schedulers whose pods
 // count in queues (v1alpha1.CountsInQueues); groupQueue returns the queue of a PodGroup ("" for
-// the default queue), false while the group is not known.
+// the default queue), false while the group is not known. A pod that carries its group of one
+// (v1alpha1.GroupOnPod) counts in the queue it names when no PodGroup object of its group is known.
 func ChargeOf(pod *corev1.Pod, schedulerNames []string, groupQueue func(namespace, name string) (string, bool)) PodCharge {
 	c := PodCharge{Terminating: pod.DeletionTimestamp != nil, Gated: Gated(pod)}
 	name, grouped := v1alpha1.PodGroupNameOf(pod)
@@ -68,11 +69,16 @@ func ChargeOf(pod *corev1.Pod, schedulerNames []string, groupQueue func(namespac
 	queue := ""
 	if grouped {
 		q, known := groupQueue(pod.Namespace, name)
-		if !known {
+		switch {
+		case known:
+			queue = q
+		case v1alpha1.CarriesGroup(pod):
+			// A pod that carries its group of one (no PodGroup object) names its queue itself.
+			queue = v1alpha1.CarriedQueue(pod)
+		default:
 			c.Standing = Unresolved
 			return c
 		}
-		queue = q
 	}
 	c.Queue = v1alpha1.QueueOfPod(pod, queue)
 	switch {

@@ -43,6 +43,12 @@ const (
 	// placed elsewhere, to make whole nodes for a gang that fits the cluster's free capacity but no
 	// set of nodes (docs/consolidation.md). A job that checkpoints says so with it.
 	MovableAnnotation = "scheduling.tephra.dev/movable"
+	// GroupOnPodAnnotation, "true" on a pod with PodGroupLabel, says that the pod is its group's
+	// only member and carries the group itself: no PodGroup object exists for it, and Tephra reads
+	// the group from the pod (GroupOnPod). A Tephra Job of one pod that asks for nothing only a
+	// PodGroup can hold is created so (docs/job.md): it then costs the apiserver what a batch/v1
+	// Job does. A PodGroup object of the same name, if there is one, wins.
+	GroupOnPodAnnotation = "scheduling.tephra.dev/group-on-pod"
 
 	// SchedulerName is the name of Tephra's scheduling profile.
 	SchedulerName = "tephra-scheduler"

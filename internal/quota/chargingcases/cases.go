@@ -62,6 +62,13 @@ func Cases() []Case {
 			Demand:    map[string]quota.Amounts{"b": cpu(2)},
 		},
 		{
+			Name:   "a pod that carries its group of one counts in the queue it names, with no PodGroup object",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			Pods:      []corev1.Pod{pod("c1", "b", "one", 2, onNode, carries), pod("c2", "a", "two", 3, carries)},
+			Allocated: map[string]quota.Amounts{"b": cpu(2)},
+			Demand:    map[string]quota.Amounts{"a": cpu(3)},
+		},
+		{
 			Name:   "the pods of a group not known yet count nowhere",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
 			Pods: []corev1.Pod{pod("p1", "a", "missing", 2, onNode), pod("p2", "a", "missing", 2)},
@@ -122,6 +129,7 @@ var (
 	failed         = func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }
 	system         = func(p *corev1.Pod) { p.Namespace = metav1.NamespaceSystem }
 	otherScheduler = func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }
+	carries        = func(p *corev1.Pod) { p.Annotations = map[string]string{v1alpha1.GroupOnPodAnnotation: "true"} }
 )
 
 // pod is a pod of namespace ns asking for cpus CPUs, in queue (its label, "" for none) and group
