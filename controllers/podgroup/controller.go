@@ -128,8 +128,12 @@ func podGroupIndexValue(obj client.Object) []string {
 	return nil
 }
 
-// requestForGroupOf maps a pod to the reconcile request of its group, if it has one.
+// requestForGroupOf maps a pod to the reconcile request of its group, if it has one with an
+// object: a group a pod carries (schedulingv1alpha1.GroupOnPod) has no status to write.
 func requestForGroupOf(_ context.Context, obj client.Object) []reconcile.Request {
+	if pod, ok := obj.(*corev1.Pod); ok && schedulingv1alpha1.CarriesGroup(pod) {
+		return nil
+	}
 	names := podGroupIndexValue(obj)
 	if len(names) == 0 {
 		return nil

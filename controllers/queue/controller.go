@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
@@ -278,10 +279,11 @@ func informedGroups(pods, groups cache.Informer) (informed, error) {
 	return informed{groups: g.GetIndexer(), pods: p.GetIndexer()}, nil
 }
 
+// Get returns a PodGroup object, else the group of one a pod of it carries (groups.OnPods).
 func (i informed) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 	obj, exists, err := i.groups.GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
-		return nil
+		return groups.OnPods(i.PodsOf(namespace, name))
 	}
 	pg, _ := obj.(*schedulingv1alpha1.PodGroup)
 	return pg

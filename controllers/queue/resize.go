@@ -90,8 +90,9 @@ func (v *ResizeValidator) Handle(ctx context.Context, req admission.Request) adm
 	return admission.Allowed("")
 }
 
-// queueOf resolves the queue a pod counts in, as Account does: its PodGroup's, or its own label's.
-// A member of a group that does not exist counts nowhere.
+// queueOf resolves the queue a pod counts in, as Account does: its PodGroup's (the group it
+// carries, if it has no object), or its own label's. A member of a group that does not exist
+// counts nowhere.
 func (v *ResizeValidator) queueOf(ctx context.Context, pod *corev1.Pod) (string, bool, error) {
 	name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
 	if !grouped {
@@ -99,6 +100,9 @@ func (v *ResizeValidator) queueOf(ctx context.Context, pod *corev1.Pod) (string,
 	}
 	var group schedulingv1alpha1.PodGroup
 	if err := v.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &group); err != nil {
+		if carried, ok := schedulingv1alpha1.GroupOnPod(pod); ok && apierrors.IsNotFound(err) {
+			return carried.Spec.Queue, true, nil
+		}
 		if apierrors.IsNotFound(err) {
 			return "", false, nil
 		}

@@ -38,6 +38,7 @@ import (
 
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
@@ -98,7 +99,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
-	g := newGang(handle, args, podGroupInformer.Lister(), podInformer.GetIndexer())
+	g := newGang(handle, args, groups.NewLister(podGroupInformer.Lister(), podInformer.GetIndexer()), podInformer.GetIndexer())
 	g.topologies = topologyInformer.Lister()
 	if g.podGroupCycles {
 		// kube-scheduler watches upstream PodGroups itself with the gate on: the informer is its.
@@ -114,6 +115,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	}
 	g.devices.Notify(nil, g.devicesChanged)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: g.memberCreated}); err != nil {
+		return nil, err
+	}
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: g.carrierDeleted}); err != nil {
 		return nil, err
 	}
 	if _, err := podInformer.AddEventHandler(g.serviceHandler()); err != nil {

@@ -112,6 +112,26 @@ func (g *groupManager) podGroupChanged(oldObj, newObj any) {
 	g.handle.Activate(klog.Background(), g.pendingMembers(key, ""))
 }
 
+// carrierDeleted forgets a group of one (v1alpha1.GroupOnPod) that no pod carries any more: the
+// deletion of its pod is the deletion of the group, as a PodGroup's is for a group with an object.
+func (g *groupManager) carrierDeleted(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	pg, carried := v1alpha1.GroupOnPod(pod)
+	if !carried {
+		return
+	}
+	if _, err := g.podGroups.PodGroups(pg.Namespace).Get(pg.Name); !apierrors.IsNotFound(err) {
+		return // another pod carries it now, or a PodGroup object holds it
+	}
+	g.forgetGroup(klog.Background(), groupKey{pg.Namespace, pg.Name})
+}
+
 // preEnqueue keeps a group's pods out of the active queue until the group exists and its
 // minimum (and every task's minimum) of pods exists.
 func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
@@ -525,10 +545,15 @@ func (g *groupManager) podEvent(pod *corev1.Pod, eventType, reason, msg string) 
 	g.handle.EventRecorder().Eventf(pod, nil, eventType, reason, "Scheduling", msg)
 }
 
+// groupEvent records an event on a PodGroup, or on the pod that carries a group of one
+// (v1alpha1.GroupOnPod), which is all of the group there is to describe.
 func (g *groupManager) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg string) {
 	ref := &corev1.ObjectReference{
 		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+	if pod := v1alpha1.CarriedBy(pg); pod != "" {
+		ref = &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pg.Namespace, Name: pod, UID: pg.UID, ResourceVersion: pg.ResourceVersion}
 	}
 	g.handle.EventRecorder().Eventf(ref, nil, eventType, reason, "Scheduling", msg)
 }

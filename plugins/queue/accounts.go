@@ -13,6 +13,7 @@ import (
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
@@ -117,7 +118,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	a := &accounts{
 		ledger:    ledger.New(),
-		podGroups: factory.Scheduling().V1alpha1().PodGroups().Lister(),
+		podGroups: groups.NewLister(factory.Scheduling().V1alpha1().PodGroups().Lister(), podInformer.GetIndexer()),
 		pods:      podInformer.GetIndexer(),
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
