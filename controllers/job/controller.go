@@ -97,6 +97,8 @@ type Reconciler struct {
 	Workers int
 	// ConcurrentSyncs is how many jobs are decided at once (1 if 0).
 	ConcurrentSyncs int
+	// GroupObjects makes every job's group a PodGroup object (Observed.GroupObjects).
+	GroupObjects bool
 
 	// gone remembers pods deleted before a decision saw them end.
 	gone gonePods
@@ -196,7 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		unwritten = false
 	}
 	observed := r.unseen.with(job.UID, pods.Items, now)
-	d := Decide(Observed{Job: job, Pods: observed, Gone: r.gone.of(req.NamespacedName, observed, now), NodesDown: nodesDown, Now: now})
+	d := Decide(Observed{Job: job, Pods: observed, Gone: r.gone.of(req.NamespacedName, observed, now), NodesDown: nodesDown, Now: now, GroupObjects: r.GroupObjects})
 
 	var jobPlugins []Plugin
 	if len(job.Spec.Plugins) > 0 && (len(d.Create) > 0 || d.Finished) {

@@ -26,6 +26,8 @@ type Observed struct {
 	// on such a node never finishes terminating, as no kubelet confirms it.
 	NodesDown map[string]bool
 	Now       time.Time
+	// GroupObjects makes every job's group a PodGroup object, none carried by a pod (groupOnPod).
+	GroupObjects bool
 }
 
 // Decision is what the state machine decided for a job. The reconciler applies it in order:
@@ -487,8 +489,12 @@ func (m *machine) createMissing(p *plan, released map[string]bool) {
 	}
 }
 
-// planPodGroup asks for the PodGroup of the job's minimum still to be placed (see podGroupSpec).
+// planPodGroup asks for the PodGroup of the job's minimum still to be placed (see podGroupSpec),
+// unless the job's one pod carries its group.
 func (m *machine) planPodGroup(p *plan, released map[string]bool) {
+	if groupOnPod(m.job, m.o.GroupObjects) {
+		return // its pod carries it
+	}
 	counts := m.countTasks()
 	need := map[string]int32{}
 	var succeeded int32

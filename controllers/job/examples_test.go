@@ -111,7 +111,11 @@ func checkExampleJob(t *testing.T, job *batchv1alpha1.Job, requests bool) {
 	d := Decide(Observed{Job: job, Now: t0})
 	require.Equal(t, batchv1alpha1.JobPending, d.Status.State.Phase, d.Status.State.Message)
 	assert.NotEmpty(t, d.Create)
-	require.NotNil(t, d.PodGroup)
+	if groupOnPod(job, false) {
+		assert.Nil(t, d.PodGroup, "a one-pod job's pod carries its group")
+	} else {
+		assert.NotNil(t, d.PodGroup)
+	}
 
 	ps, err := plugins.ForJob(nil, runtime.NewScheme(), job)
 	require.NoError(t, err)

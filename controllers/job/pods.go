@@ -336,6 +336,9 @@ func (r *Reconciler) createPods(ctx context.Context, job *batchv1alpha1.Job, slo
 			return
 		}
 		pod := NewPod(job, t.spec, slot.Index, job.Status.RetryCount, slot.Generation)
+		if groupOnPod(job, r.GroupObjects) {
+			carryGroup(pod, job)
+		}
 		applyTaskTopology(pod, job, slot.Task, topology)
 		for _, p := range jobPlugins {
 			if err := p.OnPodCreate(pod, job); err != nil {

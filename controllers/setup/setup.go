@@ -79,7 +79,10 @@ func Controllers(mgr ctrl.Manager, opts Options) error {
 	if err := podGroups.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("pod group controller: %w", err)
 	}
-	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName), ConcurrentSyncs: opts.ConcurrentJobSyncs}
+	// With a default ready timeout, which only the PodGroup controller enforces, every Job's group
+	// needs a PodGroup object, a one-pod Job's too.
+	jobs := &job.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(job.ControllerName), ConcurrentSyncs: opts.ConcurrentJobSyncs,
+		GroupObjects: opts.DefaultReadyTimeout > 0}
 	if jobs.ConcurrentSyncs <= 0 {
 		jobs.ConcurrentSyncs = DefaultConcurrentJobSyncs
 	}

@@ -1,0 +1,45 @@
+package job
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+)
+
+// groupOnPod says whether a job's gang is carried by its one pod (schedulingv1alpha1.GroupOnPod)
+// rather than by a PodGroup object. An object costs a Job one more apiserver write, its status
+// writes, and an event to every informer of PodGroups, which in a burst of one-pod Jobs is what
+// made Tephra Jobs slower to turn into pods than batch/v1's. A gang of one needs no object unless
+// the job asks for what only an object holds: a topology, a ready timeout, a runtime estimate
+// (the PodGroup controller enforces the one and reports the overrun of the other), or
+// sub-groups. groupObjects is set when the controllers enforce a default ready timeout, which
+// every group then needs an object for.
+func groupOnPod(job *batchv1alpha1.Job, groupObjects bool) bool {
+	if groupObjects || job.Spec.Topology != nil || job.Spec.ReadyTimeoutSeconds != nil || job.Spec.RuntimeEstimateSeconds != nil {
+		return false
+	}
+	var pods int32
+	for _, t := range job.Spec.Tasks {
+		if t.SubGroups != nil {
+			return false
+		}
+		pods += t.Replicas
+	}
+	return pods == 1
+}
+
+// carryGroup makes a job's pod carry its group of one: the queue, and the job's annotations a
+// PodGroup would carry (passedToGroup).
+func carryGroup(pod *corev1.Pod, job *batchv1alpha1.Job) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[schedulingv1alpha1.GroupOnPodAnnotation] = "true"
+	pod.Labels[schedulingv1alpha1.QueueLabel] = queueOf(job)
+	for _, key := range passedToGroup {
+		if v, ok := job.Annotations[key]; ok {
+			pod.Annotations[key] = v
+		}
+	}
+}
