@@ -17,7 +17,8 @@ import (
 // groupRow is one pod group as `kubectl tephra groups` shows it. Every group tephra-scheduler
 // schedules is a Tephra PodGroup: its own, a Tephra Job's, or the translation of another API's
 // group (upstream's PodGroup, Volcano's, scheduler-plugins', a JobSet's, a LeaderWorkerSet's),
-// which From names as `kubectl get` would: kind.group/name.
+// which From names as `kubectl get` would: kind.group/name. A one-pod Tephra Job's group has no
+// object: its pod carries it, and the row is read from the pod.
 type groupRow struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -47,12 +48,42 @@ func (o *Options) groupRows(all bool) ([]groupRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	carried, err := o.carriedGroups(ns, list.Items)
+	if err != nil {
+		return nil, err
+	}
+	list.Items = append(list.Items, carried...)
 	slices.SortFunc(list.Items, func(a, b schedulingv1alpha1.PodGroup) int { return byNamespaceAndName(&a, &b) })
 	rows := make([]groupRow, 0, len(list.Items))
 	for i := range list.Items {
 		rows = append(rows, newGroupRow(&list.Items[i], o.Now()))
 	}
 	return rows, nil
+}
+
+// carriedGroups are the groups of one that pods carry (a one-pod Tephra Job's,
+// schedulingv1alpha1.GroupOnPod) where no PodGroup object of theirs is among objects.
+func (o *Options) carriedGroups(ns string, objects []schedulingv1alpha1.PodGroup) ([]schedulingv1alpha1.PodGroup, error) {
+	ctx, cancel := o.context()
+	defer cancel()
+	pods, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: schedulingv1alpha1.PodGroupLabel})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, g := range objects {
+		seen[g.Namespace+"/"+g.Name] = true
+	}
+	var out []schedulingv1alpha1.PodGroup
+	for i := range pods.Items {
+		g, ok := schedulingv1alpha1.GroupOnPod(&pods.Items[i])
+		if !ok || seen[g.Namespace+"/"+g.Name] {
+			continue
+		}
+		seen[g.Namespace+"/"+g.Name] = true
+		out = append(out, *g)
+	}
+	return out, nil
 }
 
 func newGroupRow(g *schedulingv1alpha1.PodGroup, now time.Time) groupRow {

@@ -22,6 +22,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 )
 
 // Volcano's Job API, which `job submit` converts.
@@ -272,7 +273,18 @@ func (o *Options) describeJob(name string) error {
 	o.printf("Running:        %d of minimum %d; %d pending, %d succeeded, %d failed\n", row.Running, row.MinAvailable, row.Pending, row.Succeeded, row.Failed)
 	o.printf("Retries:        %d of %d\n", job.Status.RetryCount, job.Spec.MaxRetry)
 	group, err := o.tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		carriers := make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			carriers[i] = &pods.Items[i]
+		}
+		if carried := groups.OnPods(carriers); carried != nil {
+			group, err = carried, nil
+			o.printf("PodGroup:       %s, carried by its pod %s (%s, minMember %d)\n", group.Name, schedulingv1alpha1.CarriedBy(group), orNone(string(group.Status.Phase)), group.Spec.MinMember)
+		}
+	}
 	switch {
+	case group != nil && schedulingv1alpha1.CarriedBy(group) != "":
 	case apierrors.IsNotFound(err):
 		o.printf("PodGroup:       <none>\n")
 	case err != nil:

@@ -129,6 +129,11 @@ func (o *Options) usage(limit int) (*usage, error) {
 		lookup = devices
 	}
 	groupQueue := map[string]string{}
+	for i := range pods.Items {
+		if g, carried := schedulingv1alpha1.GroupOnPod(&pods.Items[i]); carried {
+			groupQueue[g.Namespace+"/"+g.Name] = g.Spec.Queue
+		}
+	}
 	for _, g := range groups.Items {
 		queue := g.Spec.Queue
 		if queue == "" {

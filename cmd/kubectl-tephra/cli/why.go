@@ -14,6 +14,7 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/disruption"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
@@ -199,23 +200,28 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 	defer cancel()
 	v.Waiting = true
 	group, err := o.tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		v.Blocker = schedulingv1alpha1.ReasonPodGroupNotFound
-		v.Reason = fmt.Sprintf("PodGroup %s/%s does not exist; the scheduler holds the group's pods until it does", ns, name)
-		v.Unblock = fmt.Sprintf("create PodGroup %s/%s (a Tephra Job's controller creates it: is tephra-controllers running?), or take the pods out of the group", ns, name)
-		return v, nil
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	all, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
+	all, listErr := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if listErr != nil {
+		return nil, listErr
 	}
 	var members []corev1.Pod
-	for _, pod := range all.Items {
+	var carriers []*corev1.Pod
+	for i, pod := range all.Items {
 		if g, ok := schedulingv1alpha1.PodGroupNameOf(&pod); ok && g == name {
 			members = append(members, pod)
+			carriers = append(carriers, &all.Items[i])
+		}
+	}
+	if apierrors.IsNotFound(err) {
+		// A one-pod Job's group has no object: its pod carries it.
+		if group = groups.OnPods(carriers); group == nil {
+			v.Blocker = schedulingv1alpha1.ReasonPodGroupNotFound
+			v.Reason = fmt.Sprintf("PodGroup %s/%s does not exist; the scheduler holds the group's pods until it does", ns, name)
+			v.Unblock = fmt.Sprintf("create PodGroup %s/%s (a Tephra Job's controller creates it: is tephra-controllers running?), or take the pods out of the group", ns, name)
+			return v, nil
 		}
 	}
 	queue := group.Spec.Queue
