@@ -31,8 +31,8 @@ const (
 
 // recount sums, per leaf queue, the requests of the pods bound to a node and not ended, as a user
 // would from `kubectl get pods -A`: a pod of a PodGroup is in the group's queue (default if it
-// names none; nowhere while the group is missing), another pod in the queue of its label (default
-// without one). Only pods of tephra-scheduler are counted: all this package creates.
+// names none; nowhere while the group is missing), a pod that carries its group of one (a one-pod
+// Job's) in the queue of its label, another pod in the queue of its label (default without one). Only pods of tephra-scheduler are counted: all this package creates.
 func recount(ctx context.Context, env *framework.Env) (map[string]map[corev1.ResourceName]int64, error) {
 	pods, err := env.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -59,6 +59,9 @@ func recount(ctx context.Context, env *framework.Env) (map[string]map[corev1.Res
 		queue := schedulingv1alpha1.DefaultQueue
 		if group := pod.Labels[schedulingv1alpha1.PodGroupLabel]; group != "" {
 			q, ok := groupQueue[pod.Namespace+"/"+group]
+			if carried, carries := schedulingv1alpha1.GroupOnPod(&pod); !ok && carries {
+				q, ok = carried.Spec.Queue, true
+			}
 			if !ok {
 				continue
 			}
