@@ -59,7 +59,7 @@ func writeJobBurstMethod(b *strings.Builder, res *JobBurstResults) {
 	fmt.Fprintf(b, "A burst is N = %d pods' worth of Jobs created at once by %d client workers (client QPS and burst %.0f, "+
 		"which do not limit them): **J1**, %d one-pod Jobs, or **J8**, %d Jobs of 8 pods. Once as Tephra Jobs "+
 		"(batch.tephra.dev/v1alpha1, queue `default`, minAvailable = replicas): tephra-controllers' Job controller creates "+
-		"each Job's PodGroup and pods. Once as batch/v1 Jobs (parallelism = completions = the Job's pods; J8's Indexed): "+
+		"each Job's pods, and for J8 each Job's PodGroup (a one-pod Job's pod carries its group, with no PodGroup object: docs/job.md). Once as batch/v1 Jobs (parallelism = completions = the Job's pods; J8's Indexed): "+
 		"kube-controller-manager's Job controller creates the pods, plain pods without a gang, as batch/v1 gives. Both "+
 		"templates name tephra-scheduler, so the same scheduler binds both. kube-controller-manager runs with localcluster's "+
 		"client QPS 500 and burst 1000, tephra-controllers with its Deployment's flags and defaults (client QPS 1000, burst 2000, 16 Jobs decided at once). The kinds "+

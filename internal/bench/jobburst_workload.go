@@ -17,7 +17,7 @@ import (
 // The two kinds of Job a burst is made of: which controller turns the Jobs into pods.
 const (
 	// TephraJobKind is batch.tephra.dev/v1alpha1 Jobs: tephra-controllers' Job controller creates
-	// each Job's PodGroup and its pods.
+	// each Job's pods, and the PodGroup of a Job of several (a one-pod Job's pod carries its group).
 	TephraJobKind = "Tephra"
 	// BatchJobKind is batch/v1 Jobs: kube-controller-manager's Job controller creates the pods,
 	// with no gang.
