@@ -5,7 +5,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -42,4 +45,32 @@ func TestAGroupNamesWhatItStandsFor(t *testing.T) {
 	g.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
 	assert.Equal(t, groupRow{Namespace: "ns", Name: "train", From: "job.batch.tephra.dev/train", Queue: "team-a", Phase: "Pending", MinMember: 4, Age: "60s"},
 		newGroupRow(g, now), "a group without status yet is Pending")
+}
+
+// A one-pod Job's group, which its pod carries with no PodGroup object, is listed from the pod,
+// beside the objects, and why explains it as a group.
+func TestGroupsAPodCarriesAreListedAndExplained(t *testing.T) {
+	carrier := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "single-work-0", Namespace: "ns", CreationTimestamp: metav1.Unix(-30, 0),
+			Labels:          map[string]string{schedulingv1alpha1.PodGroupLabel: "single", schedulingv1alpha1.QueueLabel: "team"},
+			Annotations:     map[string]string{schedulingv1alpha1.GroupOnPodAnnotation: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch.tephra.dev/v1alpha1", Kind: "Job", Name: "single", Controller: new(true)}},
+		},
+	}
+	object := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pair", Namespace: "ns", CreationTimestamp: metav1.Unix(-60, 0)},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2, Queue: "team"}}
+	o, _ := testOptions([]runtime.Object{carrier}, object)
+
+	rows, err := o.groupRows(false)
+	require.NoError(t, err)
+	assert.Equal(t, []groupRow{
+		{Namespace: "ns", Name: "pair", Queue: "team", Phase: "Pending", MinMember: 2, Age: "60s"},
+		{Namespace: "ns", Name: "single", From: "job.batch.tephra.dev/single", Queue: "team", Phase: "Pending", MinMember: 1, Age: "30s"},
+	}, rows)
+
+	v, err := o.why("podgroup/single")
+	require.NoError(t, err)
+	assert.NotEqual(t, schedulingv1alpha1.ReasonPodGroupNotFound, v.Blocker, "the group exists on its pod: %+v", v)
+	assert.Equal(t, "team", v.Queue)
 }
