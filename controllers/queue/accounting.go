@@ -97,7 +97,7 @@ func pointers[T any](items []T) []*T {
 // account feeds a ledger of its own with the objects, and reads the accounting from it.
 func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*corev1.Node, groups []*schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
 	l := ledger.New(schedulerNames...)
-	feed := ledger.NewFeed(l, listGroups(groups, pods))
+	feed := ledger.NewFeed(l, listGroups(groups))
 	if devices != nil {
 		l.UseDevices(devices)
 		l.SetDevices(devices.Total())
@@ -111,17 +111,12 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 	return fromLedger(l, queues, groups, history)
 }
 
-// listedGroups are PodGroups listed once, by "namespace/name": the objects, and the groups of one
-// that listed pods carry (v1alpha1.GroupOnPod) where no object is.
+// listedGroups are PodGroup objects listed once, by "namespace/name" (a group a pod carries has
+// none: quota.ChargeOf reads it from the pod).
 type listedGroups map[string]*schedulingv1alpha1.PodGroup
 
-func listGroups(groups []*schedulingv1alpha1.PodGroup, pods []*corev1.Pod) listedGroups {
+func listGroups(groups []*schedulingv1alpha1.PodGroup) listedGroups {
 	out := make(listedGroups, len(groups))
-	for _, pod := range pods {
-		if pg, carried := schedulingv1alpha1.GroupOnPod(pod); carried && (pod.DeletionTimestamp == nil || out[pg.Namespace+"/"+pg.Name] == nil) {
-			out[pg.Namespace+"/"+pg.Name] = pg
-		}
-	}
 	for _, pg := range groups {
 		out[pg.Namespace+"/"+pg.Name] = pg
 	}

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
@@ -279,11 +278,12 @@ func informedGroups(pods, groups cache.Informer) (informed, error) {
 	return informed{groups: g.GetIndexer(), pods: p.GetIndexer()}, nil
 }
 
-// Get returns a PodGroup object, else the group of one a pod of it carries (groups.OnPods).
+// Get returns a PodGroup object: a group a pod carries has none, and quota.ChargeOf reads it from
+// the pod.
 func (i informed) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 	obj, exists, err := i.groups.GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
-		return groups.OnPods(i.PodsOf(namespace, name))
+		return nil
 	}
 	pg, _ := obj.(*schedulingv1alpha1.PodGroup)
 	return pg

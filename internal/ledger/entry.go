@@ -10,8 +10,8 @@ import (
 type Entry struct {
 	Queue string // "" while the pod's PodGroup is unknown: it counts nowhere yet
 	Group string // namespace/name of its PodGroup, "" for none
-	// Carried: the pod carries its group of one (v1alpha1.GroupOnPod), which is a workload of
-	// one pod as a pod without a group is, and is counted with those (Singles).
+	// Carried: the pod carries its group of one (quota.PodCharge), which is a workload of one pod
+	// as a pod without a group is, and is counted with those (Singles).
 	Carried  bool
 	Requests quota.Amounts
 	// direct and shared are parts of requests, from the pod's ResourceClaims (quota.PodDevices):

@@ -65,10 +65,18 @@ func (f *Feed) ObserveNode(obj any, deleted bool) {
 	f.ledger.SetNode(node.Name, node.Status.Allocatable)
 }
 
-// GroupAdded charges the pods that named a PodGroup before it existed.
+// GroupAdded charges the pods that named a PodGroup before it existed, and those that carried it
+// (v1alpha1.GroupOnPod): the object wins over what they carried.
 func (f *Feed) GroupAdded(obj any) {
-	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		f.ledger.GroupAdded(pg.Namespace+"/"+pg.Name, f.Queue)
+	pg, ok := obj.(*v1alpha1.PodGroup)
+	if !ok {
+		return
+	}
+	f.ledger.GroupAdded(pg.Namespace+"/"+pg.Name, f.Queue)
+	for _, pod := range f.groups.PodsOf(pg.Namespace, pg.Name) {
+		if v1alpha1.CarriesGroup(pod) {
+			f.ledger.Refresh(pod, f.Queue)
+		}
 	}
 }
 

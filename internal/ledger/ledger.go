@@ -160,7 +160,7 @@ func (l *Ledger) record(pod *corev1.Pod, resolve func(namespace, group string) s
 	e := &Entry{
 		Queue:           c.Queue,
 		Group:           c.Group,
-		Carried:         v1alpha1.CarriesGroup(pod),
+		Carried:         c.Carried,
 		Name:            pod.Name,
 		ResourceVersion: pod.ResourceVersion,
 		Priority:        corev1helpers.PodPriority(pod),

@@ -228,10 +228,16 @@ func TestSinglesAreCountedByQueue(t *testing.T) {
 	leaving.DeletionTimestamp = &metav1.Time{}
 	member := ledgertest.Pod("member", map[string]string{v1alpha1.PodGroupLabel: "g"}, "n", 1)
 	// A pod that carries its group of one is a workload of its own too, in its group's queue.
-	carrier := ledgertest.Pod("carrier", map[string]string{v1alpha1.PodGroupLabel: "c"}, "", 1)
+	carrier := ledgertest.Pod("carrier", map[string]string{v1alpha1.PodGroupLabel: "c", v1alpha1.QueueLabel: "a"}, "", 1)
 	carrier.Annotations = map[string]string{v1alpha1.GroupOnPodAnnotation: "true"}
+	objects := func(_, name string) string {
+		if name == "c" {
+			return "" // no object: the pod carries its group
+		}
+		return "a"
+	}
 	for _, pod := range []*corev1.Pod{ledgertest.Pod("a0", nil, "n", 1), ledgertest.Pod("b0", inB, "n", 1), ledgertest.Pod("b1", inB, "", 1), gated, leaving, member, carrier} {
-		l.Observe(pod, func(string, string) string { return "a" })
+		l.Observe(pod, objects)
 	}
 	assert.Equal(t, map[string]Singles{v1alpha1.DefaultQueue: {Placed: 1}, "a": {Waiting: 1}, "b": {Placed: 1, Waiting: 2}}, l.View().Singles)
 	l.Forget("carrier", nil)

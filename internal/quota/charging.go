@@ -42,6 +42,9 @@ type PodCharge struct {
 	Terminating bool
 	// Gated: the pod waits behind scheduling gates and cannot be scheduled yet.
 	Gated bool
+	// Carried: the pod carries its group of one (v1alpha1.GroupOnPod), no object of which is
+	// known, and names its queue itself: a workload of one pod, as a pod without a group is.
+	Carried bool
 }
 
 // Demand says whether the pod asks for room now: waiting, and not gated. Whether its group has
@@ -74,7 +77,7 @@ func ChargeOf(pod *corev1.Pod, schedulerNames []string, groupQueue func(namespac
 			queue = q
 		case v1alpha1.CarriesGroup(pod):
 			// A pod that carries its group of one (no PodGroup object) names its queue itself.
-			queue = v1alpha1.CarriedQueue(pod)
+			queue, c.Carried = v1alpha1.CarriedQueue(pod), true
 		default:
 			c.Standing = Unresolved
 			return c

@@ -116,13 +116,15 @@ func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 
 func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	objects := factory.Scheduling().V1alpha1().PodGroups().Lister()
 	a := &accounts{
 		ledger:    ledger.New(),
-		podGroups: groups.NewLister(factory.Scheduling().V1alpha1().PodGroups().Lister(), podInformer.GetIndexer()),
+		podGroups: groups.NewLister(objects, podInformer.GetIndexer()),
 		pods:      podInformer.GetIndexer(),
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
-	a.feed = ledger.NewFeed(a.ledger, listedGroups{podGroups: a.podGroups, pods: a.pods})
+	// The ledger reads the objects only: quota.ChargeOf reads a group a pod carries from the pod.
+	a.feed = ledger.NewFeed(a.ledger, listedGroups{podGroups: objects, pods: a.pods})
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.shares.invalidateTree() },
 		UpdateFunc: func(any, any) { a.shares.invalidateTree() },

@@ -69,6 +69,13 @@ func Cases() []Case {
 			Demand:    map[string]quota.Amounts{"a": cpu(3)},
 		},
 		{
+			Name:   "a PodGroup object wins over the group a pod says it carries",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			Groups:    []v1alpha1.PodGroup{group("g", "b", 1)},
+			Pods:      []corev1.Pod{pod("c1", "a", "g", 2, onNode, carries)},
+			Allocated: map[string]quota.Amounts{"b": cpu(2)},
+		},
+		{
 			Name:   "the pods of a group not known yet count nowhere",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
 			Pods: []corev1.Pod{pod("p1", "a", "missing", 2, onNode), pod("p2", "a", "missing", 2)},
