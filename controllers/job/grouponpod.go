@@ -9,8 +9,8 @@ import (
 
 // groupOnPod says whether a job's gang is carried by its one pod (schedulingv1alpha1.GroupOnPod)
 // rather than by a PodGroup object. An object costs a Job one more apiserver write, its status
-// writes, and an event to every informer of PodGroups, which in a burst of one-pod Jobs is what
-// made Tephra Jobs slower to turn into pods than batch/v1's. A gang of one needs no object unless
+// writes, and an event to every informer of PodGroups; in a burst of one-pod Jobs the apiserver's
+// time is what bounds how soon they become pods. A gang of one needs no object unless
 // the job asks for what only an object holds: a topology, a ready timeout, a runtime estimate
 // (the PodGroup controller enforces the one and reports the overrun of the other), or
 // sub-groups. groupObjects is set when the controllers enforce a default ready timeout, which

@@ -1,7 +1,8 @@
-// Package groups is the PodGroups Tephra schedules by, as both binaries read them: the PodGroup
-// objects, and the groups of one pod that a pod carries itself (v1alpha1.GroupOnPod), for which
-// no object is written. Code that reads a group by name reads it here, so that it need not know
-// which of the two it has.
+// Package groups is the PodGroups Tephra schedules by, as tephra-scheduler's plugins and kubectl
+// tephra read them: the PodGroup objects, and the groups of one pod that a pod carries itself
+// (v1alpha1.GroupOnPod), for which no object is written. Code that reads a group by name reads it
+// here, so that it need not know which of the two it has. (Queue accounting needs no lookup:
+// quota.ChargeOf reads a carried group from its pod.)
 package groups
 
 import (
