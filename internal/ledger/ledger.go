@@ -269,6 +269,8 @@ func (l *Ledger) Assume(pod *corev1.Pod, queue, group string) {
 	defer l.mu.Unlock()
 	e := l.pods[pod.UID]
 	if e == nil {
+		// A pod this scheduler reserves before the ledger saw it: no resolver here tells whether
+		// an object of its group exists, and the pod's own word stands until it is observed.
 		c := l.ChargeOf(pod)
 		e = &Entry{Requests: c.Requests, Direct: c.Direct, Shared: c.Shared, Claims: c.Claims, Namespace: pod.Namespace, Name: pod.Name, Priority: corev1helpers.PodPriority(pod), Queue: queue, Group: group, Carried: v1alpha1.CarriesGroup(pod)}
 	} else {

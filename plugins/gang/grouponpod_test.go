@@ -29,10 +29,8 @@ func TestAPodThatCarriesItsGroupIsScheduledAsIt(t *testing.T) {
 	f.handle.recorder.Verbose = true
 	f.gang.groupEvent(pg, "Normal", "Test", "about the group")
 	assert.Equal(t, "Normal Test Scheduling about the group {kind=Pod,apiVersion=v1}", <-f.handle.recorder.Events, "said on the pod")
-	key := groupKey{"ns", "train"}
-	known := false
-	f.gang.groups.with(key, func(*groupState) { known = true })
-	require.True(t, known)
+	_, seen := f.gang.groups.sortTime(groupKey{"ns", "train"})
+	require.True(t, seen, "the group has state: its pod passed Permit as its group")
 
 	require.NoError(t, f.pods.Delete(pod))
 	before := f.gang.groups.groupCount()
