@@ -304,9 +304,11 @@ func writeDefinitions(b *strings.Builder, o Options) {
   cost beside idle GPUs (or placement, when the free GPUs are scattered).
 - Free GPUs while big gangs wait are means over the times a big gang waited: on nodes where no
   GPU was held (whole), and on partly held nodes (scattered), which a gang of whole nodes cannot use.
-- Discarded GPU-hours are the work preempted pods lost: GPUs × (evicted − running), and their part
-  of the trace's work (Σ replicas × GPUs × duration). A job restarted is one whose minimum came to
-  run again after a preemption.
+- Discarded GPU-hours are the work preemptions threw away, and their part of the trace's work
+  (Σ replicas × GPUs × duration): when a preempted pod's end left a job fewer pods running than
+  its minimum, the GPU-hours all its running pods had worked since its minimum last came to run.
+  An elastic pod evicted while its job's minimum runs on throws no work away. A job restarted is
+  one whose minimum came to run again after a preemption.
 - JCT against B1's, job by job, sums each job's JCT less its JCT in B1, in job-hours, over the
   jobs that finished in both: for the jobs restarted by a preemption, then for the others. A mean
   JCT above B1's comes from the work reclaim threw away, and the wait to start again, when the

@@ -120,8 +120,9 @@ type Outcomes struct {
 	// applies: a run ends when its jobs ended or the replay gave up waiting, not mid-bind.
 	PartialPodsAtEnd, PartialGPUsAtEnd int
 
-	// PreemptedPods counts the pods the scheduler evicted; DiscardedGPUSeconds is the work they
-	// lost, Σ GPUs × (Ended − Running) over those that ran.
+	// PreemptedPods counts the pods the scheduler evicted; DiscardedGPUSeconds is the work
+	// preemptions threw away: what the jobs whose minimum they broke had worked since they last
+	// started, every running pod of the job counted (jobFigures.discarded).
 	PreemptedPods       int
 	DiscardedGPUSeconds float64
 	// WorkGPUSeconds is the trace's work, Σ Replicas × GPUs × Duration over every job: what
@@ -314,8 +315,8 @@ func (o Options) Analyze(run Run) Outcomes {
 			firstPod = append(firstPod, math.Max(seen-j.Submit, 0))
 		}
 
-		out.addPreemptions(j, end)
 		f := timeline(j, end)
+		out.addPreemptions(j, f)
 		out.addHeldGPUs(j, f)
 		onGrid.add(j, qi, f.segments)
 	}
@@ -343,18 +344,21 @@ func (o Options) Analyze(run Run) Outcomes {
 	return out
 }
 
-// addPreemptions counts a job's work, its restarts and the work its preempted pods lost (the
-// discarded work is reported as a part of the whole).
-func (o *Outcomes) addPreemptions(j Job, end float64) {
+// addPreemptions counts a job's work, its restarts, its preempted pods and the work they threw
+// away (the discarded work is reported as a part of the whole).
+func (o *Outcomes) addPreemptions(j Job, f jobFigures) {
 	o.WorkGPUSeconds += float64(j.Replicas*j.GPUs) * j.Duration
 	if restarts := len(j.Started) - 1; restarts > 0 {
 		o.restarted[j.Name] = true
 		o.RestartedJobs++
 		o.MostRestarts = max(o.MostRestarts, restarts)
 	}
-	preempted, discarded := preemptions(j, end)
-	o.PreemptedPods += preempted
-	o.DiscardedGPUSeconds += discarded
+	for _, p := range j.Pods {
+		if p.Preempted {
+			o.PreemptedPods++
+		}
+	}
+	o.DiscardedGPUSeconds += f.discarded
 }
 
 // addHeldGPUs adds a job's GPU-seconds held, busy and partial, and its pods partial at the end.
@@ -438,23 +442,4 @@ func (t *tally) summary() Summary {
 	s := t.s
 	s.JCT, s.Wait = StatsOf(t.jct), StatsOf(t.wait)
 	return s
-}
-
-// preemptions are a job's pods the scheduler evicted and the GPU-seconds they had run: the work
-// they lost (a pod still holding at the run's end counts until then).
-func preemptions(j Job, end float64) (pods int, discarded float64) {
-	for _, p := range j.Pods {
-		if !p.Preempted {
-			continue
-		}
-		pods++
-		if !math.IsNaN(p.Running) {
-			stopped := p.Ended
-			if math.IsNaN(stopped) {
-				stopped = end
-			}
-			discarded += float64(j.GPUs) * math.Max(stopped-p.Running, 0)
-		}
-	}
-	return pods, discarded
 }

@@ -385,3 +385,25 @@ func TestJCTAgainstB1SplitsRestartedJobsFromTheOthers(t *testing.T) {
 		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestDiscardedWork counts what a job must do again: a gang that loses one member loses every
+// member's work since its minimum last came to run, and an elastic pod evicted while the minimum
+// runs on throws nothing away.
+func TestDiscardedWork(t *testing.T) {
+	// A gang of 2 × 1 GPU working from 10; g-0 is evicted at 50, so g-1's 40 s go too; it starts
+	// again at 100 with g-2 beside g-1, which waited bound.
+	evicted := pod("g-0", 0, 10, 50)
+	evicted.Preempted = true
+	gang := gangJob("g", "", 0, 1, []float64{10, 100}, 200, evicted, pod("g-1", 0, 10, 200), pod("g-2", 100, 100, 200))
+	gang.Replicas, gang.MinReplicas = 2, 2
+	// An elastic job of 3 × 1 GPU, minimum 2, working from 0: its third pod is evicted at 30 and
+	// the other two work on.
+	extra := pod("e-2", 0, 0, 30)
+	extra.Preempted = true
+	elastic := gangJob("e", "", 0, 1, []float64{0}, 100, pod("e-0", 0, 0, 100), pod("e-1", 0, 0, 100), extra)
+	elastic.Replicas, elastic.MinReplicas = 3, 2
+	o := Analyze(Run{Config: "C", GPUs: 6, End: 200, Jobs: []Job{gang, elastic}})
+	equal(t, "preempted pods", o.PreemptedPods, 2)
+	near(t, "discarded GPU-s", o.DiscardedGPUSeconds, 80)
+	equal(t, "restarted jobs", o.RestartedJobs, 1)
+}

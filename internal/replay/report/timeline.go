@@ -26,6 +26,11 @@ type jobFigures struct {
 	longestPartial float64
 	// partialPodsAtEnd are the pods still holding at end while fewer than the minimum did.
 	partialPodsAtEnd int
+	// discarded is the work a preemption threw away: the GPU-seconds its running pods worked in
+	// each stretch of work that ended when a preempted pod's end left fewer than the minimum
+	// running. The job must do that work again. An elastic pod evicted while the minimum runs on
+	// throws nothing away, and the other pods of a gang that lost a member lose their work too.
+	discarded float64
 }
 
 // minimum is a job's gang minimum: MinReplicas, or Replicas when unset, and at least one pod.
@@ -113,6 +118,8 @@ func timeline(j Job, end float64) jobFigures {
 		closeWindow(times[len(times)-1])
 	}
 
+	f.discarded = discardedWork(j, pods, times, least, end)
+
 	// Still holding at the end: bound by then, and not ended (NaN) or ended after it.
 	atEnd := 0
 	for _, p := range j.Pods {
@@ -124,4 +131,37 @@ func timeline(j Job, end float64) jobFigures {
 		f.partialPodsAtEnd = atEnd
 	}
 	return f
+}
+
+// discardedWork is jobFigures.discarded, over the pods' intervals and the sorted event times.
+func discardedWork(j Job, pods []interval, times []float64, least int, end float64) float64 {
+	preemptedEnds := map[float64]bool{}
+	for _, p := range j.Pods {
+		if p.Preempted && !math.IsNaN(p.Ended) && p.Ended <= end {
+			preemptedEnds[math.Max(p.Ended, 0)] = true
+		}
+	}
+	if len(preemptedEnds) == 0 {
+		return 0
+	}
+	discarded, stretch, working := 0.0, 0.0, false
+	for i := 0; i+1 < len(times); i++ {
+		from, to := times[i], times[i+1]
+		running := 0
+		for _, iv := range pods {
+			if iv.running <= from && from < iv.ended {
+				running++
+			}
+		}
+		if running >= least {
+			working = true
+			stretch += float64(j.GPUs*running) * (to - from)
+			continue
+		}
+		if working && preemptedEnds[from] {
+			discarded += stretch
+		}
+		working, stretch = false, 0
+	}
+	return discarded
 }
