@@ -133,12 +133,12 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
-		Name:   "Cd",
-		Title:  "C draining for reclaim: while patience keeps a pod from reclaiming, the node its victims are on is held for it (TephraQueue's reclaimDrain)",
+		Name:   "Cn",
+		Title:  "C not draining for reclaim: a pod that patience keeps from reclaiming holds no node, and what ends on its victims' node goes to others (TephraQueue's reclaimDrain false)",
 		Gangs:  TephraJobs,
 		Queues: true,
 		options: func(o *localcluster.Options, _, _ string) error {
-			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimDrain": true}}
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimDrain": false}}
 			return nil
 		},
 	},
@@ -159,16 +159,6 @@ var Configurations = []*Configuration{
 		Queues:               true,
 		ReclaimPatienceLimit: tightPatienceLimit,
 		options: func(o *localcluster.Options, _, _ string) error {
-			return nil
-		},
-	},
-	{
-		Name:   "Cwd",
-		Title:  "Cw draining for reclaim: patience counts a victim's whole run, and while it keeps a pod from reclaiming, the node its victims are on is held for it (TephraQueue's reclaimPatienceCounts WholeRun and reclaimDrain)",
-		Gangs:  TephraJobs,
-		Queues: true,
-		options: func(o *localcluster.Options, _, _ string) error {
-			o.SchedulerPluginArgs = map[string]map[string]any{"TephraQueue": {"reclaimPatienceCounts": "WholeRun", "reclaimDrain": true}}
 			return nil
 		},
 	},
