@@ -1,8 +1,9 @@
-// Package groups is the PodGroups Tephra schedules by, as tephra-scheduler's plugins and kubectl
-// tephra read them: the PodGroup objects, and the groups of one pod that a pod carries itself
-// (v1alpha1.GroupOnPod), for which no object is written. Code that reads a group by name reads it
-// here, so that it need not know which of the two it has. (Queue accounting needs no lookup:
-// quota.ChargeOf reads a carried group from its pod.)
+// Package groups is the PodGroups Tephra schedules by, as both binaries and kubectl tephra read
+// them: the PodGroup objects; upstream Kubernetes' PodGroups (scheduling.k8s.io/v1beta1),
+// translated in memory (Upstream); and the groups of one pod that a pod carries itself
+// (v1alpha1.GroupOnPod). No object is written for the last two. Code that reads a group by name
+// reads it here, so that it need not know which of the three it has. (Queue accounting reads a
+// carried group from its pod: quota.ChargeOf.)
 package groups
 
 import (
@@ -16,16 +17,19 @@ import (
 	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
-// NewLister returns a PodGroupLister whose Get finds a group's PodGroup object, else the group
-// a pod of it carries. pods is a pod informer's indexer with ledger.PodGroupIndex. List lists
+// NewLister returns a PodGroupLister whose Get finds a group's PodGroup object, else its upstream
+// PodGroup's translation (upstream nil: none are read), else the group a pod of it carries (pods
+// nil: none are read). pods is a pod informer's indexer with ledger.PodGroupIndex. A Tephra object
+// wins over an upstream PodGroup of the same name, which wins over what a pod carries. List lists
 // the objects only: nothing lists groups to schedule them.
-func NewLister(objects schedulinglisters.PodGroupLister, pods cache.Indexer) schedulinglisters.PodGroupLister {
-	return lister{objects: objects, pods: pods}
+func NewLister(objects schedulinglisters.PodGroupLister, pods cache.Indexer, upstream *Upstream) schedulinglisters.PodGroupLister {
+	return lister{objects: objects, pods: pods, upstream: upstream}
 }
 
 type lister struct {
-	objects schedulinglisters.PodGroupLister
-	pods    cache.Indexer
+	objects  schedulinglisters.PodGroupLister
+	pods     cache.Indexer
+	upstream *Upstream
 }
 
 func (l lister) List(selector labels.Selector) ([]*v1alpha1.PodGroup, error) {
@@ -33,12 +37,13 @@ func (l lister) List(selector labels.Selector) ([]*v1alpha1.PodGroup, error) {
 }
 
 func (l lister) PodGroups(namespace string) schedulinglisters.PodGroupNamespaceLister {
-	return namespaced{objects: l.objects.PodGroups(namespace), pods: l.pods, namespace: namespace}
+	return namespaced{objects: l.objects.PodGroups(namespace), pods: l.pods, upstream: l.upstream, namespace: namespace}
 }
 
 type namespaced struct {
 	objects   schedulinglisters.PodGroupNamespaceLister
 	pods      cache.Indexer
+	upstream  *Upstream
 	namespace string
 }
 
@@ -50,6 +55,14 @@ func (n namespaced) Get(name string) (*v1alpha1.PodGroup, error) {
 	pg, err := n.objects.Get(name)
 	if !apierrors.IsNotFound(err) {
 		return pg, err
+	}
+	if n.upstream != nil {
+		if pg, upErr := n.upstream.Get(n.namespace, name); !apierrors.IsNotFound(upErr) {
+			return pg, upErr
+		}
+	}
+	if n.pods == nil {
+		return nil, err
 	}
 	if carried := OnPods(ledger.PodsIndexedByGroup(n.pods, n.namespace, name)); carried != nil {
 		return carried, nil

@@ -37,7 +37,7 @@ func TestGetFindsObjectsThenGroupsOnPods(t *testing.T) {
 	for _, p := range []*corev1.Pod{pod("gang-0", "gang", true), leaving, pod("one-0", "one", true), pod("plain-0", "plain", false)} {
 		require.NoError(t, pods.Add(p))
 	}
-	l := NewLister(schedulinglisters.NewPodGroupLister(objects), pods)
+	l := NewLister(schedulinglisters.NewPodGroupLister(objects), pods, nil)
 
 	gang, err := l.PodGroups("ns").Get("gang")
 	require.NoError(t, err)

@@ -139,7 +139,7 @@ func newFixture(t *testing.T) *fixture {
 		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: ledger.IndexByGroup}),
 		now:    time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
 	}
-	f.gang = newGang(f.handle, args, groups.NewLister(schedulinglisters.NewPodGroupLister(f.groups), f.pods), f.pods)
+	f.gang = newGang(f.handle, args, groups.NewLister(schedulinglisters.NewPodGroupLister(f.groups), f.pods, nil), f.pods)
 	f.gang.now = func() time.Time { return f.now }
 	return f
 }

@@ -99,7 +99,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
-	g := newGang(handle, args, groups.NewLister(podGroupInformer.Lister(), podInformer.GetIndexer()), podInformer.GetIndexer())
+	g := newGang(handle, args, groups.NewLister(podGroupInformer.Lister(), podInformer.GetIndexer(), nil), podInformer.GetIndexer())
 	g.topologies = topologyInformer.Lister()
 	if g.podGroupCycles {
 		// kube-scheduler watches upstream PodGroups itself with the gate on: the informer is its.

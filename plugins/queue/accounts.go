@@ -119,7 +119,7 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	objects := factory.Scheduling().V1alpha1().PodGroups().Lister()
 	a := &accounts{
 		ledger:    ledger.New(),
-		podGroups: groups.NewLister(objects, podInformer.GetIndexer()),
+		podGroups: groups.NewLister(objects, podInformer.GetIndexer(), nil),
 		pods:      podInformer.GetIndexer(),
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
