@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -125,4 +126,32 @@ func NamespaceLabels(ctx context.Context, c client.Reader, name string) (map[str
 func QueueHold(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) (reason, message string) {
 	hold := queueHoldOf(group, queues, nsLabels)
 	return hold.reason, hold.message
+}
+
+// StatusOf is the status a group's members call for, as Reconcile decides it for a group that no
+// Tephra Job owns, held by its queue as queueHoldOf decides with queues and nsLabels (the labels
+// of its namespace). The upstream PodGroup adapter (controllers/upstream) reads it for groups that
+// exist in memory only, whose status nobody writes: their members are all there is to read.
+func StatusOf(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) schedulingv1alpha1.PodGroupStatus {
+	return desiredStatus(group, pods, queueHoldOf(group, queues, nsLabels), "")
+}
+
+// PhaseOf is the phase a group's members make it, as Reconcile decides it for a group that no
+// Tephra Job owns and whose queue admits it (a group its queue holds is Pending there, Inqueue
+// here): for those who count groups by phase from their pods (the Queue controller, kubectl
+// tephra) and do not decide whether their queues admit them.
+func PhaseOf(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv1alpha1.PodGroupPhase {
+	var c memberCounts
+	for _, pod := range pods {
+		c.add(pod)
+	}
+	minimums := subGroupMinimums{run: true, exist: true}
+	if len(group.Spec.SubGroups) > 0 {
+		values := make([]corev1.Pod, len(pods))
+		for i, pod := range pods {
+			values[i] = *pod
+		}
+		minimums = subGroupMinimumsOf(group, subGroupStatuses(group, values))
+	}
+	return phaseOf(c, minMemberOf(group), minimums, meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled))
 }

@@ -48,18 +48,22 @@ func (c memberCounts) total() int32 { return c.live() + c.failed }
 func countMembers(pods []corev1.Pod) memberCounts {
 	var c memberCounts
 	for i := range pods {
-		switch pod := &pods[i]; {
-		case pod.Status.Phase == corev1.PodSucceeded:
-			c.succeeded++
-		case pod.Status.Phase == corev1.PodFailed:
-			c.failed++
-		case pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil:
-			c.running++
-		default:
-			c.waiting++
-		}
+		c.add(&pods[i])
 	}
 	return c
+}
+
+func (c *memberCounts) add(pod *corev1.Pod) {
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded:
+		c.succeeded++
+	case pod.Status.Phase == corev1.PodFailed:
+		c.failed++
+	case pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil:
+		c.running++
+	default:
+		c.waiting++
+	}
 }
 
 // minMemberOf is spec.minMember, at least 1 as the CRD defaults it (objects that skipped the

@@ -27,6 +27,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/queue"
 	"github.com/tephra-dev/tephra/controllers/upstream"
 	"github.com/tephra-dev/tephra/controllers/whenserved"
+	"github.com/tephra-dev/tephra/internal/groups"
 )
 
 // Scheme holds every kind the controllers read or write.
@@ -140,7 +141,7 @@ func compositeAdapter(mgr ctrl.Manager) error {
 			if err != nil || !composites {
 				return false, err
 			}
-			podGroups, w, err := upstream.Served(mgr.GetConfig())
+			podGroups, w, err := groups.UpstreamServed(mgr.GetConfig())
 			workloads = w
 			return podGroups, err
 		},
@@ -162,7 +163,7 @@ func upstreamAdapter(mgr ctrl.Manager) error {
 		Name: upstream.ControllerName,
 		GVK:  upstream.GroupVersion.WithKind("PodGroup"),
 		Served: func() (bool, error) {
-			podGroups, w, err := upstream.Served(mgr.GetConfig())
+			podGroups, w, err := groups.UpstreamServed(mgr.GetConfig())
 			workloads = w
 			return podGroups, err
 		},

@@ -41,6 +41,7 @@ import (
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/mirror"
+	"github.com/tephra-dev/tephra/internal/groups"
 )
 
 // CompositeControllerName names the composite adapter, in logs and as its events' reporter.
@@ -52,7 +53,7 @@ var CompositeGroupVersion = upstreamv1alpha3.SchemeGroupVersion
 // CompositeServed says whether the apiserver serves scheduling.k8s.io/v1alpha3
 // compositepodgroups (the CompositePodGroup gate and --runtime-config).
 func CompositeServed(config *rest.Config) (bool, error) {
-	served, err := servedResources(config, CompositeGroupVersion.String())
+	served, err := groups.ServedResources(config, CompositeGroupVersion.String())
 	return served["compositepodgroups"], err
 }
 
@@ -147,7 +148,7 @@ func (r *CompositeReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		return reconcile.Result{}, err
 	}
 	for i := range children {
-		if err := writeInitiallyScheduled(ctx, r.Client, &children[i], group); err != nil {
+		if err := writeInitiallyScheduled(ctx, r.Client, &children[i], group.Status.Conditions); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -242,8 +243,3 @@ func (r *CompositeReconciler) labelPods(ctx context.Context, composite *upstream
 	return nil
 }
 
-// isCompositeChild says whether an upstream PodGroup belongs to a CompositePodGroup, whose mirror
-// stands for it.
-func isCompositeChild(pg *upstreamv1beta1.PodGroup) bool {
-	return pg.Spec.ParentCompositePodGroupName != nil
-}

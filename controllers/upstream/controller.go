@@ -1,100 +1,115 @@
-// Package upstream mirrors upstream Kubernetes' gang API (scheduling.k8s.io/v1beta1 PodGroup, and
-// its Workload for the queue label) into Tephra's own PodGroups, so that tephra-scheduler keeps
-// one internal model. Each upstream PodGroup gets a Tephra PodGroup of the same namespace and name,
-// controlled by it (deleted as soon as the upstream PodGroup is being deleted, which
-// kube-controller-manager's PodGroup protection holds until its pods end; else by the garbage
-// collector):
+// Package upstream adapts upstream Kubernetes' gang API (scheduling.k8s.io/v1beta1 PodGroup, and
+// its Workload for the queue label) to Tephra. Both binaries read an upstream PodGroup in memory as
+// the Tephra PodGroup it translates into (v1alpha1.FromUpstream, read through internal/groups): no
+// Tephra object is written for it. What this adapter writes is the one status upstream defines,
+// the condition PodGroupInitiallyScheduled on the upstream PodGroup, from the group's members as
+// the PodGroup controller reads a Tephra PodGroup's (podgroup.StatusOf): True once the gang's
+// minimum has run (terminal, as upstream says), False with reason Unschedulable and Tephra's
+// message while it cannot be placed (only if no one set the condition before). It never turns a
+// True condition back, so it agrees with upstream's scheduler if that also writes it.
 //
-//   - minMember: spec.schedulingPolicy.gang.minCount; 1 for the basic policy (every pod on its own);
-//   - queue: the label scheduling.tephra.dev/queue on the PodGroup, else on the Workload named by
-//     spec.workloadRef, else Tephra's default queue;
-//   - priorityClassName: spec.priorityClassName.
+// An upstream PodGroup that cannot be translated gets a Warning event; so does one whose name a
+// Tephra PodGroup of the user's has, which wins. A Tephra PodGroup left from a version of Tephra
+// that mirrored upstream PodGroups into objects (labelled MirrorLabel and controlled by the
+// upstream PodGroup) is deleted.
 //
-// Back on the upstream PodGroup it sets the condition PodGroupInitiallyScheduled, the only status
-// upstream defines: True once Tephra's PodGroup has been Scheduled (terminal, as upstream says),
-// False with reason Unschedulable and Tephra's message while it cannot be placed (only if no one
-// set the condition before). It never turns a True condition back, so it agrees with upstream's
-// scheduler if that also writes it.
+// CompositePodGroups (composite.go) are still mirrored into a Tephra PodGroup object.
 package upstream
 
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/mirror"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/groups"
 )
 
 // ControllerName names the adapter, in logs and as the reporting controller of its events.
 const ControllerName = "tephra-upstream-podgroup"
 
 // GroupVersion is the upstream API the adapter reads.
-var GroupVersion = upstreamv1beta1.SchemeGroupVersion
+var GroupVersion = groups.UpstreamGroupVersion
 
-// Served says whether the apiserver serves scheduling.k8s.io/v1beta1 podgroups (it does only with
-// the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true), and
-// workloads beside them.
-func Served(config *rest.Config) (podGroups, workloads bool, err error) {
-	served, err := servedResources(config, GroupVersion.String())
-	return served["podgroups"], served["workloads"], err
-}
-
-// servedResources lists the resources the apiserver serves in a group version (none when it
-// does not serve the group version).
-func servedResources(config *rest.Config, groupVersion string) (map[string]bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	list, err := dc.ServerResourcesForGroupVersion(groupVersion)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("discover %s: %w", groupVersion, err)
-	}
-	served := map[string]bool{}
-	for _, r := range list.APIResources {
-		served[r.Name] = true
-	}
-	return served, nil
-}
-
-// Reconciler mirrors upstream PodGroups into Tephra PodGroups and writes their status back.
+// Reconciler writes the condition PodGroupInitiallyScheduled of upstream PodGroups.
 type Reconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	// Workloads says whether Workloads are served and read for the queue label.
 	Workloads bool
+
+	// said keeps, by PodGroup UID, the last warning the adapter recorded on it, so that the
+	// changes of its pods, which reconcile it too, do not repeat it.
+	said sync.Map
 }
 
-// SetupWithManager runs the adapter for every change of an upstream PodGroup, of its mirror, and
-// (when served) of a Workload its PodGroups refer to.
+// memberBatchDelay is how long a member's change waits before its group is reconciled: the members
+// of a gang come, are bound and start within moments of each other (as the PodGroup controller's).
+const memberBatchDelay = 500 * time.Millisecond
+
+// SetupWithManager runs the adapter for every change of an upstream PodGroup, of a pod of one
+// (batched), and (when served) of a Workload its PodGroups refer to. The pods of a group are read
+// through the PodGroup controller's field index (podgroup.PodGroupIndex).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&upstreamv1beta1.PodGroup{}).
-		Owns(&schedulingv1alpha1.PodGroup{}).
+		Watches(&corev1.Pod{}, r.membersBatched()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: mirror.Workers})
 	if r.Workloads {
 		b = b.Watches(&upstreamv1beta1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.requestsForWorkload))
 	}
 	return b.Complete(r)
+}
+
+// membersBatched maps a pod's changes to its upstream PodGroup's reconcile request after
+// memberBatchDelay: the work queue keeps one request per group.
+func (r *Reconciler) membersBatched() handler.TypedFuncs[client.Object, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
+		if !grouped {
+			return
+		}
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+		var up upstreamv1beta1.PodGroup
+		if err := r.Get(context.Background(), key, &up); err != nil || meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
+			return // not an upstream PodGroup's, or its condition is final
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: key}, memberBatchDelay)
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
 }
 
 // requestsForWorkload maps a Workload to the upstream PodGroups that refer to it.
@@ -105,93 +120,135 @@ func (r *Reconciler) requestsForWorkload(ctx context.Context, obj client.Object)
 	}
 	var reqs []reconcile.Request
 	for _, pg := range list.Items {
-		if ref := pg.Spec.WorkloadRef; ref != nil && ref.WorkloadName == obj.GetName() {
+		if schedulingv1alpha1.UpstreamWorkloadName(&pg) == obj.GetName() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}})
 		}
 	}
 	return reqs
 }
 
-// Reconcile brings the mirror of one upstream PodGroup in line with it, and its status back.
+// Reconcile writes an upstream PodGroup's PodGroupInitiallyScheduled from its members, says why it
+// cannot be scheduled as it is, and deletes what an earlier version of Tephra mirrored it into.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var up upstreamv1beta1.PodGroup
 	if err := r.Get(ctx, req.NamespacedName, &up); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if up.DeletionTimestamp != nil {
-		// kube-controller-manager's PodGroup protection keeps a deleted PodGroup until its pods
-		// have ended; its gang is over now, so the mirror goes at once and the members it held
-		// wait for their group again (PodGroupNotFound) without holding capacity.
-		return reconcile.Result{}, deleteMirrorOf(ctx, r.Client, &up)
-	}
-	if isCompositeChild(&up) {
-		// Its CompositePodGroup's mirror, with a sub-group for it, stands for it (composite.go).
-		return reconcile.Result{}, nil
-	}
-	spec, invalid, err := r.desiredSpec(ctx, &up)
+	own, err := r.ownPodGroup(ctx, &up)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if invalid != "" {
-		mirror.Invalid(r.Recorder, &up, "Tephra cannot schedule this PodGroup: %s", invalid)
+	// Being deleted, it is no group any more (kube-controller-manager's PodGroup protection keeps
+	// it until its pods have ended); one of a CompositePodGroup is the composite's sub-group
+	// (composite.go); once True, its condition is final.
+	if up.DeletionTimestamp != nil || schedulingv1alpha1.IsCompositeChild(&up) ||
+		meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
 		return reconcile.Result{}, nil
 	}
-	group, err := mirror.SyncPodGroup(ctx, r.Client, r.Recorder, &up, GroupVersion.WithKind("PodGroup"), spec, map[string]string{MirrorLabel: "true"})
-	if err != nil || group == nil {
+	workload, err := r.workloadOf(ctx, &up)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, writeInitiallyScheduled(ctx, r.Client, &up, group)
+	group, invalid := schedulingv1alpha1.FromUpstream(&up, workload)
+	if invalid != "" {
+		r.warnOnce(&up, nil, mirror.ReasonInvalid, "Tephra cannot schedule this PodGroup: "+invalid)
+		return reconcile.Result{}, nil
+	}
+	if own != nil {
+		r.warnOnce(&up, own, mirror.ReasonConflict, fmt.Sprintf("Tephra PodGroup %s/%s exists and is not this PodGroup's: it decides how the pods are scheduled", own.Namespace, own.Name))
+		return reconcile.Result{}, nil
+	}
+	r.said.Delete(up.UID)
+	status, err := r.statusOf(ctx, group)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, writeInitiallyScheduled(ctx, r.Client, &up, status.Conditions)
 }
 
-// MirrorLabel marks the Tephra PodGroups that mirror an upstream PodGroup.
+// ownPodGroup returns the Tephra PodGroup object of the upstream PodGroup's name that is not a
+// mirror of it, nil if there is none; a mirror an earlier version of Tephra wrote is deleted.
+func (r *Reconciler) ownPodGroup(ctx context.Context, up *upstreamv1beta1.PodGroup) (*schedulingv1alpha1.PodGroup, error) {
+	var group schedulingv1alpha1.PodGroup
+	if err := r.Get(ctx, client.ObjectKeyFromObject(up), &group); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(&group, up) || group.Labels[MirrorLabel] != "true" {
+		return &group, nil
+	}
+	if group.DeletionTimestamp == nil {
+		if err := r.Delete(ctx, &group, client.Preconditions{UID: &group.UID}); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("delete the mirror of an earlier version: %w", err)
+		}
+	}
+	return nil, nil
+}
+
+// workloadOf is the Workload an upstream PodGroup was made from, nil when it has none, it does
+// not exist, or Workloads are not read.
+func (r *Reconciler) workloadOf(ctx context.Context, up *upstreamv1beta1.PodGroup) (*upstreamv1beta1.Workload, error) {
+	name := schedulingv1alpha1.UpstreamWorkloadName(up)
+	if name == "" || !r.Workloads {
+		return nil, nil
+	}
+	var w upstreamv1beta1.Workload
+	if err := r.Get(ctx, types.NamespacedName{Namespace: up.Namespace, Name: name}, &w); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &w, nil
+}
+
+// statusOf is the status of the group, as the PodGroup controller decides a Tephra PodGroup's from
+// its members and its queue.
+func (r *Reconciler) statusOf(ctx context.Context, group *schedulingv1alpha1.PodGroup) (schedulingv1alpha1.PodGroupStatus, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(group.Namespace), client.MatchingFields{podgroup.PodGroupIndex: group.Name}); err != nil {
+		return schedulingv1alpha1.PodGroupStatus{}, fmt.Errorf("list members of pod group %s/%s: %w", group.Namespace, group.Name, err)
+	}
+	var queues schedulingv1alpha1.QueueList
+	if err := r.List(ctx, &queues); err != nil {
+		return schedulingv1alpha1.PodGroupStatus{}, fmt.Errorf("list queues: %w", err)
+	}
+	nsLabels, err := podgroup.NamespaceLabels(ctx, r, group.Namespace)
+	if err != nil {
+		return schedulingv1alpha1.PodGroupStatus{}, err
+	}
+	queuePtrs := make([]*schedulingv1alpha1.Queue, len(queues.Items))
+	for i := range queues.Items {
+		queuePtrs[i] = &queues.Items[i]
+	}
+	return podgroup.StatusOf(group, pods.Items, queuePtrs, nsLabels), nil
+}
+
+// warnOnce records a Warning on the upstream PodGroup, unless it was the last one recorded there.
+func (r *Reconciler) warnOnce(up *upstreamv1beta1.PodGroup, related runtime.Object, reason, message string) {
+	if last, ok := r.said.Load(up.UID); ok && last == reason+message {
+		return
+	}
+	r.said.Store(up.UID, reason+message)
+	r.Recorder.Eventf(up, related, corev1.EventTypeWarning, reason, "Translate", "%s", message)
+}
+
+// MirrorLabel marks the Tephra PodGroups that mirror a CompositePodGroup (composite.go), and those
+// an earlier version of Tephra wrote for upstream PodGroups, which the adapter deletes.
 const MirrorLabel = "scheduling.tephra.dev/mirror-of-upstream"
 
-// desiredSpec is the mirror's spec, or why the upstream PodGroup cannot be mirrored.
-func (r *Reconciler) desiredSpec(ctx context.Context, up *upstreamv1beta1.PodGroup) (schedulingv1alpha1.PodGroupSpec, string, error) {
-	spec := schedulingv1alpha1.PodGroupSpec{MinMember: 1, PriorityClassName: up.Spec.PriorityClassName}
-	if gang := up.Spec.SchedulingPolicy.Gang; gang != nil {
-		if gang.MinCount < 1 {
-			return spec, fmt.Sprintf("spec.schedulingPolicy.gang.minCount is %d; it must be at least 1", gang.MinCount), nil
-		}
-		spec.MinMember = gang.MinCount
-	}
-	workload := ""
-	if up.Spec.WorkloadRef != nil {
-		workload = up.Spec.WorkloadRef.WorkloadName
-	}
-	queue, invalid, err := queueOf(ctx, r.Client, r.Workloads, up, "the PodGroup", workload)
-	if err != nil || invalid != "" {
-		return spec, invalid, err
-	}
-	spec.Queue = queue
-	// The upstream constraint is one node label whose domain must hold the whole group: Tephra's
-	// required.
-	if c := up.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-		spec.Topology = &schedulingv1alpha1.PodGroupTopology{Required: c.Topology[0].Key}
-	}
-	return spec, "", nil
-}
-
-// queueOf is the queue an upstream object names: its label scheduling.tephra.dev/queue, else the
-// label of the Workload it was made from (when Workloads are read), else "" (the default queue);
-// or why the label cannot name a queue.
+// queueOf is the queue an upstream object names (v1alpha1.UpstreamQueue), with the Workload it was
+// made from read through c when readWorkloads; or why the label cannot name a queue.
 func queueOf(ctx context.Context, c client.Reader, readWorkloads bool, obj client.Object, what, workload string) (queue, invalid string, err error) {
-	queue, has := obj.GetLabels()[schedulingv1alpha1.QueueLabel]
-	from := what
-	if !has && readWorkloads && workload != "" {
-		var w upstreamv1beta1.Workload
-		err := c.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: workload}, &w)
-		if err != nil && !apierrors.IsNotFound(err) {
+	var w *upstreamv1beta1.Workload
+	if _, has := obj.GetLabels()[schedulingv1alpha1.QueueLabel]; !has && readWorkloads && workload != "" {
+		var got upstreamv1beta1.Workload
+		err := c.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: workload}, &got)
+		if client.IgnoreNotFound(err) != nil {
 			return "", "", err
 		}
-		queue, from = w.Labels[schedulingv1alpha1.QueueLabel], "Workload "+w.Name
-	}
-	if queue != "" {
-		if errs := validation.IsDNS1123Subdomain(queue); len(errs) > 0 {
-			return "", fmt.Sprintf("label %s=%q on %s is not a queue name: %s", schedulingv1alpha1.QueueLabel, queue, from, errs[0]), nil
+		if err == nil {
+			w = &got
 		}
 	}
-	return queue, "", nil
+	queue, invalid = schedulingv1alpha1.UpstreamQueue(obj, what, w)
+	return queue, invalid, nil
 }
 
 // deleteMirrorOf deletes the mirror that owner controls, once owner is being deleted.
@@ -206,16 +263,16 @@ func deleteMirrorOf(ctx context.Context, c client.Client, owner client.Object) e
 	return client.IgnoreNotFound(c.Delete(ctx, &group, client.Preconditions{UID: &group.UID}))
 }
 
-// writeInitiallyScheduled sets PodGroupInitiallyScheduled on the upstream PodGroup from its
-// mirror's status (its CompositePodGroup's mirror for a child).
-func writeInitiallyScheduled(ctx context.Context, c client.Client, up *upstreamv1beta1.PodGroup, group *schedulingv1alpha1.PodGroup) error {
+// writeInitiallyScheduled sets PodGroupInitiallyScheduled on the upstream PodGroup from the
+// conditions of its group (its CompositePodGroup's mirror for a child).
+func writeInitiallyScheduled(ctx context.Context, c client.Client, up *upstreamv1beta1.PodGroup, conditions []metav1.Condition) error {
 	if meta.IsStatusConditionTrue(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled) {
 		return nil // terminal
 	}
 	want := metav1.Condition{Type: upstreamv1beta1.PodGroupInitiallyScheduled, ObservedGeneration: up.Generation}
-	if c := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
 		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "Scheduled", "Tephra placed the gang's minimum"
-	} else if c := meta.FindStatusCondition(group.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
+	} else if c := meta.FindStatusCondition(conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
 		want.Status, want.Reason, want.Message = metav1.ConditionFalse, upstreamv1beta1.PodGroupReasonUnschedulable, c.Message
 	} else {
 		return nil

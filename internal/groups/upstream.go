@@ -152,12 +152,15 @@ func (u *Upstream) List(namespace string) []*v1alpha1.PodGroup {
 	return out
 }
 
+// ObjectLister lists Tephra's PodGroup objects.
+type ObjectLister = schedulinglisters.PodGroupLister
+
 // Handler turns the events of the informer of upstream PodGroups into events of their groups for
 // h, a handler of Tephra's PodGroups: a PodGroup that becomes a group is added, one that stops
 // being one (deleted, being deleted, no longer translatable) is deleted, and a change of its
 // translation is an update. objects are Tephra's PodGroup objects (nil: none): an upstream
 // PodGroup whose name a Tephra object has is left to the object's own events, as the object wins.
-func (u *Upstream) Handler(h cache.ResourceEventHandler, objects schedulinglisters.PodGroupLister) cache.ResourceEventHandlerFuncs {
+func (u *Upstream) Handler(h cache.ResourceEventHandler, objects ObjectLister) cache.ResourceEventHandlerFuncs {
 	shadowed := func(namespace, name string) bool {
 		if objects == nil {
 			return false
@@ -193,7 +196,7 @@ func (u *Upstream) Handler(h cache.ResourceEventHandler, objects schedulingliste
 
 // WorkloadHandler turns the events of the informer of Workloads into updates, for h, of the
 // groups of the upstream PodGroups made from them whose queue they change.
-func (u *Upstream) WorkloadHandler(h cache.ResourceEventHandler, objects schedulinglisters.PodGroupLister) cache.ResourceEventHandlerFuncs {
+func (u *Upstream) WorkloadHandler(h cache.ResourceEventHandler, objects ObjectLister) cache.ResourceEventHandlerFuncs {
 	changed := func(oldObj, newObj any) {
 		old, _ := oldObj.(*schedulingv1beta1.Workload)
 		w, _ := newObj.(*schedulingv1beta1.Workload)

@@ -82,8 +82,8 @@ var (
 	_ fwk.PlacementScoreExtensions = &Gang{}
 )
 
-// New builds the plugin: it watches PodGroups with its own informer and indexes the scheduler's
-// pod informer by group.
+// New builds the plugin: it watches PodGroups with its own informer, and upstream PodGroups where
+// they are served (setup.Upstream), and indexes the scheduler's pod informer by group.
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, err := ParseArgs(obj)
 	if err != nil {
@@ -99,7 +99,11 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err := setup.IndexPodsByGroup(podInformer); err != nil {
 		return nil, err
 	}
-	g := newGang(handle, args, groups.NewLister(podGroupInformer.Lister(), podInformer.GetIndexer(), nil), podInformer.GetIndexer())
+	up, err := setup.Upstream(handle)
+	if err != nil {
+		return nil, err
+	}
+	g := newGang(handle, args, groups.NewLister(podGroupInformer.Lister(), podInformer.GetIndexer(), up.Lister()), podInformer.GetIndexer())
 	g.topologies = topologyInformer.Lister()
 	if g.podGroupCycles {
 		// kube-scheduler watches upstream PodGroups itself with the gate on: the informer is its.
@@ -129,7 +133,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.groups.freedNodeCapacityHandler()); err != nil {
 		return nil, err
 	}
-	registration, err := podGroupInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	groupHandlers := cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.podGroupAdded,
 		UpdateFunc: g.podGroupChanged,
 		DeleteFunc: func(obj any) {
@@ -138,9 +142,17 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 				g.forgetGroup(klog.Background(), groupKey{ns, name})
 			}
 		},
-	})
+	}
+	registration, err := podGroupInformer.Informer().AddEventHandler(groupHandlers)
 	if err != nil {
 		return nil, err
+	}
+	if up != nil {
+		// Upstream PodGroups are groups as Tephra's are (translated in memory): their creation,
+		// change and deletion are their groups'.
+		if err := up.Watch(groupHandlers, podGroupInformer.Lister()); err != nil {
+			return nil, err
+		}
 	}
 	queues, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(g.orders.handler())
 	if err != nil {

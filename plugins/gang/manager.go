@@ -160,7 +160,7 @@ func (g *groupManager) preEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Sta
 	}
 	if g.inPodGroupCycles(pod) {
 		// kube-scheduler's GangScheduling holds it until its group's minCount exists; TephraGang
-		// only waits for the group's mirror, which its queue is read from.
+		// only waits for the upstream PodGroup, which its queue is read from.
 		return nil
 	}
 	g.groups.with(key, func(s *groupState) { s.created = pg.CreationTimestamp.Time })
@@ -545,12 +545,16 @@ func (g *groupManager) podEvent(pod *corev1.Pod, eventType, reason, msg string) 
 	g.handle.EventRecorder().Eventf(pod, nil, eventType, reason, "Scheduling", msg)
 }
 
-// groupEvent records an event on a PodGroup, or on the pod that carries a group of one
+// groupEvent records an event on a PodGroup: on Tephra's object, on the upstream PodGroup a group
+// is translated from (v1alpha1.FromUpstream), or on the pod that carries a group of one
 // (v1alpha1.GroupOnPod), which is all of the group there is to describe.
 func (g *groupManager) groupEvent(pg *v1alpha1.PodGroup, eventType, reason, msg string) {
 	ref := &corev1.ObjectReference{
 		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
+	}
+	if v1alpha1.FromUpstreamPodGroup(pg) {
+		ref.APIVersion = metav1.GetControllerOfNoCopy(pg).APIVersion
 	}
 	if pod := v1alpha1.CarriedBy(pg); pod != "" {
 		ref = &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pg.Namespace, Name: pod, UID: pg.UID, ResourceVersion: pg.ResourceVersion}

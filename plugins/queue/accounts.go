@@ -30,6 +30,10 @@ type accounts struct {
 	feed      *ledger.Feed
 	podGroups schedulinglisters.PodGroupLister
 	pods      cache.Indexer
+	// objects are the PodGroup objects; upstream the upstream PodGroups where they are served
+	// (nil elsewhere).
+	objects  schedulinglisters.PodGroupLister
+	upstream *setup.UpstreamGroups
 	// shares caches the queue tree and the deserved shares, which depend only on the Queues and
 	// the ledger: every profile reads the same.
 	shares *shareCache
@@ -117,14 +121,21 @@ func accountsFor(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactory) (*accounts, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	objects := factory.Scheduling().V1alpha1().PodGroups().Lister()
+	up, err := setup.Upstream(handle)
+	if err != nil {
+		return nil, err
+	}
 	a := &accounts{
 		ledger:    ledger.New(),
-		podGroups: groups.NewLister(objects, podInformer.GetIndexer(), nil),
+		podGroups: groups.NewLister(objects, podInformer.GetIndexer(), up.Lister()),
 		pods:      podInformer.GetIndexer(),
+		objects:   objects,
+		upstream:  up,
 		shares:    &shareCache{queues: factory.Scheduling().V1alpha1().Queues().Lister(), treeStale: true},
 	}
-	// The ledger reads the objects only: quota.ChargeOf reads a group a pod carries from the pod.
-	a.feed = ledger.NewFeed(a.ledger, listedGroups{podGroups: objects, pods: a.pods})
+	// The ledger reads the objects and upstream PodGroups' groups only: quota.ChargeOf reads a
+	// group a pod carries from the pod.
+	a.feed = ledger.NewFeed(a.ledger, listedGroups{podGroups: groups.NewLister(objects, nil, up.Lister()), pods: a.pods})
 	queueReg, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.shares.invalidateTree() },
 		UpdateFunc: func(any, any) { a.shares.invalidateTree() },
@@ -139,6 +150,12 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	groupReg, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(a.feed.GroupHandlers())
 	if err != nil {
 		return nil, err
+	}
+	if up != nil {
+		// An upstream PodGroup's group charges its pods as a PodGroup object's does.
+		if err := up.Watch(a.feed.GroupHandlers(), objects); err != nil {
+			return nil, err
+		}
 	}
 	podReg, err := podInformer.AddEventHandler(a.feed.PodHandlers())
 	if err != nil {
@@ -172,7 +189,8 @@ func (a *accounts) serve(schedulerName string) {
 	}
 }
 
-// listedGroups are the PodGroups as the scheduler's informers show them.
+// listedGroups are the PodGroups as the scheduler's informers show them: objects, and upstream
+// PodGroups' groups.
 type listedGroups struct {
 	podGroups schedulinglisters.PodGroupLister
 	pods      cache.Indexer

@@ -11,19 +11,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
+	"k8s.io/utils/ptr"
 
 	tephrafake "github.com/tephra-dev/tephra/apis/client/clientset/versioned/fake"
 	tephrainformers "github.com/tephra-dev/tephra/apis/client/informers/externalversions"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.
@@ -53,6 +57,7 @@ func newScheduler(t *testing.T) scheduler {
 		informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
 		tephra:    tephrainformers.NewSharedInformerFactory(tephrafake.NewSimpleClientset(), 0),
 	}
+	setup.ServeUpstream(s.config, false, false)
 	t.Cleanup(func() {
 		accountsMu.Lock()
 		delete(sharedAccounts, s.config)
@@ -194,4 +199,60 @@ func TestAPodBroughtBackByItsQueueMeetsIt(t *testing.T) {
 	q.queueAdded(queue)
 	assert.Equal(t, []string{"ns/plain"}, h.activated())
 	assert.Nil(t, q.PreEnqueue(ctx, pod), "the activated pod meets its queue")
+}
+
+// An upstream PodGroup's pods are charged to the queue its translation names, with no Tephra
+// object: its label, else its Workload's. Its handler moves them when the label changes, and
+// deleted, the group leaves them counted nowhere; a Tephra object of its name wins.
+func TestUpstreamGroupUsageFollowsTheGroup(t *testing.T) {
+	s := newScheduler(t)
+	setup.ServeUpstream(s.config, true, true)
+	_, a := s.profile(t, v1alpha1.SchedulerName)
+	upstream := s.informers.Scheduling().V1beta1()
+	pgHandler := upstream.PodGroups().Informer()
+	pods := s.informers.Core().V1().Pods().Informer().GetIndexer()
+	up := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", Labels: map[string]string{v1alpha1.QueueLabel: "team-a"}, Generation: 1},
+		Spec:       schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}},
+	}
+	for _, uid := range []string{"w0", "w1"} {
+		pod := ledgertest.Pod(uid, nil, "node", 1)
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+		require.NoError(t, pods.Add(pod))
+		a.feed.ObservePod(pod)
+	}
+	assert.Empty(t, a.ledger.View().Allocated["team-a"], "no group yet: counted nowhere")
+	require.NoError(t, pgHandler.GetIndexer().Add(up))
+	handlers := setupHandlers(a)
+	handlers.OnAdd(up, false)
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-a"], "the upstream PodGroup's queue")
+	pg, err := a.podGroups.PodGroups("ns").Get("train")
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), pg.Spec.MinMember)
+
+	moved := up.DeepCopy()
+	moved.Labels[v1alpha1.QueueLabel] = "team-b"
+	moved.Generation = 2
+	require.NoError(t, pgHandler.GetIndexer().Update(moved))
+	handlers.OnUpdate(up, moved)
+	v := a.ledger.View()
+	assert.Empty(t, v.Allocated["team-a"], "the old queue is charged no more")
+	assert.Equal(t, quota.Amounts{gpu: 2}, v.Allocated["team-b"])
+
+	require.NoError(t, s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer().Add(&v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{Queue: "mine"}}))
+	a.feed.ReobserveGroup("ns", "train")
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["mine"], "a Tephra object of its name wins")
+	require.NoError(t, s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer().Delete(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}}))
+	a.feed.ReobserveGroup("ns", "train")
+
+	require.NoError(t, pgHandler.GetIndexer().Delete(moved))
+	handlers.OnDelete(moved)
+	v = a.ledger.View()
+	assert.Empty(t, v.Allocated["team-b"], "a deleted group's pods count nowhere")
+}
+
+// setupHandlers are the ledger's handlers of upstream PodGroups, as accounts registers them.
+func setupHandlers(a *accounts) toolscache.ResourceEventHandler {
+	return a.upstream.Handler(a.feed.GroupHandlers(), a.objects)
 }
