@@ -68,9 +68,11 @@ func startWebhooks(mgr ctrl.Manager, certs *webhookcert.Manager, direct client.C
 	if err := mgr.Add(certs); err != nil {
 		return err
 	}
-	mgr.GetWebhookServer().Register(queue.ResizePath, &webhook.Admission{
-		Handler: queue.NewResizeValidator(mgr.GetCache(), mgr.GetScheme(), schedulerNames),
-	})
+	resize := queue.NewResizeValidator(mgr.GetCache(), mgr.GetScheme(), schedulerNames)
+	if err := resize.ReadUpstream(mgr); err != nil {
+		return err
+	}
+	mgr.GetWebhookServer().Register(queue.ResizePath, &webhook.Admission{Handler: resize})
 	mgr.GetWebhookServer().Register(kueue.SuspendPath, &webhook.Admission{
 		Handler: &kueue.SuspendDefaulter{Decoder: admission.NewDecoder(mgr.GetScheme()), Reader: mgr.GetClient()},
 	})

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
@@ -41,21 +43,22 @@ type WorkloadCounts struct{ Pending, Inqueue, Running int32 }
 // charged its requests and, with devices (nil: none counted), its ResourceClaims' devices as the
 // scheduler charges them (quota.ChargeDevices); the cluster's total is the nodes' allocatable
 // and the devices' Total. Usage history is off: AccountWithHistory accrues it.
-func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices) *Accounting {
-	return account(queues, pointers(pods), pointers(nodes), pointers(groups), schedulerNames, devices, History{})
+func Account(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, podGroups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices) *Accounting {
+	return account(queues, pointers(pods), pointers(nodes), pointers(podGroups), nil, schedulerNames, devices, History{})
 }
 
 // AccountWithHistory is Account, with each queue's usage accrued from its status.usage and
 // weighed in the deserved shares.
-func AccountWithHistory(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, groups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
-	return account(queues, pointers(pods), pointers(nodes), pointers(groups), schedulerNames, devices, history)
+func AccountWithHistory(queues []*schedulingv1alpha1.Queue, pods []corev1.Pod, nodes []corev1.Node, podGroups []schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
+	return account(queues, pointers(pods), pointers(nodes), pointers(podGroups), nil, schedulerNames, devices, history)
 }
 
 // AccountFrom lists the queues, pods, PodGroups and (withNodes: for deserved shares) nodes
 // through reader and accounts for them; it returns the queues too. With an inventory, pods are
 // charged their ResourceClaims' devices too (read through reader), and the inventory's devices
-// add to the cluster's total; nil counts no devices.
-func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory) (*Accounting, []*schedulingv1alpha1.Queue, error) {
+// add to the cluster's total; nil counts no devices. upstream reads upstream PodGroups' groups
+// (nil: none are read).
+func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []string, withNodes bool, inventory *quota.DeviceInventory, upstream *groups.Upstream) (*Accounting, []*schedulingv1alpha1.Queue, error) {
 	var queues schedulingv1alpha1.QueueList
 	if err := reader.List(ctx, &queues); err != nil {
 		return nil, nil, err
@@ -70,8 +73,8 @@ func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []str
 			return nil, nil, err
 		}
 	}
-	var groups schedulingv1alpha1.PodGroupList
-	if err := reader.List(ctx, &groups, client.UnsafeDisableDeepCopy); err != nil {
+	var podGroups schedulingv1alpha1.PodGroupList
+	if err := reader.List(ctx, &podGroups, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
 	var devices Devices // a nil *cachedDevices would be a Devices that is not nil
@@ -83,7 +86,7 @@ func AccountFrom(ctx context.Context, reader client.Reader, schedulerNames []str
 		devices = d
 	}
 	ptrs := pointers(queues.Items)
-	return account(ptrs, pointers(pods.Items), pointers(nodes.Items), pointers(groups.Items), schedulerNames, devices, History{}), ptrs, nil
+	return account(ptrs, pointers(pods.Items), pointers(nodes.Items), pointers(podGroups.Items), upstream, schedulerNames, devices, History{}), ptrs, nil
 }
 
 func pointers[T any](items []T) []*T {
@@ -94,10 +97,12 @@ func pointers[T any](items []T) []*T {
 	return out
 }
 
-// account feeds a ledger of its own with the objects, and reads the accounting from it.
-func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*corev1.Node, groups []*schedulingv1alpha1.PodGroup, schedulerNames []string, devices Devices, history History) *Accounting {
+// account feeds a ledger of its own with the objects and upstream PodGroups' groups (upstream nil:
+// none), and reads the accounting from it.
+func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*corev1.Node, podGroups []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream, schedulerNames []string, devices Devices, history History) *Accounting {
 	l := ledger.New(schedulerNames...)
-	feed := ledger.NewFeed(l, listGroups(groups))
+	listed := listGroups(podGroups, upstream)
+	feed := ledger.NewFeed(l, listed)
 	if devices != nil {
 		l.UseDevices(devices)
 		l.SetDevices(devices.Total())
@@ -108,27 +113,66 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 	for _, pod := range pods {
 		feed.ObservePod(pod)
 	}
-	return fromLedger(l, queues, groups, history)
+	if upstream == nil {
+		return fromLedger(l, queues, podGroups, history)
+	}
+	members := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		if name, ok := schedulingv1alpha1.PodGroupNameOf(pod); ok {
+			members[pod.Namespace+"/"+name] = append(members[pod.Namespace+"/"+name], pod)
+		}
+	}
+	counted := withUpstream(podGroups, upstream, func(namespace, name string) bool { return listed.objects[namespace+"/"+name] != nil },
+		func(namespace, name string) []*corev1.Pod { return members[namespace+"/"+name] })
+	return fromLedger(l, queues, counted, history)
 }
 
-// listedGroups are PodGroup objects listed once, by "namespace/name" (a group a pod carries has
-// none: quota.ChargeOf reads it from the pod).
-type listedGroups map[string]*schedulingv1alpha1.PodGroup
+// listedGroups are PodGroup objects listed once, by "namespace/name", and upstream PodGroups'
+// groups (a group a pod carries has none: quota.ChargeOf reads it from the pod).
+type listedGroups struct {
+	objects  map[string]*schedulingv1alpha1.PodGroup
+	upstream *groups.Upstream
+}
 
-func listGroups(groups []*schedulingv1alpha1.PodGroup) listedGroups {
-	out := make(listedGroups, len(groups))
-	for _, pg := range groups {
-		out[pg.Namespace+"/"+pg.Name] = pg
+func listGroups(podGroups []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream) listedGroups {
+	out := listedGroups{objects: make(map[string]*schedulingv1alpha1.PodGroup, len(podGroups)), upstream: upstream}
+	for _, pg := range podGroups {
+		out.objects[pg.Namespace+"/"+pg.Name] = pg
 	}
 	return out
 }
 
 func (g listedGroups) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
-	return g[namespace+"/"+name]
+	if pg := g.objects[namespace+"/"+name]; pg != nil || g.upstream == nil {
+		return pg
+	}
+	pg, err := g.upstream.Get(namespace, name)
+	if err != nil {
+		return nil
+	}
+	return pg
 }
 
 // PodsOf is asked only when a group changes, which a list does not.
 func (listedGroups) PodsOf(string, string) []*corev1.Pod { return nil }
+
+// withUpstream returns objects and every upstream PodGroup's group whose name no object has
+// (exists), in the phase its members (podsOf) make it (podgroup.PhaseOf): nobody writes the
+// status of such a group, and the workloads of its queue count it by that phase.
+func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream, exists func(namespace, name string) bool, podsOf func(namespace, name string) []*corev1.Pod) []*schedulingv1alpha1.PodGroup {
+	if upstream == nil {
+		return objects
+	}
+	for _, pg := range upstream.List("") {
+		if exists(pg.Namespace, pg.Name) {
+			continue
+		}
+		counted := *pg
+		counted.Status.Phase = podgroup.PhaseOf(pg, podsOf(pg.Namespace, pg.Name))
+		objects = append(objects, &counted)
+	}
+	return objects
+}
 
 // fromLedger reads every queue's accounting from a ledger: its sums, by leaf queue, summed up the
 // tree; the deserved shares of what is allocated and can run now; the workloads, the groups by

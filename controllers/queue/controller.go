@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -92,9 +91,10 @@ func (r *Reconciler) batchDelay() time.Duration {
 	return max(r.Delay, computeSpacing*time.Duration(r.lastCompute.Load()))
 }
 
-// SetupWithManager feeds the ledger from the manager's informers of pods, nodes and PodGroups,
-// and runs the reconciler on any change of those, of Queues, and of DeviceClasses,
-// ResourceSlices and ResourceClaims' allocations and users (see watchDevices).
+// SetupWithManager feeds the ledger from the manager's informers of pods, nodes, PodGroups and
+// (where served) upstream PodGroups and Workloads (watchUpstream), and runs the reconciler on any
+// change of those, of Queues, and of DeviceClasses, ResourceSlices and ResourceClaims'
+// allocations and users (see watchDevices).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Delay == 0 {
 		r.Delay = 500 * time.Millisecond
@@ -134,6 +134,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(nudge, enqueue)).
 		Build(r)
 	if err != nil {
+		return err
+	}
+	if err := r.watchUpstream(mgr, c, enqueue); err != nil {
 		return err
 	}
 	return r.watchDevices(mgr, c, enqueue, nudge)
@@ -256,51 +259,4 @@ func (r *Reconciler) recordEvents(q *schedulingv1alpha1.Queue, previous scheduli
 			r.Recorder.Eventf(q, nil, corev1.EventTypeWarning, c.Reason, "UpdateStatus", "%s", c.Message)
 		}
 	}
-}
-
-// indexedInformer is what the manager's informers are: client-go's shared index informers.
-type indexedInformer interface {
-	GetIndexer() toolscache.Indexer
-}
-
-// informed are the PodGroups and their pods as the manager's informers show them, read from their
-// stores without copies: the ledger only reads them.
-type informed struct {
-	groups, pods toolscache.Indexer
-}
-
-func informedGroups(pods, groups cache.Informer) (informed, error) {
-	p, ok1 := pods.(indexedInformer)
-	g, ok2 := groups.(indexedInformer)
-	if !ok1 || !ok2 {
-		return informed{}, fmt.Errorf("the manager's informers keep no index")
-	}
-	return informed{groups: g.GetIndexer(), pods: p.GetIndexer()}, nil
-}
-
-// Get returns a PodGroup object: a group a pod carries has none, and quota.ChargeOf reads it from
-// the pod.
-func (i informed) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
-	obj, exists, err := i.groups.GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
-		return nil
-	}
-	pg, _ := obj.(*schedulingv1alpha1.PodGroup)
-	return pg
-}
-
-func (i informed) PodsOf(namespace, name string) []*corev1.Pod {
-	return ledger.PodsIndexedByGroup(i.pods, namespace, name)
-}
-
-// list returns every PodGroup of the store, only to be read.
-func (i informed) list() []*schedulingv1alpha1.PodGroup {
-	objs := i.groups.List()
-	out := make([]*schedulingv1alpha1.PodGroup, 0, len(objs))
-	for _, obj := range objs {
-		if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
-			out = append(out, pg)
-		}
-	}
-	return out
 }

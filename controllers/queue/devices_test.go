@@ -219,12 +219,12 @@ func TestAccountFromReadsClaimsAndTemplates(t *testing.T) {
 		testQueue("root", "", 1), testQueue("default", "root", 1), &pod, direct, template,
 	).Build()
 
-	a, _, err := AccountFrom(context.Background(), reader, tephraOnly, false, testInventory(t))
+	a, _, err := AccountFrom(context.Background(), reader, tephraOnly, false, testInventory(t), nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), a.Demand["default"][gpuDevices])
 	assert.Equal(t, int64(4), a.Total[gpuDevices])
 
-	a, _, err = AccountFrom(context.Background(), reader, tephraOnly, false, nil)
+	a, _, err = AccountFrom(context.Background(), reader, tephraOnly, false, nil, nil)
 	require.NoError(t, err)
 	assert.Empty(t, a.Demand["default"], "no devices without an inventory")
 }

@@ -9,22 +9,36 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
-// cluster is what the informers show: PodGroups and pods, by "namespace/name".
+// cluster is what the informers show: PodGroups and pods, by "namespace/name", and upstream
+// PodGroups (nil until they are created).
 type cluster struct {
-	groups map[string]*schedulingv1alpha1.PodGroup
-	pods   map[string]*corev1.Pod
+	groups   map[string]*schedulingv1alpha1.PodGroup
+	pods     map[string]*corev1.Pod
+	upstream *groups.Upstream
 }
 
 func (c *cluster) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
-	return c.groups[namespace+"/"+name]
+	if pg := c.groups[namespace+"/"+name]; pg != nil || c.upstream == nil {
+		return pg
+	}
+	pg, _ := c.upstream.Get(namespace, name)
+	return pg
+}
+
+// counted are the groups the Queue controller counts: the objects, and upstream PodGroups' groups
+// in the phase their members make them.
+func (c *cluster) counted() []*schedulingv1alpha1.PodGroup {
+	return withUpstream(c.groupList(), c.upstream, func(namespace, name string) bool { return c.groups[namespace+"/"+name] != nil }, c.PodsOf)
 }
 
 func (c *cluster) PodsOf(namespace, name string) []*corev1.Pod {
@@ -78,8 +92,8 @@ func TestTheFedLedgerReadsAsAnAccountOfTheObjects(t *testing.T) {
 			}
 			agree := func(step string) {
 				t.Helper()
-				want := account(c.Queues, world.podList(), pointers(c.Nodes), world.groupList(), chargingcases.SchedulerNames, nil, History{})
-				got := fromLedger(feed.Ledger(), c.Queues, world.groupList(), History{})
+				want := account(c.Queues, world.podList(), pointers(c.Nodes), world.groupList(), world.upstream, chargingcases.SchedulerNames, nil, History{})
+				got := fromLedger(feed.Ledger(), c.Queues, world.counted(), History{})
 				assert.Equal(t, want.Total, got.Total, "%s: total", step)
 				for _, queue := range c.Queues {
 					assert.Equal(t, chargingcases.NonZero(want.Allocated[queue.Name]), chargingcases.NonZero(got.Allocated[queue.Name]), "%s: allocated of %s", step, queue.Name)
@@ -107,6 +121,17 @@ func TestTheFedLedgerReadsAsAnAccountOfTheObjects(t *testing.T) {
 				asked()
 			}
 			agree("the groups created")
+			if up := c.Upstream(); up != nil {
+				// Each upstream PodGroup's creation is its group's, fed to the ledger through
+				// the translating handler.
+				world.upstream = up
+				handler := translating(batch, up.Handler(feed.GroupHandlers(), nil))
+				for i := range c.UpstreamGroups {
+					handler.Create(ctx, event.TypedCreateEvent[client.Object]{Object: &c.UpstreamGroups[i]}, q)
+					asked()
+				}
+				agree("the upstream groups created")
+			}
 			if len(c.Groups) == 0 {
 				return
 			}

@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/whenserved"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
@@ -38,6 +42,9 @@ type ResizeValidator struct {
 	// SchedulerNames as the Queue controller's: whose pods count in the queues.
 	SchedulerNames []string
 	Decoder        admission.Decoder
+	// upstream reads upstream PodGroups' groups once they are served (ReadUpstream); nil until
+	// then.
+	upstream atomic.Pointer[groups.Upstream]
 }
 
 // NewResizeValidator returns a validator that reads the cluster through reader.
@@ -80,7 +87,7 @@ func (v *ResizeValidator) Handle(ctx context.Context, req admission.Request) adm
 	}
 	// Usage needs no nodes: they only weigh in deserved shares; nor devices: a resize changes
 	// none, and the usage of the resources it grows does not depend on them.
-	acct, _, err := AccountFrom(ctx, v.Reader, v.SchedulerNames, false, nil)
+	acct, _, err := AccountFrom(ctx, v.Reader, v.SchedulerNames, false, nil, v.upstream.Load())
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -90,9 +97,9 @@ func (v *ResizeValidator) Handle(ctx context.Context, req admission.Request) adm
 	return admission.Allowed("")
 }
 
-// queueOf resolves the queue a pod counts in, as Account does: its PodGroup's (the group it
-// carries, if it has no object), or its own label's. A member of a group that does not exist
-// counts nowhere.
+// queueOf resolves the queue a pod counts in, as Account does: its PodGroup's (its upstream
+// PodGroup's group, or the group it carries, if it has no object), or its own label's. A member of
+// a group that does not exist counts nowhere.
 func (v *ResizeValidator) queueOf(ctx context.Context, pod *corev1.Pod) (string, bool, error) {
 	name, grouped := schedulingv1alpha1.PodGroupNameOf(pod)
 	if !grouped {
@@ -100,6 +107,11 @@ func (v *ResizeValidator) queueOf(ctx context.Context, pod *corev1.Pod) (string,
 	}
 	var group schedulingv1alpha1.PodGroup
 	if err := v.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &group); err != nil {
+		if up := v.upstream.Load(); up != nil && apierrors.IsNotFound(err) {
+			if pg, err := up.Get(pod.Namespace, name); err == nil {
+				return schedulingv1alpha1.QueueOfPod(pod, pg.Spec.Queue), true, nil
+			}
+		}
 		if carried, ok := schedulingv1alpha1.GroupOnPod(pod); ok && apierrors.IsNotFound(err) {
 			return carried.Spec.Queue, true, nil
 		}
@@ -137,4 +149,27 @@ func (a *Accounting) ResizeRefusal(queue string, growth quota.Amounts) string {
 		}
 	}
 	return ""
+}
+
+// ReadUpstream makes the validator read upstream PodGroups' groups, as the Queue controller does,
+// once the apiserver serves them.
+func (v *ResizeValidator) ReadUpstream(mgr ctrl.Manager) error {
+	var workloads bool
+	return whenserved.Start(mgr, mgr.GetLogger().WithName("resize-webhook"), whenserved.Adapter{
+		Name: "resize-webhook-upstream",
+		GVK:  groups.UpstreamGroupVersion.WithKind("PodGroup"),
+		Served: func() (bool, error) {
+			podGroups, w, err := groups.UpstreamServed(mgr.GetConfig())
+			workloads = w
+			return podGroups, err
+		},
+		Setup: func() error {
+			up, err := upstreamFromCache(mgr.GetCache(), workloads)
+			if err != nil {
+				return err
+			}
+			v.upstream.Store(up)
+			return nil
+		},
+	})
 }

@@ -242,4 +242,3 @@ func (r *CompositeReconciler) labelPods(ctx context.Context, composite *upstream
 	}
 	return nil
 }
-

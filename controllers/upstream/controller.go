@@ -25,8 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -272,7 +272,8 @@ func writeInitiallyScheduled(ctx context.Context, c client.Client, up *upstreamv
 	want := metav1.Condition{Type: upstreamv1beta1.PodGroupInitiallyScheduled, ObservedGeneration: up.Generation}
 	if c := meta.FindStatusCondition(conditions, schedulingv1alpha1.PodGroupScheduled); c != nil && c.Status == metav1.ConditionTrue {
 		want.Status, want.Reason, want.Message = metav1.ConditionTrue, "Scheduled", "Tephra placed the gang's minimum"
-	} else if c := meta.FindStatusCondition(conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue {
+	} else if c := meta.FindStatusCondition(conditions, schedulingv1alpha1.PodGroupUnschedulable); c != nil && c.Status == metav1.ConditionTrue && c.Reason != schedulingv1alpha1.ReasonWaitingForMembers {
+		// A gang short of its members is not tried: it waits for them, and says nothing yet.
 		want.Status, want.Reason, want.Message = metav1.ConditionFalse, upstreamv1beta1.PodGroupReasonUnschedulable, c.Message
 	} else {
 		return nil

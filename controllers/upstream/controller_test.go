@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
 )
 
 func gang(name string, minCount int32, labels map[string]string, workload string) *upstreamv1beta1.PodGroup {
@@ -41,7 +44,13 @@ func setup(t *testing.T, objs ...client.Object) (*Reconciler, *events.FakeRecord
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, schedulingv1alpha1.AddToScheme(scheme))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&upstreamv1beta1.PodGroup{}, &schedulingv1alpha1.PodGroup{}).Build()
+		WithStatusSubresource(&upstreamv1beta1.PodGroup{}, &schedulingv1alpha1.PodGroup{}).
+		WithIndex(&corev1.Pod{}, podgroup.PodGroupIndex, func(obj client.Object) []string {
+			if name, ok := schedulingv1alpha1.PodGroupNameOf(obj.(*corev1.Pod)); ok {
+				return []string{name}
+			}
+			return nil
+		}).Build()
 	rec := events.NewFakeRecorder(10)
 	return &Reconciler{Client: c, Recorder: rec, Workloads: true}, rec
 }
@@ -64,162 +73,130 @@ func drain(rec *events.FakeRecorder) string {
 	}
 }
 
-func getMirror(t *testing.T, r *Reconciler, name string) (*schedulingv1alpha1.PodGroup, error) {
-	t.Helper()
-	var pg schedulingv1alpha1.PodGroup
-	err := r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, &pg)
-	return &pg, err
-}
-
-func TestMirrorSpec(t *testing.T) {
-	workload := &upstreamv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "wl", Labels: map[string]string{schedulingv1alpha1.QueueLabel: "team-w"}}}
-	basic := gang("basic", 0, nil, "")
-	basic.Spec.SchedulingPolicy = upstreamv1beta1.PodGroupSchedulingPolicy{Basic: &upstreamv1beta1.BasicSchedulingPolicy{}}
-	prio := gang("prio", 2, nil, "")
-	prio.Spec.PriorityClassName = "high"
-	r, rec := setup(t, workload, basic, prio,
-		gang("plain", 7, nil, ""),
-		gang("own-label", 3, map[string]string{schedulingv1alpha1.QueueLabel: "team-p"}, "wl"),
-		gang("from-workload", 2, nil, "wl"),
-		gang("missing-workload", 2, nil, "nope"),
-	)
-	for name, want := range map[string]schedulingv1alpha1.PodGroupSpec{
-		"plain":            {MinMember: 7, Queue: schedulingv1alpha1.DefaultQueue},
-		"basic":            {MinMember: 1, Queue: schedulingv1alpha1.DefaultQueue},
-		"prio":             {MinMember: 2, PriorityClassName: "high", Queue: schedulingv1alpha1.DefaultQueue},
-		"own-label":        {MinMember: 3, Queue: "team-p"},
-		"from-workload":    {MinMember: 2, Queue: "team-w"},
-		"missing-workload": {MinMember: 2, Queue: schedulingv1alpha1.DefaultQueue},
-	} {
-		reconcileOnce(t, r, name)
-		m, err := getMirror(t, r, name)
-		require.NoError(t, err, name)
-		assert.Equal(t, want, m.Spec, name)
-		require.Len(t, m.OwnerReferences, 1, name)
-		ref := m.OwnerReferences[0]
-		assert.Equal(t, []any{"scheduling.k8s.io/v1beta1", "PodGroup", name, types.UID("uid-" + name), true},
-			[]any{ref.APIVersion, ref.Kind, ref.Name, ref.UID, *ref.Controller}, name)
+// member is a pod of an upstream PodGroup, linked by spec.schedulingGroup, bound to node unless
+// it is "".
+func member(name, group, node string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}, NodeName: node},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
 	}
-	assert.Contains(t, drain(rec), `Normal TephraObjectCreated Tephra PodGroup ns/plain created from this PodGroup: minMember 7, queue "default"`)
+	if node != "" {
+		pod.Status.Phase = corev1.PodRunning
+	}
+	return pod
+}
 
-	// minCount is mutable upstream (elastic gangs): the mirror follows.
+func upstreamCondition(t *testing.T, r *Reconciler, name string) *metav1.Condition {
+	t.Helper()
 	var up upstreamv1beta1.PodGroup
-	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "plain"}, &up))
-	up.Spec.SchedulingPolicy.Gang.MinCount = 5
-	require.NoError(t, r.Update(context.Background(), &up))
-	reconcileOnce(t, r, "plain")
-	m, err := getMirror(t, r, "plain")
-	require.NoError(t, err)
-	assert.Equal(t, int32(5), m.Spec.MinMember)
+	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, &up))
+	return meta.FindStatusCondition(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled)
 }
 
-// The SLA waiting time annotation passes to the mirror, follows changes and goes with them.
-func TestMirrorCarriesTheSLA(t *testing.T) {
-	withSLA := gang("urgent", 2, nil, "")
-	withSLA.Annotations = map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "30s", "other": "x"}
-	r, _ := setup(t, withSLA)
-	reconcileOnce(t, r, "urgent")
-	m, err := getMirror(t, r, "urgent")
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{schedulingv1alpha1.SLAWaitingTimeAnnotation: "30s"}, m.Annotations, "Tephra's annotation only")
-
-	var up upstreamv1beta1.PodGroup
-	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "urgent"}, &up))
-	up.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation] = "2m"
-	require.NoError(t, r.Update(context.Background(), &up))
-	reconcileOnce(t, r, "urgent")
-	m, err = getMirror(t, r, "urgent")
-	require.NoError(t, err)
-	assert.Equal(t, "2m", m.Annotations[schedulingv1alpha1.SLAWaitingTimeAnnotation])
-
-	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "urgent"}, &up))
-	delete(up.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
-	require.NoError(t, r.Update(context.Background(), &up))
-	reconcileOnce(t, r, "urgent")
-	m, err = getMirror(t, r, "urgent")
-	require.NoError(t, err)
-	assert.NotContains(t, m.Annotations, schedulingv1alpha1.SLAWaitingTimeAnnotation)
+func noTephraObject(t *testing.T, r *Reconciler, name string) {
+	t.Helper()
+	err := r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, &schedulingv1alpha1.PodGroup{})
+	assert.True(t, apierrors.IsNotFound(err), "no Tephra PodGroup object for upstream PodGroup %s: %v", name, err)
 }
 
-// A foreign group whose pods may move for a waiting gang says so on its mirror, where
-// tephra-scheduler reads it (docs/consolidation.md).
-func TestMirrorCarriesMovable(t *testing.T) {
-	movable := gang("checkpoints", 2, nil, "")
-	movable.Annotations = map[string]string{schedulingv1alpha1.MovableAnnotation: "true"}
-	r, _ := setup(t, movable)
-	reconcileOnce(t, r, "checkpoints")
-	m, err := getMirror(t, r, "checkpoints")
-	require.NoError(t, err)
-	assert.True(t, schedulingv1alpha1.DeclaresMovable(m.Annotations))
+// PodGroupInitiallyScheduled follows the group's members, with no Tephra object: nothing before
+// Tephra has tried, False with the scheduler's verdict while the gang cannot be placed, True once
+// its minimum runs, and True stays.
+func TestInitiallyScheduledFollowsTheMembers(t *testing.T) {
+	waiting := member("g-0", "g", "")
+	waiting.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: NotEnoughResources: 1 of 2 pods could be placed (needs cpu 7, 6 free)",
+	}}
+	r, rec := setup(t, gang("g", 2, nil, ""), &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: schedulingv1alpha1.DefaultQueue}, Spec: schedulingv1alpha1.QueueSpec{Weight: 1}})
+	reconcileOnce(t, r, "g")
+	assert.Nil(t, upstreamCondition(t, r, "g"), "nothing to say before Tephra has tried: a gang short of members waits for them")
+	noTephraObject(t, r, "g")
+
+	ctx := context.Background()
+	require.NoError(t, r.Create(ctx, waiting))
+	require.NoError(t, r.Create(ctx, member("g-1", "g", "")))
+	reconcileOnce(t, r, "g")
+	c := upstreamCondition(t, r, "g")
+	require.NotNil(t, c)
+	assert.Equal(t, []any{metav1.ConditionFalse, "Unschedulable", "NotEnoughResources: 1 of 2 pods could be placed (needs cpu 7, 6 free)"}, []any{c.Status, c.Reason, c.Message})
+
+	for _, name := range []string{"g-0", "g-1"} {
+		var pod corev1.Pod
+		require.NoError(t, r.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, &pod))
+		pod.Spec.NodeName = "n1"
+		require.NoError(t, r.Update(ctx, &pod))
+		pod.Status.Phase, pod.Status.Conditions = corev1.PodRunning, nil
+		require.NoError(t, r.Status().Update(ctx, &pod))
+	}
+	reconcileOnce(t, r, "g")
+	assert.Equal(t, metav1.ConditionTrue, upstreamCondition(t, r, "g").Status, "the minimum runs")
+
+	// True is terminal upstream: members lost do not turn it back.
+	require.NoError(t, r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g-0"}}))
+	reconcileOnce(t, r, "g")
+	assert.Equal(t, metav1.ConditionTrue, upstreamCondition(t, r, "g").Status)
+	noTephraObject(t, r, "g")
+	assert.Empty(t, drain(rec))
 }
 
+// False is written only where nobody wrote the condition: kube-scheduler's pod-group cycle may.
+func TestInitiallyScheduledFalseOnlyWhereUnset(t *testing.T) {
+	up := gang("g", 2, nil, "")
+	up.Status.Conditions = []metav1.Condition{{Type: upstreamv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse, Reason: "SchedulerError", Message: "upstream's"}}
+	r, _ := setup(t, up, member("g-0", "g", ""))
+	reconcileOnce(t, r, "g")
+	c := upstreamCondition(t, r, "g")
+	assert.Equal(t, []any{"SchedulerError", "upstream's"}, []any{c.Reason, c.Message})
+}
+
+// What cannot be translated is said once in a Warning, however often the group is reconciled; a
+// Tephra PodGroup of the user's of the same name wins, and is said to.
 func TestMalformedAndConflict(t *testing.T) {
-	foreign := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "taken"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 9}}
-	r, rec := setup(t, foreign,
+	own := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "taken"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 9}}
+	r, rec := setup(t, own,
 		gang("bad-queue", 2, map[string]string{schedulingv1alpha1.QueueLabel: "Not_A_Queue"}, ""),
 		gang("zero", 0, nil, ""),
 		gang("taken", 2, nil, ""),
+		member("taken-0", "taken", "n1"), member("taken-1", "taken", "n1"),
 	)
 	reconcileOnce(t, r, "bad-queue")
-	_, err := getMirror(t, r, "bad-queue")
-	assert.True(t, apierrors.IsNotFound(err), "no mirror of a malformed PodGroup")
-	assert.Regexp(t, `Warning InvalidForTephra .*Not_A_Queue`, drain(rec))
+	reconcileOnce(t, r, "bad-queue")
+	events := drain(rec)
+	assert.Regexp(t, `Warning InvalidForTephra .*Not_A_Queue`, events)
+	assert.Equal(t, 1, strings.Count(events, "InvalidForTephra"), "said once: %s", events)
+	noTephraObject(t, r, "bad-queue")
 
 	reconcileOnce(t, r, "zero")
 	assert.Regexp(t, `Warning InvalidForTephra .*minCount is 0`, drain(rec))
 
 	reconcileOnce(t, r, "taken")
 	assert.Contains(t, drain(rec), "Warning TephraObjectConflict")
-	m, err := getMirror(t, r, "taken")
-	require.NoError(t, err)
-	assert.Equal(t, int32(9), m.Spec.MinMember, "a Tephra PodGroup the adapter does not own is left alone")
+	var pg schedulingv1alpha1.PodGroup
+	require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "taken"}, &pg))
+	assert.Equal(t, int32(9), pg.Spec.MinMember, "a Tephra PodGroup of the user's is left alone")
+	assert.Nil(t, upstreamCondition(t, r, "taken"), "the Tephra object decides, and its status says")
 
 	reconcileOnce(t, r, "gone") // deleted upstream PodGroup: nothing to do
 }
 
-func TestStatusWrittenBack(t *testing.T) {
-	r, _ := setup(t, gang("g", 2, nil, ""))
-	reconcileOnce(t, r, "g")
-	upstreamCondition := func() *metav1.Condition {
-		var up upstreamv1beta1.PodGroup
-		require.NoError(t, r.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "g"}, &up))
-		return meta.FindStatusCondition(up.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled)
-	}
-	assert.Nil(t, upstreamCondition(), "nothing to say before Tephra has tried")
-
-	setMirrorCondition := func(c metav1.Condition) {
-		m, err := getMirror(t, r, "g")
-		require.NoError(t, err)
-		meta.SetStatusCondition(&m.Status.Conditions, c)
-		require.NoError(t, r.Status().Update(context.Background(), m))
-	}
-	setMirrorCondition(metav1.Condition{Type: schedulingv1alpha1.PodGroupUnschedulable, Status: metav1.ConditionTrue, Reason: schedulingv1alpha1.ReasonNotEnoughResources, Message: "needs cpu 7 (6 free)"})
-	reconcileOnce(t, r, "g")
-	c := upstreamCondition()
-	require.NotNil(t, c)
-	assert.Equal(t, []any{metav1.ConditionFalse, "Unschedulable", "needs cpu 7 (6 free)"}, []any{c.Status, c.Reason, c.Message})
-
-	setMirrorCondition(metav1.Condition{Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue, Reason: "Scheduled"})
-	reconcileOnce(t, r, "g")
-	assert.Equal(t, metav1.ConditionTrue, upstreamCondition().Status)
-
-	// True is terminal upstream: a later Unschedulable does not turn it back.
-	setMirrorCondition(metav1.Condition{Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionFalse, Reason: "Lost"})
-	reconcileOnce(t, r, "g")
-	assert.Equal(t, metav1.ConditionTrue, upstreamCondition().Status)
-}
-
-// kube-controller-manager keeps a deleted upstream PodGroup (finalizer) until its pods end; the
-// mirror goes at once.
-func TestDeletingPodGroupDeletesMirror(t *testing.T) {
+// A Tephra PodGroup an earlier version of Tephra mirrored an upstream PodGroup into is deleted,
+// being deleted or not; a composite's child is left to its composite (composite.go).
+func TestAnEarlierMirrorIsDeleted(t *testing.T) {
 	up := gang("g", 2, nil, "")
-	up.Finalizers = []string{"scheduling.k8s.io/podgroup-protection"}
-	r, _ := setup(t, up)
+	mirrored := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "g", Labels: map[string]string{MirrorLabel: "true"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "g", UID: up.UID, Controller: ptr.To(true)}},
+	}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}}
+	r, rec := setup(t, up, mirrored)
 	reconcileOnce(t, r, "g")
-	_, err := getMirror(t, r, "g")
-	require.NoError(t, err)
-	require.NoError(t, r.Delete(context.Background(), up))
-	reconcileOnce(t, r, "g")
-	_, err = getMirror(t, r, "g")
-	assert.True(t, apierrors.IsNotFound(err), "the mirror is deleted with its upstream PodGroup: %v", err)
+	noTephraObject(t, r, "g")
+	assert.NotContains(t, drain(rec), "Warning")
+
+	child := gang("c", 2, nil, "")
+	child.Spec.ParentCompositePodGroupName = ptr.To("parent")
+	r, _ = setup(t, child, member("c-0", "c", "n1"), member("c-1", "c", "n1"))
+	reconcileOnce(t, r, "c")
+	assert.Nil(t, upstreamCondition(t, r, "c"), "its composite's mirror says")
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,27 +11,38 @@ import (
 	"github.com/tephra-dev/tephra/internal/quota/chargingcases"
 )
 
-// The ledger charges every pod by quota.ChargeOf, as the cases say: fed by the scheduler, its
+// The ledger charges every pod by quota.ChargeOf, as the cases say, its groups read as the
+// scheduler reads them (objects, else upstream PodGroups' translations): fed by the scheduler, its
 // pending is the demand the scheduler decides from (controllers/queue's
 // TestTheQueueStatusChargesPodsAsTheCasesSay checks the Queue controller's reading of it).
 func TestTheLedgerChargesPodsAsTheCasesSay(t *testing.T) {
 	for _, c := range chargingcases.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			groups := map[string]v1alpha1.PodGroup{}
-			for _, g := range c.Groups {
-				groups[g.Namespace+"/"+g.Name] = g
+			groups := c.Lister()
+			get := func(namespace, name string) *v1alpha1.PodGroup {
+				pg, err := groups.PodGroups(namespace).Get(name)
+				if err != nil {
+					return nil
+				}
+				return pg
 			}
 			l := ledger.New(chargingcases.SchedulerNames...)
-			l.MinMember = func(group string) int { return int(groups[group].Spec.MinMember) }
+			l.MinMember = func(group string) int {
+				namespace, name, _ := strings.Cut(group, "/")
+				if pg := get(namespace, name); pg != nil {
+					return int(pg.Spec.MinMember)
+				}
+				return 0
+			}
 			resolve := func(namespace, name string) string {
-				g, ok := groups[namespace+"/"+name]
+				pg := get(namespace, name)
 				switch {
-				case !ok:
+				case pg == nil:
 					return ""
-				case g.Spec.Queue == "":
+				case pg.Spec.Queue == "":
 					return v1alpha1.DefaultQueue
 				}
-				return g.Spec.Queue
+				return pg.Spec.Queue
 			}
 			for i := range c.Nodes {
 				l.SetNode(c.Nodes[i].Name, c.Nodes[i].Status.Allocatable)

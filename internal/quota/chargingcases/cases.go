@@ -1,17 +1,23 @@
 // Package chargingcases holds the cases that the ledger (internal/ledger), which tephra-scheduler
 // decides from, and the Queue controller's accounting (controllers/queue), which writes Queue
-// status, are both tested over: the same pods, PodGroups and nodes must give the same sums on
-// both sides, because one must never wake or refuse pods on figures the other's status does not
-// show.
+// status, are both tested over: the same pods, PodGroups (Tephra's objects, and upstream
+// PodGroups read in memory) and nodes must give the same sums on both sides, because one must
+// never wake or refuse pods on figures the other's status does not show.
 package chargingcases
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	upstreamlisters "k8s.io/client-go/listers/scheduling/v1beta1"
+	"k8s.io/client-go/tools/cache"
+
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
 
@@ -20,8 +26,12 @@ type Case struct {
 	Name   string
 	Queues []*v1alpha1.Queue
 	Groups []v1alpha1.PodGroup
-	Pods   []corev1.Pod
-	Nodes  []corev1.Node
+	// UpstreamGroups are upstream PodGroups (scheduling.k8s.io/v1beta1), and Workloads those
+	// were made from: both binaries read them in memory (internal/groups), with no object.
+	UpstreamGroups []schedulingv1beta1.PodGroup
+	Workloads      []schedulingv1beta1.Workload
+	Pods           []corev1.Pod
+	Nodes          []corev1.Node
 	// Total is the cluster's total that queues share.
 	Total quota.Amounts
 	// Allocated are the requests placed, by leaf queue.
@@ -76,6 +86,36 @@ func Cases() []Case {
 			Allocated: map[string]quota.Amounts{"b": cpu(2)},
 		},
 		{
+			Name:   "a member of an upstream PodGroup counts in the queue its label names, with no PodGroup object",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("up", "b", "", 2)},
+			Pods:           []corev1.Pod{pod("u1", "a", "", 2, onNode, linkedTo("up")), pod("u2", "", "", 1, linkedTo("up"))},
+			Allocated:      map[string]quota.Amounts{"b": cpu(2)},
+			Demand:         map[string]quota.Amounts{"b": cpu(1)},
+		},
+		{
+			Name:   "an upstream PodGroup without a label is in the queue of its Workload's label, else the default queue",
+			Queues: append(queues, queue(v1alpha1.DefaultQueue)), Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("from-workload", "", "wl", 1), upstreamGroup("plain", "", "", 1)},
+			Workloads:      []schedulingv1beta1.Workload{workload("wl", "a")},
+			Pods:           []corev1.Pod{pod("w1", "", "", 2, onNode, linkedTo("from-workload")), pod("d1", "b", "", 3, onNode, linkedTo("plain"))},
+			Allocated:      map[string]quota.Amounts{"a": cpu(2), v1alpha1.DefaultQueue: cpu(3)},
+		},
+		{
+			Name:   "a Tephra PodGroup object wins over an upstream PodGroup of its name; an upstream PodGroup short of its minCount asks for no room",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			Groups:         []v1alpha1.PodGroup{group("both", "a", 1)},
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("both", "b", "", 1), upstreamGroup("short", "b", "", 3)},
+			Pods:           []corev1.Pod{pod("o1", "", "", 2, onNode, linkedTo("both")), pod("s1", "", "", 1, linkedTo("short")), pod("s2", "", "", 1, linkedTo("short"))},
+			Allocated:      map[string]quota.Amounts{"a": cpu(2)},
+		},
+		{
+			Name:   "the pods of an upstream PodGroup being deleted, or that cannot be translated, count nowhere",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("going", "a", "", 1, deleting), upstreamGroup("bad", "Not_A_Queue", "", 1)},
+			Pods:           []corev1.Pod{pod("g1", "a", "", 2, onNode, linkedTo("going")), pod("b1", "a", "", 2, onNode, linkedTo("bad"))},
+		},
+		{
 			Name:   "the pods of a group not known yet count nowhere",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
 			Pods: []corev1.Pod{pod("p1", "a", "missing", 2, onNode), pod("p2", "a", "missing", 2)},
@@ -124,6 +164,40 @@ func group(name, queue string, minMember int32) v1alpha1.PodGroup {
 	return v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
 		Spec:       v1alpha1.PodGroupSpec{Queue: queue, MinMember: minMember},
+	}
+}
+
+// upstreamGroup is an upstream PodGroup of namespace ns, a gang of minCount, in queue (its label,
+// "" for none) and made from workload ("" for none).
+func upstreamGroup(name, queue, workload string, minCount int32, opts ...func(*schedulingv1beta1.PodGroup)) schedulingv1beta1.PodGroup {
+	pg := schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("up-" + name)},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount},
+		}},
+	}
+	if queue != "" {
+		pg.Labels = map[string]string{v1alpha1.QueueLabel: queue}
+	}
+	if workload != "" {
+		pg.Spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{WorkloadName: workload}
+	}
+	for _, o := range opts {
+		o(&pg)
+	}
+	return pg
+}
+
+var deleting = func(pg *schedulingv1beta1.PodGroup) { pg.DeletionTimestamp = &metav1.Time{} }
+
+func workload(name, queue string) schedulingv1beta1.Workload {
+	return schedulingv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{v1alpha1.QueueLabel: queue}}}
+}
+
+// linkedTo links a pod to an upstream PodGroup, as upstream does (spec.schedulingGroup).
+func linkedTo(group string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &group}
 	}
 }
 
@@ -180,4 +254,31 @@ func NonZero(a quota.Amounts) quota.Amounts {
 		}
 	}
 	return out
+}
+
+// Upstream reads the case's upstream PodGroups and Workloads as both binaries do (nil when it
+// has none).
+func (c Case) Upstream() *groups.Upstream {
+	if len(c.UpstreamGroups) == 0 {
+		return nil
+	}
+	index := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	podGroups, workloads := cache.NewIndexer(cache.MetaNamespaceKeyFunc, index), cache.NewIndexer(cache.MetaNamespaceKeyFunc, index)
+	for i := range c.UpstreamGroups {
+		_ = podGroups.Add(&c.UpstreamGroups[i])
+	}
+	for i := range c.Workloads {
+		_ = workloads.Add(&c.Workloads[i])
+	}
+	return groups.NewUpstream(upstreamlisters.NewPodGroupLister(podGroups), upstreamlisters.NewWorkloadLister(workloads))
+}
+
+// Lister reads the case's groups as the scheduler's ledger does: the objects, else the upstream
+// PodGroups' translations (a group a pod carries, quota.ChargeOf reads from the pod).
+func (c Case) Lister() schedulinglisters.PodGroupLister {
+	objects := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for i := range c.Groups {
+		_ = objects.Add(&c.Groups[i])
+	}
+	return groups.NewLister(schedulinglisters.NewPodGroupLister(objects), nil, c.Upstream())
 }
