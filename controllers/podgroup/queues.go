@@ -155,3 +155,10 @@ func PhaseOf(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv
 	}
 	return phaseOf(c, minMemberOf(group), minimums, meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled))
 }
+
+// MemberStatus is StatusOf for a group whose queue admits it: the status its members make it, for
+// those who show a group that no one writes the status of (kubectl tephra, for upstream
+// PodGroups) and do not decide whether its queue admits it.
+func MemberStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedulingv1alpha1.PodGroupStatus {
+	return desiredStatus(group, pods, queueHold{}, "")
+}

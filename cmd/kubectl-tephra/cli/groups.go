@@ -17,8 +17,9 @@ import (
 // groupRow is one pod group as `kubectl tephra groups` shows it. Every group tephra-scheduler
 // schedules is a Tephra PodGroup: its own, a Tephra Job's, or the translation of another API's
 // group (upstream's PodGroup, Volcano's, scheduler-plugins', a JobSet's, a LeaderWorkerSet's),
-// which From names as `kubectl get` would: kind.group/name. A one-pod Tephra Job's group has no
-// object: its pod carries it, and the row is read from the pod.
+// which From names as `kubectl get` would: kind.group/name. An upstream PodGroup's group has no
+// Tephra object: it is translated here as both binaries translate it, in the phase its pods make
+// it. Nor has a one-pod Tephra Job's group: its pod carries it, and the row is read from the pod.
 type groupRow struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -48,6 +49,11 @@ func (o *Options) groupRows(all bool) ([]groupRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	upstream, err := o.upstreamGroups(ns, list.Items, nil)
+	if err != nil {
+		return nil, err
+	}
+	list.Items = append(list.Items, upstream...)
 	carried, err := o.carriedGroups(ns, list.Items)
 	if err != nil {
 		return nil, err
@@ -62,7 +68,7 @@ func (o *Options) groupRows(all bool) ([]groupRow, error) {
 }
 
 // carriedGroups are the groups of one that pods carry (a one-pod Tephra Job's,
-// schedulingv1alpha1.GroupOnPod) where no PodGroup object of theirs is among objects.
+// schedulingv1alpha1.GroupOnPod) where no group of theirs is among objects.
 func (o *Options) carriedGroups(ns string, objects []schedulingv1alpha1.PodGroup) ([]schedulingv1alpha1.PodGroup, error) {
 	ctx, cancel := o.context()
 	defer cancel()

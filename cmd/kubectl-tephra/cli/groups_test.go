@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -73,4 +76,50 @@ func TestGroupsAPodCarriesAreListedAndExplained(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, schedulingv1alpha1.ReasonPodGroupNotFound, v.Blocker, "the group exists on its pod: %+v", v)
 	assert.Equal(t, "team", v.Queue)
+}
+
+// An upstream PodGroup's group, which both binaries read in memory with no Tephra object, is
+// listed as what it stands for, in the queue its Workload names and the phase its pods make it;
+// why explains it as a group; a Tephra object of its name wins.
+func TestUpstreamGroupsAreListedAndExplained(t *testing.T) {
+	upstreamGroup := func(name string, minCount int32, workload string) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("up-" + name), CreationTimestamp: metav1.Unix(-60, 0)},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				WorkloadRef:      &schedulingv1beta1.WorkloadReference{WorkloadName: workload},
+				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}},
+			},
+		}
+	}
+	member := func(name, group string, running bool) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: corev1.PodSpec{SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}}}
+		if running {
+			pod.Spec.NodeName, pod.Status.Phase = "n1", corev1.PodRunning
+		}
+		return pod
+	}
+	workload := &schedulingv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "wl", Namespace: "ns", Labels: map[string]string{schedulingv1alpha1.QueueLabel: "team"}}}
+	object := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "ns", CreationTimestamp: metav1.Unix(-60, 0)},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 5, Queue: "mine"}}
+	o, _ := testOptions([]runtime.Object{
+		workload, upstreamGroup("train", 2, "wl"), upstreamGroup("taken", 2, "wl"),
+		member("train-0", "train", true), member("train-1", "train", true), member("wait-0", "wait", false), upstreamGroup("wait", 3, ""),
+	}, object, &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: schedulingv1alpha1.QueueSpec{Weight: 1}})
+
+	rows, err := o.groupRows(false)
+	require.NoError(t, err)
+	assert.Equal(t, []groupRow{
+		{Namespace: "ns", Name: "taken", Queue: "mine", Phase: "Pending", MinMember: 5, Age: "60s"},
+		{Namespace: "ns", Name: "train", From: "podgroup.scheduling.k8s.io/train", Queue: "team", Phase: "Running", Running: 2, MinMember: 2, Age: "60s"},
+		{Namespace: "ns", Name: "wait", From: "podgroup.scheduling.k8s.io/wait", Queue: "default", Phase: "Pending", MinMember: 3, Age: "60s"},
+	}, rows)
+
+	v, err := o.why("podgroup/wait")
+	require.NoError(t, err)
+	assert.Equal(t, schedulingv1alpha1.ReasonWaitingForMembers, v.Blocker, "%+v", v)
+	assert.Equal(t, "default", v.Queue)
+	v, err = o.why("pod/train-0")
+	require.NoError(t, err)
+	assert.False(t, v.Waiting, "%+v", v)
 }

@@ -128,13 +128,17 @@ func (o *Options) usage(limit int) (*usage, error) {
 		total.Add(devices.Total())
 		lookup = devices
 	}
+	upstream, err := o.upstreamGroups(metav1.NamespaceAll, groups.Items, pods.Items)
+	if err != nil {
+		return nil, err
+	}
 	groupQueue := map[string]string{}
 	for i := range pods.Items {
 		if g, carried := schedulingv1alpha1.GroupOnPod(&pods.Items[i]); carried {
 			groupQueue[g.Namespace+"/"+g.Name] = g.Spec.Queue
 		}
 	}
-	for _, g := range groups.Items {
+	for _, g := range append(groups.Items, upstream...) {
 		queue := g.Spec.Queue
 		if queue == "" {
 			queue = schedulingv1alpha1.DefaultQueue

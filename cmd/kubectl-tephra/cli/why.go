@@ -216,8 +216,16 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		}
 	}
 	if apierrors.IsNotFound(err) {
-		// A one-pod Job's group has no object: its pod carries it.
-		if group = groups.OnPods(carriers); group == nil {
+		// An upstream PodGroup's group has no Tephra object; nor has a one-pod Job's group: its
+		// pod carries it.
+		group, err = o.upstreamGroup(ns, name, all.Items)
+		if err != nil {
+			return nil, err
+		}
+		if group == nil {
+			group = groups.OnPods(carriers)
+		}
+		if group == nil {
 			v.Blocker = schedulingv1alpha1.ReasonPodGroupNotFound
 			v.Reason = fmt.Sprintf("PodGroup %s/%s does not exist; the scheduler holds the group's pods until it does", ns, name)
 			v.Unblock = fmt.Sprintf("create PodGroup %s/%s (a Tephra Job's controller creates it: is tephra-controllers running?), or take the pods out of the group", ns, name)

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	upstreamlisters "k8s.io/client-go/listers/scheduling/v1beta1"
+	"k8s.io/client-go/tools/cache"
+
+	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/groups"
+)
+
+// upstreamGroups are the groups of upstream PodGroups (scheduling.k8s.io/v1beta1) of a namespace
+// ("" for all), as both of Tephra's binaries read them in memory (internal/groups), with the
+// status their members make them (from pods, the namespace's or more; nil: listed here only if
+// there are upstream PodGroups): no object holds either. Those
+// whose name a Tephra PodGroup object has (objects) are left out: the object wins. None where the
+// apiserver does not serve the API.
+func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGroup, pods []corev1.Pod) ([]schedulingv1alpha1.PodGroup, error) {
+	ctx, cancel := o.context()
+	defer cancel()
+	list, err := o.kube.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && len(list.Items) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	index := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	podGroups, workloads := cache.NewIndexer(cache.MetaNamespaceKeyFunc, index), cache.NewIndexer(cache.MetaNamespaceKeyFunc, index)
+	for i := range list.Items {
+		if err := podGroups.Add(&list.Items[i]); err != nil {
+			return nil, err
+		}
+	}
+	wls, err := o.kube.SchedulingV1beta1().Workloads(ns).List(ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err == nil {
+		for i := range wls.Items {
+			if err := workloads.Add(&wls.Items[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if pods == nil {
+		all, err := o.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		pods = all.Items
+	}
+	taken := map[string]bool{}
+	for _, g := range objects {
+		taken[g.Namespace+"/"+g.Name] = true
+	}
+	members := map[string][]corev1.Pod{}
+	for _, pod := range pods {
+		if name, ok := schedulingv1alpha1.PodGroupNameOf(&pod); ok {
+			members[pod.Namespace+"/"+name] = append(members[pod.Namespace+"/"+name], pod)
+		}
+	}
+	upstream := groups.NewUpstream(upstreamlisters.NewPodGroupLister(podGroups), upstreamlisters.NewWorkloadLister(workloads))
+	var out []schedulingv1alpha1.PodGroup
+	for _, pg := range upstream.List(ns) {
+		key := pg.Namespace + "/" + pg.Name
+		if taken[key] {
+			continue
+		}
+		g := *pg.DeepCopy()
+		g.Status = podgroup.MemberStatus(pg, members[key])
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// upstreamGroup is the group of the upstream PodGroup ns/name (upstreamGroups), nil if there is
+// none.
+func (o *Options) upstreamGroup(ns, name string, pods []corev1.Pod) (*schedulingv1alpha1.PodGroup, error) {
+	found, err := o.upstreamGroups(ns, nil, pods)
+	if err != nil {
+		return nil, err
+	}
+	for i := range found {
+		if found[i].Name == name {
+			return &found[i], nil
+		}
+	}
+	return nil, nil
+}
