@@ -79,6 +79,11 @@ func compositeWorkloadOf(t *testing.T, env *framework.Env, ns, name, priorityCla
 
 // An upstream Workload with a composite template of two gangs (prefill 2, decode 3, one CPU a
 // pod) on 4 free CPUs binds neither, although either gang alone fits; a node added binds both.
+// mirror is the Tephra PodGroup object a CompositePodGroup is mirrored into.
+func mirror(ctx context.Context, env *framework.Env, ns, name string) (*schedulingv1alpha1.PodGroup, error) {
+	return env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
 // The composite is mirrored as one Tephra PodGroup with a sub-group per child, and the children's
 // pods are labelled its members: with the gates off in the scheduler TephraGang places it whole
 // by its sub-groups; with them on, kube-scheduler's pod-group cycle does, and Tephra's plugins in

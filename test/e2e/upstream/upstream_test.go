@@ -1,7 +1,8 @@
 // Package upstream checks end to end that Tephra gang-schedules upstream Kubernetes' own gang API
 // (scheduling.k8s.io/v1beta1 PodGroup and Workload, pods linked by spec.schedulingGroup): the
-// cluster runs with the GenericWorkload feature gate and the API enabled, tephra-controllers
-// mirrors each upstream PodGroup into a Tephra PodGroup, and tephra-scheduler gangs its pods once.
+// cluster runs with the GenericWorkload feature gate and the API enabled, both tephra-scheduler and
+// tephra-controllers read each upstream PodGroup in memory as the Tephra PodGroup it translates
+// into (no Tephra object is written for it), and tephra-scheduler gangs its pods once.
 package upstream
 
 import (
@@ -91,26 +92,26 @@ func boundPods(t *testing.T, env *framework.Env, ns string) int {
 	return n
 }
 
-func mirror(ctx context.Context, env *framework.Env, ns, name string) (*schedulingv1alpha1.PodGroup, error) {
-	return env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
 // An upstream gang of 7 one-CPU pods on 6 free CPUs binds none; a node added binds all 7. The
-// upstream PodGroup is mirrored (minMember 7, owned by it) and its PodGroupInitiallyScheduled
+// upstream PodGroup is read as a group of minMember 7 in the queue its label names, with no Tephra
+// object; its queue's status counts it waiting, then running, and its PodGroupInitiallyScheduled
 // condition follows.
 func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
 	nodes := env.Pool(t, "up-gang", 1, 6)
+	framework.CreateQueue(t, env, "up-gang", nil)
 
-	up := upstreamPodGroup(t, env, ns, "train", 7, nil)
+	up := upstreamPodGroup(t, env, ns, "train", 7, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Labels = map[string]string{schedulingv1alpha1.QueueLabel: "up-gang"}
+	})
 	for i := range 7 {
 		linkedPod(t, env, ns, fmt.Sprintf("train-%d", i), "train", "1", nodes)
 	}
-	framework.Eventually(t, time.Minute, "the mirror to be Unschedulable for lack of resources", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the group to be Unschedulable for lack of resources", func() (bool, string) {
 		assert.Equal(t, 0, boundPods(t, env, ns), "no member of an incomplete gang is bound")
-		pg, err := mirror(ctx, env, ns, "train")
+		pg, err := group(ctx, env, ns, "train")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -118,11 +119,15 @@ func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == schedulingv1alpha1.ReasonNotEnoughResources,
 			fmt.Sprintf("phase %s, conditions %v", pg.Status.Phase, pg.Status.Conditions)
 	})
-	pg, err := mirror(ctx, env, ns, "train")
+	pg, err := group(ctx, env, ns, "train")
 	require.NoError(t, err)
 	assert.Equal(t, int32(7), pg.Spec.MinMember, "minMember from gang.minCount")
-	assert.Equal(t, schedulingv1alpha1.DefaultQueue, pg.Spec.Queue, "no queue label: the default queue")
-	assert.True(t, metav1.IsControlledBy(pg, up), "the mirror is controlled by the upstream PodGroup: %v", pg.OwnerReferences)
+	assert.Equal(t, "up-gang", pg.Spec.Queue, "the queue its label names")
+	assert.True(t, metav1.IsControlledBy(pg, up), "the group stands for the upstream PodGroup: %v", pg.OwnerReferences)
+	noTephraObject(t, env, ns, "train")
+	framework.WaitQueueStatus(t, env, "up-gang", 30*time.Second, "the waiting gang counted, nothing allocated", func(q *schedulingv1alpha1.Queue) bool {
+		return q.Status.Pending+q.Status.Inqueue == 1 && q.Status.Running == 0 && framework.AmountOf(q.Status.Allocated, corev1.ResourceCPU) == 0
+	})
 	framework.Eventually(t, 30*time.Second, "PodGroupInitiallyScheduled=False on the upstream PodGroup", func() (bool, string) {
 		got, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
@@ -141,6 +146,10 @@ func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 		n := boundPods(t, env, ns)
 		return n == 7, fmt.Sprintf("%d bound", n)
 	})
+	framework.WaitQueueStatus(t, env, "up-gang", 30*time.Second, "the gang counted running, its 7 CPUs allocated", func(q *schedulingv1alpha1.Queue) bool {
+		return q.Status.Running == 1 && q.Status.Pending+q.Status.Inqueue == 0 && framework.AmountOf(q.Status.Allocated, corev1.ResourceCPU) == 7
+	})
+	noTephraObject(t, env, ns, "train")
 	framework.Eventually(t, 30*time.Second, "PodGroupInitiallyScheduled=True on the upstream PodGroup", func() (bool, string) {
 		got, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
 		if err != nil {
@@ -151,7 +160,7 @@ func TestUpstreamGangBindsNoneThenAll(t *testing.T) {
 }
 
 // The queue comes from the label scheduling.tephra.dev/queue on the PodGroup, else on its Workload.
-// A label that cannot name a queue gets a Warning event and no mirror; the controllers carry on.
+// A label that cannot name a queue gets a Warning event and no group; the controllers carry on.
 func TestUpstreamQueueAndMalformed(t *testing.T) {
 	env := framework.Shared(t)
 	ctx := framework.Context(t, 2*time.Minute)
@@ -182,8 +191,8 @@ func TestUpstreamQueueAndMalformed(t *testing.T) {
 		queue string
 		min   int32
 	}{"from-workload": {"team-w", 2}, "own-label": {"team-p", 3}, "basic": {schedulingv1alpha1.DefaultQueue, 1}} {
-		framework.Eventually(t, 30*time.Second, "the mirror of "+name, func() (bool, string) {
-			pg, err := mirror(ctx, env, ns, name)
+		framework.Eventually(t, 30*time.Second, "the group of "+name, func() (bool, string) {
+			pg, err := group(ctx, env, ns, name)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -194,17 +203,20 @@ func TestUpstreamQueueAndMalformed(t *testing.T) {
 		events := env.Events(ns, "bad-queue")
 		return regexp.MustCompile(`Warning InvalidForTephra: .*Not_A_Queue`).MatchString(events), events
 	})
-	_, err = mirror(ctx, env, ns, "bad-queue")
-	assert.True(t, apierrors.IsNotFound(err), "no mirror of a malformed PodGroup: %v", err)
+	_, err = group(ctx, env, ns, "bad-queue")
+	assert.True(t, apierrors.IsNotFound(err), "no group of a malformed PodGroup: %v", err)
+	for _, name := range []string{"from-workload", "own-label", "basic", "bad-queue"} {
+		noTephraObject(t, env, ns, name)
+	}
 
-	// The queue label changed on the Workload follows to the mirror.
+	// The queue label changed on the Workload follows to the group.
 	wl, err := env.Kube.SchedulingV1beta1().Workloads(ns).Get(ctx, "wl", metav1.GetOptions{})
 	require.NoError(t, err)
 	wl.Labels[schedulingv1alpha1.QueueLabel] = "team-x"
 	_, err = env.Kube.SchedulingV1beta1().Workloads(ns).Update(ctx, wl, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	framework.Eventually(t, 30*time.Second, "the mirror to follow the Workload's queue label", func() (bool, string) {
-		pg, err := mirror(ctx, env, ns, "from-workload")
+	framework.Eventually(t, 30*time.Second, "the group to follow the Workload's queue label", func() (bool, string) {
+		pg, err := group(ctx, env, ns, "from-workload")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -213,7 +225,7 @@ func TestUpstreamQueueAndMalformed(t *testing.T) {
 }
 
 // A pod linked to an upstream PodGroup that does not exist waits with PodGroupNotFound; deleting
-// an upstream PodGroup removes its mirror and releases the members it held, whose CPUs then run
+// an upstream PodGroup ends its group and releases the members it held, whose CPUs then run
 // another pod.
 func TestUpstreamMissingAndDeleted(t *testing.T) {
 	env := framework.Shared(t)
@@ -231,18 +243,14 @@ func TestUpstreamMissingAndDeleted(t *testing.T) {
 	for i := range 3 {
 		linkedPod(t, env, ns, fmt.Sprintf("big-%d", i), "big", "1", nodes)
 	}
-	framework.Eventually(t, time.Minute, "the mirror of big to be Unschedulable", func() (bool, string) {
-		pg, err := mirror(ctx, env, ns, "big")
+	framework.Eventually(t, time.Minute, "the group big to be Unschedulable", func() (bool, string) {
+		pg, err := group(ctx, env, ns, "big")
 		if err != nil {
 			return false, err.Error()
 		}
 		return apimeta.IsStatusConditionTrue(pg.Status.Conditions, schedulingv1alpha1.PodGroupUnschedulable), fmt.Sprintf("%v", pg.Status.Conditions)
 	})
 	require.NoError(t, env.Kube.SchedulingV1beta1().PodGroups(ns).Delete(ctx, "big", metav1.DeleteOptions{}))
-	framework.Eventually(t, time.Minute, "the mirror to be deleted with its owner", func() (bool, string) {
-		_, err := mirror(ctx, env, ns, "big")
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
 	framework.Eventually(t, time.Minute, "the members of the deleted group to wait for their group", func() (bool, string) {
 		events := env.Events(ns, "big-0")
 		return strings.Contains(events, `pod group "big" does not exist`), events
@@ -362,7 +370,7 @@ func linkedPodOf(t *testing.T, env *framework.Env, ns, name, group, cpu string, 
 // An upstream PodGroup with schedulingConstraints.topology gets Tephra's topology choice, gate on
 // or off: with both gates (GenericWorkload and TopologyAwareWorkloadScheduling) through
 // TephraGang's placement plugins in kube-scheduler's pod-group cycle, without them through the
-// mirror's required topology. Best fit: a gang of 4 CPUs goes to the rack of 4 free CPUs, not
+// group's required topology. Best fit: a gang of 4 CPUs goes to the rack of 4 free CPUs, not
 // to the one of 8, so that a gang of 8 that follows still finds a whole rack (upstream's
 // placement scorer picks either rack at random for the first, and the second then waits). A gang
 // no rack holds binds nothing and says why, rack by rack.
@@ -419,7 +427,7 @@ func TestUpstreamTopologyGangTakesTheBestFit(t *testing.T) {
 }
 
 // An upstream gang that waits past its SLA (the sla-waiting-time annotation on the upstream
-// PodGroup, which its mirror carries) reserves nodes, gate on or off: a pod of its priority that
+// PodGroup, which its group carries) reserves nodes, gate on or off: a pod of its priority that
 // comes later is kept off the room freed there, and the gang runs whole on its reserved nodes once
 // they have room.
 func TestUpstreamGangPastItsSLAReservesNodes(t *testing.T) {
@@ -530,7 +538,7 @@ func TestPlainPodsBindBesideAnUpstreamGangThatNeverFits(t *testing.T) {
 		linkedPod(t, env, ns, fmt.Sprintf("never-%03d", i), "never", "10m", nodes)
 	}
 	framework.Eventually(t, 70*time.Second, "the gang to be found Unschedulable", func() (bool, string) {
-		pg, err := mirror(ctx, env, ns, "never")
+		pg, err := group(ctx, env, ns, "never")
 		if err != nil {
 			return false, err.Error()
 		}
