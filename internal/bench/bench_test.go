@@ -418,7 +418,7 @@ func TestSchedulerConfigs(t *testing.T) {
 			assert.NotContains(t, text, "GangScheduling", c.Name)
 		}
 	}
-	// CU runs C's scheduler on B1's upstream PodGroups, with tephra-controllers to mirror them.
+	// CU runs C's scheduler on B1's upstream PodGroups, with tephra-controllers beside it.
 	b1, c, cu := configurationByName("B1"), configurationByName("C"), configurationByName("CU")
 	require.NotNil(t, cu)
 	assert.Equal(t, UpstreamGangs, cu.Gangs)

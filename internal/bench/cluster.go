@@ -52,8 +52,8 @@ func unavailable(format string, args ...any) error {
 // benchCluster is a fresh local control plane for one run of one configuration: etcd and
 // kube-apiserver with the simulated nodes. The scheduler is started once the run's backlog
 // exists (run.go). There is no kube-controller-manager (but while G8-DRA's backlog is created, for
-// its claims: devices.go) and, but for CU and CG (whose upstream PodGroups
-// tephra-controllers mirrors into Tephra's), no tephra-controllers, and the nodes are created
+// its claims: devices.go) and, but for CU and CG (whose upstream PodGroups' status
+// tephra-controllers writes), no tephra-controllers, and the nodes are created
 // Ready, with no kubelet or kwok to keep them so: nothing but the scheduler (and CU's
 // controllers) and the benchmark's driver talks to the apiserver while a scenario runs, and
 // bound pods stay Pending.
@@ -195,26 +195,6 @@ func (b *benchCluster) prepareTephraObjects(ctx context.Context) error {
 	}
 	if _, err := b.Tephra.TopologyV1alpha2().NodeResourceTopologies().List(ctx, one); err != nil {
 		return fmt.Errorf("listing NodeResourceTopologies: %w", err)
-	}
-	return nil
-}
-
-// waitMirrors waits until tephra-controllers has mirrored each of a namespace's gangs upstream
-// PodGroups into a Tephra PodGroup (CU), so that the scheduler, started next, finds every gang
-// as C's does.
-func (b *benchCluster) waitMirrors(ctx context.Context, ns string, gangs int) error {
-	var mirrored int
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := b.Tephra.SchedulingV1alpha1().PodGroups(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		mirrored = len(list.Items)
-		return mirrored >= gangs, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for tephra-controllers to mirror the %d upstream PodGroups of %s (%d are; see %s): %w",
-			gangs, ns, mirrored, b.LogPath(localcluster.Controllers), err)
 	}
 	return nil
 }
@@ -372,10 +352,6 @@ func (b *benchCluster) clean(ctx context.Context, ns string, devices bool) error
 		err = b.Tephra.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
 	case UpstreamGangs:
 		err = b.fast.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
-		if err == nil && b.config.Controllers {
-			// The mirrors: without kube-controller-manager no garbage collector deletes them.
-			err = b.Tephra.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
-		}
 	case NoGangs:
 	}
 	if err != nil {

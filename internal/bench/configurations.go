@@ -30,9 +30,9 @@ type Configuration struct {
 	Gangs GangAPI `json:"gangs"`
 	// Binder is set for L: no scheduler runs; the benchmark's binder binds the pods.
 	Binder bool `json:"binder,omitempty"`
-	// Controllers is set for CU: tephra-controllers runs beside the scheduler, and mirrors the
-	// upstream PodGroups into Tephra's before the scheduler starts (run.go). Its CPU is measured
-	// apart from the scheduler's.
+	// Controllers is set for CU: tephra-controllers runs beside the scheduler, counts the
+	// upstream PodGroups in the queues and writes their status. Its CPU is measured apart from
+	// the scheduler's.
 	Controllers bool `json:"controllers,omitempty"`
 	// GangsOnly is set for CU: it runs only the scenarios with gangs (G8, G64, GI). Elsewhere its
 	// pods, without gangs, are C's, and it would measure C again.
@@ -86,7 +86,7 @@ var Configurations = []*Configuration{
 	{
 		Name: "CU",
 		Title: "Tephra with upstream gangs: C's scheduler configuration, gangs as scheduling.k8s.io/v1beta1 PodGroups " +
-			"(as B1's), mirrored into Tephra PodGroups by tephra-controllers",
+			"(as B1's), which both Tephra binaries read in memory",
 		Gangs:         UpstreamGangs,
 		Controllers:   true,
 		GangsOnly:     true,

@@ -10,8 +10,8 @@
 //   - C, Tephra: the shipped manifests/scheduler/config.yaml, gangs as Tephra PodGroups, Q's
 //     jobs in Tephra Queues.
 //   - CU, Tephra on upstream gangs: C's scheduler on B1's scheduling.k8s.io/v1beta1 PodGroups,
-//     which tephra-controllers (running in CU's control plane only) mirrors into Tephra
-//     PodGroups before the scheduler starts; its CPU is reported beside the scheduler's. CU runs
+//     which the scheduler and tephra-controllers (running in CU's control plane only) read in
+//     memory; the controllers' CPU is reported beside the scheduler's. CU runs
 //     the gang scenarios only (G8, G64, GI): elsewhere it would be C.
 //   - CG, CU with the GenericWorkload gate on in the scheduler too: kube-scheduler's pod-group
 //     cycles gang the upstream PodGroups (docs/gang.md). The same scenarios as CU.

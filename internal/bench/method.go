@@ -35,9 +35,9 @@ func writeMethod(b *strings.Builder, res *Results) {
 		"(only C's, CU's and CG's schedulers read them), and has served each Tephra CRD once before the scheduler starts, " +
 		"as a running cluster's apiserver has long done (it builds a CRD's storage on the first request).\n")
 	b.WriteString("CU and CG also run tephra-controllers (the manifests' Deployment, as its ServiceAccount, with leader election), " +
-		"whose upstream PodGroup adapter mirrors each scheduling.k8s.io/v1beta1 PodGroup into a Tephra PodGroup of the same name; " +
-		"the backlog counts as created once every mirror exists, and only then does the scheduler start. " +
-		"The controllers keep running while the backlog drains (they write the groups' status, Tephra's and upstream's), " +
+		"which read each scheduling.k8s.io/v1beta1 PodGroup in memory, as the scheduler does, with no Tephra PodGroup object. " +
+		"The controllers run while the backlog drains (they count the groups in the queues and write the upstream PodGroups' " +
+		"PodGroupInitiallyScheduled), " +
 		"so CU's and CG's API writes/pod and API CPU include theirs. CU's scheduler runs without GenericWorkload, as Tephra ships it: " +
 		"TephraGang gangs the upstream groups' pods. CG's runs with it: kube-scheduler adds its GangScheduling plugin and " +
 		"schedules the upstream groups' pods in pod-group cycles of its own, and TephraGang leaves those pods to it (docs/gang.md). " +

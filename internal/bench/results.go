@@ -92,8 +92,8 @@ type RunResult struct {
 	SchedulerCPUSecondsPer1000Pods *float64 `json:"schedulerCPUSecondsPer1000Pods,omitempty"`
 	// ControllersCPUSecondsPer1000Pods is tephra-controllers' user+system CPU time while the
 	// backlog drained, per 1000 pods bound; set for CU only, whose controllers run beside the
-	// scheduler (mirroring the upstream PodGroups before it starts; writing their status back
-	// while it binds). Not part of the scheduler's figures.
+	// scheduler (writing the upstream PodGroups' status while it binds). Not part of the
+	// scheduler's figures.
 	ControllersCPUSecondsPer1000Pods *float64 `json:"controllersCPUSecondsPer1000Pods,omitempty"`
 	// SchedulerPeakRSSMiB is the scheduler's VmHWM; nil for L.
 	SchedulerPeakRSSMiB *float64 `json:"schedulerPeakRSSMiB,omitempty"`
@@ -125,8 +125,7 @@ type RunResult struct {
 type Timings struct {
 	// SetupSeconds is starting the control plane and creating the nodes.
 	SetupSeconds float64 `json:"setup"`
-	// CreateSeconds is creating the backlog until the recorder has seen all of it (in CU, and
-	// tephra-controllers has mirrored every upstream PodGroup).
+	// CreateSeconds is creating the backlog until the recorder has seen all of it.
 	CreateSeconds float64 `json:"create"`
 	// SchedulerStartSeconds is from starting the scheduler process to its readiness.
 	SchedulerStartSeconds float64 `json:"schedulerStart,omitempty"`

@@ -400,8 +400,8 @@ func (d *driver) drain(ctx context.Context, b *benchCluster, sc *Scenario, w *wo
 }
 
 // createBacklog creates the workload's gangs and pods, then waits until the recorder has seen
-// every pod and, where the configuration makes them, every pod's claim and every gang's mirror:
-// the scheduler starts on the whole backlog.
+// every pod and, where the configuration makes them, every pod's claim: the scheduler starts on
+// the whole backlog.
 func createBacklog(ctx context.Context, b *benchCluster, w *workload, rec *recorder) error {
 	if err := w.createGangs(ctx, b); err != nil {
 		return err
@@ -418,12 +418,6 @@ func createBacklog(ctx context.Context, b *benchCluster, w *workload, rec *recor
 	if w.devices {
 		// Every claim exists before the scheduler starts, as the rest of the backlog does.
 		if err := b.waitClaims(ctx, w, rec); err != nil {
-			return err
-		}
-	}
-	if b.config.Controllers {
-		// The mirrors must exist before the scheduler starts, as the rest of the backlog does.
-		if err := b.waitMirrors(ctx, w.namespace, len(w.gangs)); err != nil {
 			return err
 		}
 	}

@@ -117,8 +117,8 @@ func upstreamSection(u *UpstreamResults) string {
 	b.WriteString("\n## Upstream's scheduler_perf\n\n")
 	fmt.Fprintf(&b, "Kubernetes' own scheduler benchmark (`test/integration/scheduler_perf` of k8s.io/kubernetes %s), "+
 		"its workload files unchanged, run in one process against an in-process kube-apiserver: once with upstream's default "+
-		"profile, once with Tephra's (manifests/overlays/replace-default, the same PodGroups mirrored by tephra-controllers "+
-		"running in the same process). SchedulingThroughput is pods bound per second while the measured pods are created, "+
+		"profile, once with Tephra's (manifests/overlays/replace-default, the same PodGroups read in memory by the "+
+		"scheduler and by tephra-controllers running in the same process). SchedulingThroughput is pods bound per second while the measured pods are created, "+
 		"as scheduler_perf reports it (average, and the median and 90th percentile of its 1-second samples); the time "+
 		"is its SchedulingDuration, from the measured pods' creation until all are scheduled. Tephra / upstream is the "+
 		"ratio of the average throughputs, or, for a workload too short for a throughput sample, upstream's time over "+

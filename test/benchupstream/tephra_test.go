@@ -35,8 +35,9 @@ var setLoggerOnce sync.Once
 // startTephra is the harness's prepare hook for Tephra's profile. It runs once the apiserver and
 // the scheduler run, before the workload: so Tephra's scheduler has started without its CRDs, as
 // it must on a cluster that installs them later. It installs the CRDs of manifests/crds, starts
-// tephra-controllers' controllers in this process (the upstream PodGroup adapter mirrors the
-// workloads' PodGroups; the default queue is created) and stops them when the workload ends.
+// tephra-controllers' controllers in this process (the Queue controller counts the workloads'
+// PodGroups, which the upstream PodGroup adapter writes the status of; the default queue is
+// created) and stops them when the workload ends.
 //
 // Without controllers (the tephra-scheduler profile, for workloads without PodGroups: it tells
 // the scheduler's cost from the controllers' in this one process), it creates the root and
