@@ -78,15 +78,16 @@ func ServedResources(config *rest.Config, groupVersion string) (map[string]bool,
 // Get returns the group of an upstream PodGroup, a NotFound error when there is none.
 func (u *Upstream) Get(namespace, name string) (*v1alpha1.PodGroup, error) {
 	notFound := apierrors.NewNotFound(v1alpha1.Resource("podgroup"), name)
+	key := namespace + "/" + name
 	up, err := u.podGroups.PodGroups(namespace).Get(name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
+			u.translated.Delete(key)
 			return nil, notFound
 		}
 		return nil, err
 	}
 	workload := u.workloadOf(up)
-	key := namespace + "/" + name
 	if t, ok := u.translated.Load(key); ok {
 		if t := t.(*translation); t.up == up && t.workload == workload {
 			return orNotFound(t.group, notFound)
@@ -135,7 +136,9 @@ func (u *Upstream) workloadOf(up *schedulingv1beta1.PodGroup) *schedulingv1beta1
 	return w
 }
 
-// List returns the groups of the upstream PodGroups of a namespace ("" for all).
+// List returns the groups of the upstream PodGroups of a namespace ("" for all). Listing all
+// forgets the translations of PodGroups that are gone, which a reader without the informer's
+// handlers (Handler) keeps until then.
 func (u *Upstream) List(namespace string) []*v1alpha1.PodGroup {
 	var ups []*schedulingv1beta1.PodGroup
 	if namespace == "" {
@@ -144,10 +147,20 @@ func (u *Upstream) List(namespace string) []*v1alpha1.PodGroup {
 		ups, _ = u.podGroups.PodGroups(namespace).List(labels.Everything())
 	}
 	out := make([]*v1alpha1.PodGroup, 0, len(ups))
+	listed := make(map[string]bool, len(ups))
 	for _, up := range ups {
+		listed[up.Namespace+"/"+up.Name] = true
 		if group, err := u.Get(up.Namespace, up.Name); err == nil {
 			out = append(out, group)
 		}
+	}
+	if namespace == "" {
+		u.translated.Range(func(key, _ any) bool {
+			if !listed[key.(string)] {
+				u.translated.Delete(key)
+			}
+			return true
+		})
 	}
 	return out
 }

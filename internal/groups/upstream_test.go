@@ -139,6 +139,15 @@ func TestUpstreamTranslationsFollowTheirObjects(t *testing.T) {
 	require.NoError(t, f.podGroups.Update(upstreamGang("g", 5, fromWorkload("wl"))))
 	grown, _ := f.upstream.Get("ns", "g")
 	assert.Equal(t, int32(5), grown.Spec.MinMember, "minCount is mutable upstream: the translation follows")
+
+	require.NoError(t, f.podGroups.Add(upstreamGang("h", 2)))
+	f.upstream.List("")
+	require.NoError(t, f.podGroups.Delete(upstreamGang("h", 2)))
+	f.upstream.List("")
+	_, kept := f.upstream.translated.Load("ns/h")
+	assert.False(t, kept, "the translation of a PodGroup gone is forgotten when all are listed")
+	_, kept = f.upstream.translated.Load("ns/g")
+	assert.True(t, kept)
 }
 
 // recorder is a handler of Tephra's PodGroups that records what it is told.

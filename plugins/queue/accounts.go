@@ -176,6 +176,18 @@ func newAccounts(handle fwk.Handle, factory tephrainformers.SharedInformerFactor
 	return a, nil
 }
 
+// watchGroups registers h, a handler of PodGroups, on the PodGroup objects' informer and for the
+// upstream PodGroups' groups (where they are served).
+func (a *accounts) watchGroups(factory tephrainformers.SharedInformerFactory, h cache.ResourceEventHandlerFuncs) error {
+	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(h); err != nil {
+		return err
+	}
+	if a.upstream == nil {
+		return nil
+	}
+	return a.upstream.Watch(h, a.objects)
+}
+
 // serve counts the pods of a scheduler name (a profile with TephraQueue) in the queues. Pods of
 // that name the informer has shown already are counted again.
 func (a *accounts) serve(schedulerName string) {

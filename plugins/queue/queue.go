@@ -172,15 +172,8 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err
 	}
-	if _, err := factory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
+	if err := a.watchGroups(factory, cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
 		return nil, err
-	}
-	if up, err := setup.Upstream(handle); err != nil {
-		return nil, err
-	} else if up != nil {
-		if err := up.Watch(cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}, factory.Scheduling().V1alpha1().PodGroups().Lister()); err != nil {
-			return nil, err
-		}
 	}
 	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.paybacks.podUpdated, DeleteFunc: func(obj any) {
 		q.shareWaiters.podDeleted(obj)

@@ -83,6 +83,35 @@ ResourceSlices offer, and those the bound pods' ResourceClaims hold, as the queu
 	return cmd
 }
 
+// groupQueues is the queue of every group, by "namespace/name": the PodGroup objects', the
+// upstream PodGroups' (translated as both binaries translate them) and those pods carry.
+func (o *Options) groupQueues(pods []corev1.Pod) (map[string]string, error) {
+	ctx, cancel := o.context()
+	defer cancel()
+	groups, err := o.tephra.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	upstream, err := o.upstreamGroups(metav1.NamespaceAll, groups.Items, pods)
+	if err != nil {
+		return nil, err
+	}
+	groupQueue := map[string]string{}
+	for i := range pods {
+		if g, carried := schedulingv1alpha1.GroupOnPod(&pods[i]); carried {
+			groupQueue[g.Namespace+"/"+g.Name] = g.Spec.Queue
+		}
+	}
+	for _, g := range append(groups.Items, upstream...) {
+		queue := g.Spec.Queue
+		if queue == "" {
+			queue = schedulingv1alpha1.DefaultQueue
+		}
+		groupQueue[g.Namespace+"/"+g.Name] = queue
+	}
+	return groupQueue, nil
+}
+
 func (o *Options) usage(limit int) (*usage, error) {
 	if err := o.clients(); err != nil {
 		return nil, err
@@ -97,7 +126,7 @@ func (o *Options) usage(limit int) (*usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, err := o.tephra.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	groupQueue, err := o.groupQueues(pods.Items)
 	if err != nil {
 		return nil, err
 	}
@@ -127,23 +156,6 @@ func (o *Options) usage(limit int) (*usage, error) {
 	if devices != nil {
 		total.Add(devices.Total())
 		lookup = devices
-	}
-	upstream, err := o.upstreamGroups(metav1.NamespaceAll, groups.Items, pods.Items)
-	if err != nil {
-		return nil, err
-	}
-	groupQueue := map[string]string{}
-	for i := range pods.Items {
-		if g, carried := schedulingv1alpha1.GroupOnPod(&pods.Items[i]); carried {
-			groupQueue[g.Namespace+"/"+g.Name] = g.Spec.Queue
-		}
-	}
-	for _, g := range append(groups.Items, upstream...) {
-		queue := g.Spec.Queue
-		if queue == "" {
-			queue = schedulingv1alpha1.DefaultQueue
-		}
-		groupQueue[g.Namespace+"/"+g.Name] = queue
 	}
 	byQueue, byGroup := map[string]*userRow{}, map[string]*userRow{}
 	add := func(rows map[string]*userRow, key, queue string, r quota.Amounts) {

@@ -216,14 +216,8 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		}
 	}
 	if apierrors.IsNotFound(err) {
-		// An upstream PodGroup's group has no Tephra object; nor has a one-pod Job's group: its
-		// pod carries it.
-		group, err = o.upstreamGroup(ns, name, all.Items)
-		if err != nil {
+		if group, err = o.groupWithoutObject(ns, name, all.Items, carriers); err != nil {
 			return nil, err
-		}
-		if group == nil {
-			group = groups.OnPods(carriers)
 		}
 		if group == nil {
 			v.Blocker = schedulingv1alpha1.ReasonPodGroupNotFound
@@ -299,6 +293,16 @@ func (o *Options) whyGroup(v *verdict, ns, name string, member *corev1.Pod) (*ve
 		return o.explain(v, ns, queue, cond.Reason, cond.Message, members)
 	}
 	return o.whyPods(v, ns, queue, members)
+}
+
+// groupWithoutObject is a group that has no Tephra PodGroup object, nil if there is none: an
+// upstream PodGroup's, or a one-pod Job's, which its pod carries.
+func (o *Options) groupWithoutObject(ns, name string, pods []corev1.Pod, carriers []*corev1.Pod) (*schedulingv1alpha1.PodGroup, error) {
+	group, err := o.upstreamGroup(ns, name, pods)
+	if err != nil || group != nil {
+		return group, err
+	}
+	return groups.OnPods(carriers), nil
 }
 
 // subGroupFacts is what `why` says of a group's sub-groups: a line each, and whether the

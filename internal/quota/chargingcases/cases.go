@@ -55,7 +55,7 @@ func Cases() []Case {
 		}},
 	}
 	total := cpu(16)
-	return []Case{
+	return append([]Case{
 		{
 			Name:   "a bound pod is allocated, a waiting one pending, both in the queue its label names",
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
@@ -84,36 +84,6 @@ func Cases() []Case {
 			Groups:    []v1alpha1.PodGroup{group("g", "b", 1)},
 			Pods:      []corev1.Pod{pod("c1", "a", "g", 2, onNode, carries)},
 			Allocated: map[string]quota.Amounts{"b": cpu(2)},
-		},
-		{
-			Name:   "a member of an upstream PodGroup counts in the queue its label names, with no PodGroup object",
-			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
-			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("up", "b", "", 2)},
-			Pods:           []corev1.Pod{pod("u1", "a", "", 2, onNode, linkedTo("up")), pod("u2", "", "", 1, linkedTo("up"))},
-			Allocated:      map[string]quota.Amounts{"b": cpu(2)},
-			Demand:         map[string]quota.Amounts{"b": cpu(1)},
-		},
-		{
-			Name:   "an upstream PodGroup without a label is in the queue of its Workload's label, else the default queue",
-			Queues: append(queues, queue(v1alpha1.DefaultQueue)), Nodes: []corev1.Node{node}, Total: total,
-			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("from-workload", "", "wl", 1), upstreamGroup("plain", "", "", 1)},
-			Workloads:      []schedulingv1beta1.Workload{workload("wl", "a")},
-			Pods:           []corev1.Pod{pod("w1", "", "", 2, onNode, linkedTo("from-workload")), pod("d1", "b", "", 3, onNode, linkedTo("plain"))},
-			Allocated:      map[string]quota.Amounts{"a": cpu(2), v1alpha1.DefaultQueue: cpu(3)},
-		},
-		{
-			Name:   "a Tephra PodGroup object wins over an upstream PodGroup of its name; an upstream PodGroup short of its minCount asks for no room",
-			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
-			Groups:         []v1alpha1.PodGroup{group("both", "a", 1)},
-			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("both", "b", "", 1), upstreamGroup("short", "b", "", 3)},
-			Pods:           []corev1.Pod{pod("o1", "", "", 2, onNode, linkedTo("both")), pod("s1", "", "", 1, linkedTo("short")), pod("s2", "", "", 1, linkedTo("short"))},
-			Allocated:      map[string]quota.Amounts{"a": cpu(2)},
-		},
-		{
-			Name:   "the pods of an upstream PodGroup being deleted, or that cannot be translated, count nowhere",
-			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
-			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("going", "a", "", 1, deleting), upstreamGroup("bad", "Not_A_Queue", "", 1)},
-			Pods:           []corev1.Pod{pod("g1", "a", "", 2, onNode, linkedTo("going")), pod("b1", "a", "", 2, onNode, linkedTo("bad"))},
 		},
 		{
 			Name:   "the pods of a group not known yet count nowhere",
@@ -152,6 +122,43 @@ func Cases() []Case {
 			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
 			Pods:      []corev1.Pod{pod("p1", "b", "", 2, onNode, otherScheduler)},
 			Allocated: map[string]quota.Amounts{"b": cpu(2)},
+		},
+	}, upstreamCases(queues, node, total)...)
+}
+
+// upstreamCases are the cases of upstream PodGroups, which both binaries read in memory.
+func upstreamCases(queues []*v1alpha1.Queue, node corev1.Node, total quota.Amounts) []Case {
+	cpu := func(n int64) quota.Amounts { return quota.Amounts{corev1.ResourceCPU: n * 1000} }
+	return []Case{
+		{
+			Name:   "a member of an upstream PodGroup counts in the queue its label names, with no PodGroup object",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("up", "b", "", 2)},
+			Pods:           []corev1.Pod{pod("u1", "a", "", 2, onNode, linkedTo("up")), pod("u2", "", "", 1, linkedTo("up"))},
+			Allocated:      map[string]quota.Amounts{"b": cpu(2)},
+			Demand:         map[string]quota.Amounts{"b": cpu(1)},
+		},
+		{
+			Name:   "an upstream PodGroup without a label is in the queue of its Workload's label, else the default queue",
+			Queues: append(queues, queue(v1alpha1.DefaultQueue)), Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("from-workload", "", "wl", 1), upstreamGroup("plain", "", "", 1)},
+			Workloads:      []schedulingv1beta1.Workload{workload("wl", "a")},
+			Pods:           []corev1.Pod{pod("w1", "", "", 2, onNode, linkedTo("from-workload")), pod("d1", "b", "", 3, onNode, linkedTo("plain"))},
+			Allocated:      map[string]quota.Amounts{"a": cpu(2), v1alpha1.DefaultQueue: cpu(3)},
+		},
+		{
+			Name:   "a Tephra PodGroup object wins over an upstream PodGroup of its name; an upstream PodGroup short of its minCount asks for no room",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			Groups:         []v1alpha1.PodGroup{group("both", "a", 1)},
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("both", "b", "", 1), upstreamGroup("short", "b", "", 3)},
+			Pods:           []corev1.Pod{pod("o1", "", "", 2, onNode, linkedTo("both")), pod("s1", "", "", 1, linkedTo("short")), pod("s2", "", "", 1, linkedTo("short"))},
+			Allocated:      map[string]quota.Amounts{"a": cpu(2)},
+		},
+		{
+			Name:   "the pods of an upstream PodGroup being deleted, or that cannot be translated, count nowhere",
+			Queues: queues, Nodes: []corev1.Node{node}, Total: total,
+			UpstreamGroups: []schedulingv1beta1.PodGroup{upstreamGroup("going", "a", "", 1, deleting), upstreamGroup("bad", "Not_A_Queue", "", 1)},
+			Pods:           []corev1.Pod{pod("g1", "a", "", 2, onNode, linkedTo("going")), pod("b1", "a", "", 2, onNode, linkedTo("bad"))},
 		},
 	}
 }
