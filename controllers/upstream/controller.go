@@ -66,12 +66,14 @@ type Reconciler struct {
 const memberBatchDelay = 500 * time.Millisecond
 
 // SetupWithManager runs the adapter for every change of an upstream PodGroup, of a pod of one
-// (batched), and (when served) of a Workload its PodGroups refer to. The pods of a group are read
-// through the PodGroup controller's field index (podgroup.PodGroupIndex).
+// (batched), of a Tephra PodGroup it controls (an earlier version's mirror, to be deleted) and
+// (when served) of a Workload its PodGroups refer to. The pods of a group are read through the
+// PodGroup controller's field index (podgroup.PodGroupIndex).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&upstreamv1beta1.PodGroup{}).
+		Owns(&schedulingv1alpha1.PodGroup{}).
 		Watches(&corev1.Pod{}, r.membersBatched()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: mirror.Workers})
 	if r.Workloads {

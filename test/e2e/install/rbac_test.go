@@ -269,8 +269,9 @@ func unreadyGangIsEvicted(t *testing.T, env *framework.Env, ns string, pool map[
 }
 
 // upstreamGangRuns runs a gang of upstream's API (scheduling.k8s.io/v1beta1 Workload and PodGroup,
-// a pod linked by spec.schedulingGroup) so that the upstream PodGroup adapter's rules are used:
-// it watches both kinds and writes the PodGroup's PodGroupInitiallyScheduled condition.
+// a pod linked by spec.schedulingGroup) so that the rules of the scheduler and the controllers
+// that read them are used: they watch both kinds, the adapter deletes what an earlier version
+// mirrored the PodGroup into and writes its PodGroupInitiallyScheduled condition.
 func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[string]string) {
 	t.Helper()
 	ctx := framework.Context(t, 2*time.Minute)
@@ -289,6 +290,21 @@ func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[stri
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// What an earlier version of Tephra mirrored the PodGroup into: the adapter deletes it.
+	up, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = env.Tephra.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "upstream", Namespace: ns, Labels: map[string]string{"scheduling.tephra.dev/mirror-of-upstream": "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "upstream", UID: up.UID, Controller: ptr.To(true)}},
+		},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, Queue: schedulingv1alpha1.DefaultQueue},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, time.Minute, "the earlier version's mirror to be deleted", func() (bool, string) {
+		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 	_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "upstream-0", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -306,13 +322,6 @@ func upstreamGangRuns(t *testing.T, env *framework.Env, ns string, pool map[stri
 			return false, err.Error()
 		}
 		return apimeta.IsStatusConditionTrue(pg.Status.Conditions, upstreamv1beta1.PodGroupInitiallyScheduled), fmt.Sprint(pg.Status.Conditions)
-	})
-	// Deleted while its pod runs (kube-controller-manager keeps it until the pod ends): the
-	// adapter deletes the mirror.
-	require.NoError(t, env.Kube.SchedulingV1beta1().PodGroups(ns).Delete(ctx, "upstream", metav1.DeleteOptions{}))
-	framework.Eventually(t, time.Minute, "the mirror of the deleted upstream PodGroup to be deleted", func() (bool, string) {
-		_, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "upstream", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
 
