@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,9 +95,15 @@ func TestForeignTopologyConstraintsPlaceInOneRack(t *testing.T) {
 			})
 		}
 		assert.Len(t, boundRacks(t, env, ns, size), 1, "the upstream gang is in one rack")
-		mirror, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), "up", metav1.GetOptions{})
+		// Both binaries read the upstream PodGroup in memory: no Tephra object holds its
+		// translation, whose topology is the constraint's.
+		_, err = env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(context.Background(), "up", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "no Tephra PodGroup object: %v", err)
+		up, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(context.Background(), "up", metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, &schedulingv1alpha1.PodGroupTopology{Required: rackLabel}, mirror.Spec.Topology, "the mirror's topology")
+		translated, invalid := schedulingv1alpha1.FromUpstream(up, nil)
+		require.Empty(t, invalid)
+		assert.Equal(t, &schedulingv1alpha1.PodGroupTopology{Required: rackLabel}, translated.Spec.Topology, "the group's topology")
 	})
 
 	t.Run("volcano", func(t *testing.T) {
