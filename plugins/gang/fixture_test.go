@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	upstreamlisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
@@ -125,8 +126,10 @@ type fixture struct {
 	gang   *Gang
 	handle *fakeHandle
 	groups cache.Indexer
-	pods   cache.Indexer
-	now    time.Time
+	// upstream holds upstream PodGroups (scheduling.k8s.io/v1beta1), read as groups too.
+	upstream cache.Indexer
+	pods     cache.Indexer
+	now      time.Time
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -134,12 +137,14 @@ func newFixture(t *testing.T) *fixture {
 	args, err := ParseArgs(nil)
 	require.NoError(t, err)
 	f := &fixture{
-		handle: &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100), clientset: kubefake.NewClientset()},
-		groups: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		pods:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: ledger.IndexByGroup}),
-		now:    time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
+		handle:   &fakeHandle{waiting: map[types.UID]*fakeWaitingPod{}, recorder: events.NewFakeRecorder(100), clientset: kubefake.NewClientset()},
+		groups:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		upstream: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podGroupIndex: ledger.IndexByGroup}),
+		now:      time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
 	}
-	f.gang = newGang(f.handle, args, groups.NewLister(schedulinglisters.NewPodGroupLister(f.groups), f.pods, nil), f.pods)
+	upstream := groups.NewUpstream(upstreamlisters.NewPodGroupLister(f.upstream), nil)
+	f.gang = newGang(f.handle, args, groups.NewLister(schedulinglisters.NewPodGroupLister(f.groups), f.pods, upstream), f.pods)
 	f.gang.now = func() time.Time { return f.now }
 	return f
 }

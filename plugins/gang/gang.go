@@ -133,16 +133,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.groups.freedNodeCapacityHandler()); err != nil {
 		return nil, err
 	}
-	groupHandlers := cache.ResourceEventHandlerFuncs{
-		AddFunc:    g.podGroupAdded,
-		UpdateFunc: g.podGroupChanged,
-		DeleteFunc: func(obj any) {
-			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				ns, name, _ := cache.SplitMetaNamespaceKey(key)
-				g.forgetGroup(klog.Background(), groupKey{ns, name})
-			}
-		},
-	}
+	groupHandlers := g.groupHandlers()
 	registration, err := podGroupInformer.Informer().AddEventHandler(groupHandlers)
 	if err != nil {
 		return nil, err
@@ -170,6 +161,21 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, err
 	}
 	return g, nil
+}
+
+// groupHandlers follow the groups' creation, change and deletion: PodGroup objects', and upstream
+// PodGroups' translations.
+func (g *groupManager) groupHandlers() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    g.podGroupAdded,
+		UpdateFunc: g.podGroupChanged,
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				ns, name, _ := cache.SplitMetaNamespaceKey(key)
+				g.forgetGroup(klog.Background(), groupKey{ns, name})
+			}
+		},
+	}
 }
 
 func newGang(handle fwk.Handle, args *Args, podGroups schedulinglisters.PodGroupLister, members cache.Indexer) *Gang {
