@@ -1,8 +1,9 @@
 // Package mirror translates an object of another scheduling API (scheduler-plugins', Volcano's,
-// upstream Kubernetes') into Tephra's own: a mirror of the same name that the foreign object
-// controls, kept equal to what the foreign object asks for, with events on the foreign object when
-// it cannot be. The adapters in controllers/foreign and controllers/upstream decide what each
-// foreign field means; this package owns how the mirror is kept.
+// upstream Kubernetes' CompositePodGroups) into Tephra's own: a mirror of the same name that the
+// foreign object controls, kept equal to what the foreign object asks for, with events on the
+// foreign object when it cannot be. The adapters in controllers/foreign and controllers/upstream
+// decide what each foreign field means; this package owns how the mirror is kept. (Upstream
+// PodGroups have no mirror: both binaries read them in memory, internal/groups.)
 package mirror
 
 import (
@@ -33,11 +34,11 @@ const (
 	ReasonCreated = "TephraObjectCreated"
 )
 
-// Workers is how many groups an adapter mirrors at once. Each member of a group waits for its
-// group's mirror (TephraGang's PodGroupNotFound), so one mirror at a time, an API round trip
-// each, paced the start of every gang: with 3000 groups made at once (make bench-upstream's
-// GangScheduling), about a thousand pods at a time waited for their mirror, each re-examined
-// by the scheduler's queue on every pod created.
+// Workers is how many groups an adapter translates at once. Each member of a mirrored group waits
+// for its group's mirror (TephraGang's PodGroupNotFound), so one mirror at a time, an API round
+// trip each, would pace the start of every gang: with 3000 groups made at once, about a thousand
+// pods at a time waited for their mirror, each re-examined by the scheduler's queue on every pod
+// created.
 const Workers = 8
 
 // ControllerRef is a controller ownerReference to owner. blockOwnerDeletion stays unset: setting
