@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,8 +57,9 @@ type Reconciler struct {
 	// Workloads says whether Workloads are served and read for the queue label.
 	Workloads bool
 
-	// said keeps, by PodGroup UID, the last warning the adapter recorded on it, so that the
-	// changes of its pods, which reconcile it too, do not repeat it.
+	// said keeps, by PodGroup (namespace/name), the last warning the adapter recorded on it (with
+	// the PodGroup's UID), so that the changes of its pods, which reconcile it too, do not repeat
+	// it.
 	said sync.Map
 }
 
@@ -134,6 +136,9 @@ func (r *Reconciler) requestsForWorkload(ctx context.Context, obj client.Object)
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var up upstreamv1beta1.PodGroup
 	if err := r.Get(ctx, req.NamespacedName, &up); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.said.Delete(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	own, err := r.ownPodGroup(ctx, &up)
@@ -160,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.warnOnce(&up, own, mirror.ReasonConflict, fmt.Sprintf("Tephra PodGroup %s/%s exists and is not this PodGroup's: it decides how the pods are scheduled", own.Namespace, own.Name))
 		return reconcile.Result{}, nil
 	}
-	r.said.Delete(up.UID)
+	r.said.Delete(req.NamespacedName)
 	status, err := r.statusOf(ctx, group)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -224,10 +229,11 @@ func (r *Reconciler) statusOf(ctx context.Context, group *schedulingv1alpha1.Pod
 
 // warnOnce records a Warning on the upstream PodGroup, unless it was the last one recorded there.
 func (r *Reconciler) warnOnce(up *upstreamv1beta1.PodGroup, related runtime.Object, reason, message string) {
-	if last, ok := r.said.Load(up.UID); ok && last == reason+message {
+	key, said := client.ObjectKeyFromObject(up), string(up.UID)+" "+reason+" "+message
+	if last, ok := r.said.Load(key); ok && last == said {
 		return
 	}
-	r.said.Store(up.UID, reason+message)
+	r.said.Store(key, said)
 	r.Recorder.Eventf(up, related, corev1.EventTypeWarning, reason, "Translate", "%s", message)
 }
 
