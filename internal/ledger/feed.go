@@ -65,18 +65,22 @@ func (f *Feed) ObserveNode(obj any, deleted bool) {
 	f.ledger.SetNode(node.Name, node.Status.Allocatable)
 }
 
-// GroupAdded charges the pods that named a PodGroup before it existed, and those that carried it
-// (v1alpha1.GroupOnPod): the object wins over what they carried.
+// GroupAdded charges the pods that named a PodGroup before it existed, and charges again those
+// charged by another group of the name: the one they carried (v1alpha1.GroupOnPod), or an
+// upstream PodGroup's, over which a Tephra object wins. Its minimum may differ from theirs.
 func (f *Feed) GroupAdded(obj any) {
 	pg, ok := obj.(*v1alpha1.PodGroup)
 	if !ok {
 		return
 	}
-	f.ledger.GroupAdded(pg.Namespace+"/"+pg.Name, f.Queue)
-	for _, pod := range f.groups.PodsOf(pg.Namespace, pg.Name) {
-		if v1alpha1.CarriesGroup(pod) {
-			f.ledger.Refresh(pod, f.Queue)
-		}
+	key := pg.Namespace + "/" + pg.Name
+	f.ledger.GroupAdded(key, f.Queue)
+	pods := f.groups.PodsOf(pg.Namespace, pg.Name)
+	for _, pod := range pods {
+		f.ledger.Refresh(pod, f.Queue)
+	}
+	if len(pods) > 0 {
+		f.ledger.MinimumChanged(key)
 	}
 }
 

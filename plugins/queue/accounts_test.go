@@ -239,12 +239,16 @@ func TestUpstreamGroupUsageFollowsTheGroup(t *testing.T) {
 	assert.Empty(t, v.Allocated["team-a"], "the old queue is charged no more")
 	assert.Equal(t, quota.Amounts{gpu: 2}, v.Allocated["team-b"])
 
-	require.NoError(t, s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer().Add(&v1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{Queue: "mine"}}))
-	a.feed.ReobserveGroup("ns", "train")
-	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["mine"], "a Tephra object of its name wins")
-	require.NoError(t, s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer().Delete(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}}))
-	a.feed.ReobserveGroup("ns", "train")
+	object := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{Queue: "mine", MinMember: 2}}
+	objects := s.tephra.Scheduling().V1alpha1().PodGroups().Informer().GetIndexer()
+	require.NoError(t, objects.Add(object))
+	a.feed.GroupHandlers().OnAdd(object, false)
+	v = a.ledger.View()
+	assert.Equal(t, quota.Amounts{gpu: 2}, v.Allocated["mine"], "a Tephra object of its name wins, from its Add event")
+	assert.Empty(t, v.Allocated["team-b"], "the upstream PodGroup's queue is charged no more")
+	require.NoError(t, objects.Delete(object))
+	a.feed.GroupHandlers().OnDelete(object)
+	assert.Equal(t, quota.Amounts{gpu: 2}, a.ledger.View().Allocated["team-b"], "the upstream PodGroup's group again")
 
 	require.NoError(t, pgHandler.GetIndexer().Delete(moved))
 	handlers.OnDelete(moved)
