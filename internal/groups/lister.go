@@ -57,7 +57,7 @@ func (n namespaced) Get(name string) (*v1alpha1.PodGroup, error) {
 		return pg, err
 	}
 	if n.upstream != nil {
-		if pg, upErr := n.upstream.Get(n.namespace, name); !apierrors.IsNotFound(upErr) {
+		if pg, found, upErr := n.upstream.lookup(n.namespace, name); found || upErr != nil {
 			return pg, upErr
 		}
 	}

@@ -77,32 +77,37 @@ func ServedResources(config *rest.Config, groupVersion string) (map[string]bool,
 
 // Get returns the group of an upstream PodGroup, a NotFound error when there is none.
 func (u *Upstream) Get(namespace, name string) (*v1alpha1.PodGroup, error) {
-	notFound := apierrors.NewNotFound(v1alpha1.Resource("podgroup"), name)
-	key := namespace + "/" + name
+	group, found, err := u.lookup(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, apierrors.NewNotFound(v1alpha1.Resource("podgroup"), name)
+	}
+	return group, nil
+}
+
+// lookup is Get without the NotFound error, which the scheduler, asking for groups many times a
+// cycle, would build for every group that is not upstream's.
+func (u *Upstream) lookup(namespace, name string) (*v1alpha1.PodGroup, bool, error) {
 	up, err := u.podGroups.PodGroups(namespace).Get(name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			u.translated.Delete(key)
-			return nil, notFound
+			u.translated.Delete(namespace + "/" + name)
+			return nil, false, nil
 		}
-		return nil, err
+		return nil, false, err
 	}
+	key := namespace + "/" + name
 	workload := u.workloadOf(up)
 	if t, ok := u.translated.Load(key); ok {
 		if t := t.(*translation); t.up == up && t.workload == workload {
-			return orNotFound(t.group, notFound)
+			return t.group, t.group != nil, nil
 		}
 	}
 	group := translate(up, workload)
 	u.translated.Store(key, &translation{up: up, workload: workload, group: group})
-	return orNotFound(group, notFound)
-}
-
-func orNotFound(group *v1alpha1.PodGroup, notFound error) (*v1alpha1.PodGroup, error) {
-	if group == nil {
-		return nil, notFound
-	}
-	return group, nil
+	return group, group != nil, nil
 }
 
 // Translate is the group of an upstream PodGroup, nil when it is none; invalid says why one that
