@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,11 @@ func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGrou
 	ctx, cancel := o.context()
 	defer cancel()
 	list, err := o.kube.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		// What the user may read of Tephra's groups is still worth showing.
+		fmt.Fprintf(o.ErrOut, "Warning: upstream PodGroups (scheduling.k8s.io/v1beta1) are not shown: %v\n", err)
+		return nil, nil
+	}
 	if apierrors.IsNotFound(err) || (err == nil && len(list.Items) == 0) {
 		return nil, nil
 	}
@@ -36,7 +42,9 @@ func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGrou
 		}
 	}
 	wls, err := o.kube.SchedulingV1beta1().Workloads(ns).List(ctx, metav1.ListOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(o.ErrOut, "Warning: Workloads are not read, so upstream PodGroups show the queue of their own label or the default: %v\n", err)
+	} else if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
 	if err == nil {
