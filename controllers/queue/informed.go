@@ -91,9 +91,26 @@ func (i informed) list() []*schedulingv1alpha1.PodGroup {
 // manager): the ledger charges their pods to their queues, read from the PodGroups' labels or
 // their Workloads' (when those are served too), and follows their changes as a PodGroup object's.
 func (r *Reconciler) watchUpstream(mgr ctrl.Manager, c controller.Controller, enqueue batchingHandler) error {
+	return whenUpstreamServed(mgr, ControllerName, func(up *groups.Upstream, workloads bool) error {
+		r.informed.upstream.Store(up)
+		objects := schedulinglisters.NewPodGroupLister(r.informed.groups)
+		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&upstreamv1beta1.PodGroup{}), translating(enqueue, up.Handler(r.feed.GroupHandlers(), objects)))); err != nil {
+			return err
+		}
+		if workloads {
+			return c.Watch(source.Kind(mgr.GetCache(), client.Object(&upstreamv1beta1.Workload{}), translating(enqueue, up.WorkloadHandler(r.feed.GroupHandlers(), objects))))
+		}
+		return nil
+	})
+}
+
+// whenUpstreamServed runs setup, named name, with upstream PodGroups read from the manager's
+// cache once the apiserver serves them (a watch on a kind that is not served would stop the
+// manager), and says whether it serves Workloads beside them.
+func whenUpstreamServed(mgr ctrl.Manager, name string, setup func(up *groups.Upstream, workloads bool) error) error {
 	var workloads bool
-	return whenserved.Start(mgr, mgr.GetLogger().WithName(ControllerName), whenserved.Adapter{
-		Name: ControllerName + "-upstream",
+	return whenserved.Start(mgr, mgr.GetLogger().WithName(name), whenserved.Adapter{
+		Name: name + "-upstream",
 		GVK:  groups.UpstreamGroupVersion.WithKind("PodGroup"),
 		Served: func() (bool, error) {
 			podGroups, w, err := groups.UpstreamServed(mgr.GetConfig())
@@ -105,15 +122,7 @@ func (r *Reconciler) watchUpstream(mgr ctrl.Manager, c controller.Controller, en
 			if err != nil {
 				return err
 			}
-			r.informed.upstream.Store(up)
-			objects := schedulinglisters.NewPodGroupLister(r.informed.groups)
-			if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&upstreamv1beta1.PodGroup{}), translating(enqueue, up.Handler(r.feed.GroupHandlers(), objects)))); err != nil {
-				return err
-			}
-			if workloads {
-				return c.Watch(source.Kind(mgr.GetCache(), client.Object(&upstreamv1beta1.Workload{}), translating(enqueue, up.WorkloadHandler(r.feed.GroupHandlers(), objects))))
-			}
-			return nil
+			return setup(up, workloads)
 		},
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/controllers/whenserved"
 	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
@@ -154,22 +153,8 @@ func (a *Accounting) ResizeRefusal(queue string, growth quota.Amounts) string {
 // ReadUpstream makes the validator read upstream PodGroups' groups, as the Queue controller does,
 // once the apiserver serves them.
 func (v *ResizeValidator) ReadUpstream(mgr ctrl.Manager) error {
-	var workloads bool
-	return whenserved.Start(mgr, mgr.GetLogger().WithName("resize-webhook"), whenserved.Adapter{
-		Name: "resize-webhook-upstream",
-		GVK:  groups.UpstreamGroupVersion.WithKind("PodGroup"),
-		Served: func() (bool, error) {
-			podGroups, w, err := groups.UpstreamServed(mgr.GetConfig())
-			workloads = w
-			return podGroups, err
-		},
-		Setup: func() error {
-			up, err := upstreamFromCache(mgr.GetCache(), workloads)
-			if err != nil {
-				return err
-			}
-			v.upstream.Store(up)
-			return nil
-		},
+	return whenUpstreamServed(mgr, "resize-webhook", func(up *groups.Upstream, _ bool) error {
+		v.upstream.Store(up)
+		return nil
 	})
 }
