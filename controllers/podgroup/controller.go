@@ -1,6 +1,6 @@
-// Package podgroup decides the status of every PodGroup from its member pods: its phase, how many
+// Package podgroup writes the status of every PodGroup from its member pods: its phase, how many
 // members run, succeeded and failed, whether its minimum has been scheduled, and why it cannot
-// be. It is the only writer of PodGroup status. tephra-scheduler writes nothing to PodGroups: it
+// be, as internal/groupstatus decides it. It is the only writer of PodGroup status. tephra-scheduler writes nothing to PodGroups: it
 // explains itself in the PodScheduled conditions of the pods, which this controller lifts onto
 // the group where users look.
 package podgroup
@@ -28,6 +28,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // ControllerName names the controller, in logs and as the reporting controller of its events.
@@ -162,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range queues.Items {
 		queuePtrs[i] = &queues.Items[i]
 	}
-	at := now()
+	at := time.Now()
 	nsLabels, err := NamespaceLabels(ctx, r, group.Namespace)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read namespace %s: %w", group.Namespace, err)
@@ -171,9 +172,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status := desiredStatus(group, pods.Items, queueHoldOf(group, queuePtrs, nsLabels), jobPhase)
+	status := groupstatus.Desired(group, pods.Items, groupstatus.HoldOf(group, queuePtrs, nsLabels), jobPhase)
 	ready := decideReady(group, pods.Items, r.DefaultReadyTimeout, at)
-	recheck := ctrl.Result{RequeueAfter: earliest(earliest(slaRecheck(group, at), runtimeRecheck(group, at)), applyReady(group, &status, ready, at))}
+	recheck := ctrl.Result{RequeueAfter: earliest(earliest(groupstatus.SLARecheck(group, at), groupstatus.RuntimeRecheck(group, at)), applyReady(group, &status, ready, at))}
 	if !equality.Semantic.DeepEqual(group.Status, status) {
 		previous := group.Status
 		group.Status = status
@@ -188,8 +189,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		// Events come after the write succeeds, so a transition is announced once, not once per
 		// attempt.
-		r.recordEvents(group, previous, minMemberOf(group), len(pods.Items))
-		if cond, overran := overranNow(previous, status); overran {
+		r.recordEvents(group, previous, groupstatus.MinMemberOf(group), len(pods.Items))
+		if cond, overran := groupstatus.OverranNow(previous, status); overran {
 			estimateOverruns.WithLabelValues(group.Spec.Queue).Inc()
 			if r.Recorder != nil {
 				r.Recorder.Eventf(group, nil, corev1.EventTypeWarning, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded, "Run", "%s", cond.Message)

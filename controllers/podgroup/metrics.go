@@ -12,6 +12,13 @@ import (
 var podGroupsDesc = prometheus.NewDesc("tephra_podgroups",
 	"Number of PodGroups by namespace and phase.", []string{"namespace", "phase"}, nil)
 
+// estimateOverruns counts the groups that ran past their runtime estimate, by queue: the groups
+// whose status turned their RuntimeEstimateExceeded condition True (groupstatus.OverranNow).
+var estimateOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "tephra_podgroup_runtime_estimate_exceeded_total",
+	Help: "PodGroups (and so Tephra Jobs) that ran longer than their runtime estimate, by queue.",
+}, []string{"queue"})
+
 // registerPhaseMetric registers tephra_podgroups, and the counter of runtime estimate overruns.
 func registerPhaseMetric(groups client.Reader, elected <-chan struct{}) error {
 	return countmetric.Register(phaseCollector(groups, elected), estimateOverruns)

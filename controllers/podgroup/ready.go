@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // Reasons of the PodsReady condition, and of the event and pod condition of an eviction.
@@ -57,7 +58,7 @@ func decideReady(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, defaultT
 	if v.timeout <= 0 {
 		return v
 	}
-	minMember := minMemberOf(group)
+	minMember := groupstatus.MinMemberOf(group)
 	byTask := map[string]int32{}
 	var bound []*corev1.Pod
 	for i := range pods {
@@ -133,7 +134,7 @@ func applyReady(group *schedulingv1alpha1.PodGroup, status *schedulingv1alpha1.P
 		return 0
 	}
 	cond := metav1.Condition{Type: schedulingv1alpha1.PodGroupPodsReady, ObservedGeneration: group.Generation}
-	minMember := minMemberOf(group)
+	minMember := groupstatus.MinMemberOf(group)
 	var recheck time.Duration
 	switch {
 	case v.ready:

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // boundAtTime binds a member to a node at t (the PodScheduled condition the apiserver sets).
@@ -130,7 +131,7 @@ func TestDecideReady(t *testing.T) {
 		name: "a group that ran before the timeout was configured counts as started",
 		group: func() *schedulingv1alpha1.PodGroup {
 			g := readyGroup(2, 10)
-			g.Status.Conditions = []metav1.Condition{{Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue, Reason: ReasonMinMemberRunning}}
+			g.Status.Conditions = []metav1.Condition{{Type: schedulingv1alpha1.PodGroupScheduled, Status: metav1.ConditionTrue, Reason: groupstatus.ReasonMinMemberRunning}}
 			return g
 		}(),
 		pods: []corev1.Pod{member("a", corev1.PodRunning, boundAtTime(start)), member("b", corev1.PodPending)},

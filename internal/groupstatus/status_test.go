@@ -1,4 +1,4 @@
-package podgroup
+package groupstatus
 
 import (
 	"testing"
@@ -301,7 +301,7 @@ func TestUnschedulableCondition(t *testing.T) {
 func TestDesiredStatus(t *testing.T) {
 	t.Run("the minimum runs", func(t *testing.T) {
 		pg := group(2, nil)
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending), queueHold{}, "")
+		status := Desired(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodPending), Hold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase)
 		assert.Equal(t, [3]int32{2, 0, 0}, [3]int32{status.Running, status.Succeeded, status.Failed})
@@ -319,10 +319,10 @@ func TestDesiredStatus(t *testing.T) {
 
 	t.Run("Scheduled stays True once the minimum ran, and the group becomes Unknown", func(t *testing.T) {
 		pg := group(2, nil)
-		pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning), queueHold{}, "")
+		pg.Status = Desired(pg, pods(corev1.PodRunning, corev1.PodRunning), Hold{}, "")
 		since := meta.FindStatusCondition(pg.Status.Conditions, "Scheduled").LastTransitionTime
 
-		status := desiredStatus(pg, pods(corev1.PodRunning, corev1.PodPending), queueHold{}, "")
+		status := Desired(pg, pods(corev1.PodRunning, corev1.PodPending), Hold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupUnknown, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -331,7 +331,7 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("not scheduled yet", func(t *testing.T) {
-		status := desiredStatus(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending), queueHold{}, "")
+		status := Desired(group(3, nil), pods(corev1.PodRunning, corev1.PodPending, corev1.PodPending), Hold{}, "")
 
 		assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, status.Phase)
 		scheduled := meta.FindStatusCondition(status.Conditions, "Scheduled")
@@ -342,15 +342,15 @@ func TestDesiredStatus(t *testing.T) {
 	})
 
 	t.Run("unset minMember counts as 1", func(t *testing.T) {
-		status := desiredStatus(group(0, nil), pods(corev1.PodSucceeded), queueHold{}, "")
+		status := Desired(group(0, nil), pods(corev1.PodSucceeded), Hold{}, "")
 		assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, status.Phase)
 	})
 
 	t.Run("the same inputs give the same status", func(t *testing.T) {
 		pg := group(2, nil)
 		members := pods(corev1.PodRunning, corev1.PodPending)
-		pg.Status = desiredStatus(pg, members, queueHold{}, "")
-		assert.Equal(t, pg.Status, desiredStatus(pg, members, queueHold{}, ""))
+		pg.Status = Desired(pg, members, Hold{}, "")
+		assert.Equal(t, pg.Status, Desired(pg, members, Hold{}, ""))
 	})
 }
 
@@ -364,8 +364,8 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	}}
 	team.Status.Allocated = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 
-	hold := queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
-	status := desiredStatus(pg, members, hold, "")
+	hold := HoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
+	status := Desired(pg, members, hold, "")
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
 	cond := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupUnschedulable)
 	require.NotNil(t, cond)
@@ -373,17 +373,17 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	assert.Contains(t, cond.Message, `capability of queue "team" (cpu 5 > 4)`)
 
 	team.Status.Allocated = nil
-	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, desiredStatus(pg, members, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil), "").Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, Desired(pg, members, HoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil), "").Phase)
 
 	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("5")
-	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil).reason)
+	assert.Equal(t, schedulingv1alpha1.ReasonNeverFits, HoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil).Reason)
 
 	team.Spec.State = schedulingv1alpha1.QueueClosed
-	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
-	assert.Equal(t, schedulingv1alpha1.ReasonQueueUnavailable, hold.reason)
-	assert.Contains(t, hold.message, `queue "team" is closed`)
+	hold = HoldOf(pg, []*schedulingv1alpha1.Queue{team}, nil)
+	assert.Equal(t, schedulingv1alpha1.ReasonQueueUnavailable, hold.Reason)
+	assert.Contains(t, hold.Message, `queue "team" is closed`)
 	pg.Spec.Queue = "nope"
-	assert.Contains(t, queueHoldOf(pg, nil, nil).message, `queue "nope" does not exist`)
+	assert.Contains(t, HoldOf(pg, nil, nil).Message, `queue "nope" does not exist`)
 
 	// Tenancy: a namespace the queue's namespaceSelector does not match waits, Pending, and says
 	// which queue and selector refuse it.
@@ -391,45 +391,45 @@ func TestQueueHoldKeepsGroupPending(t *testing.T) {
 	team.Spec.State = schedulingv1alpha1.QueueOpen
 	pg.Spec.MinResources[corev1.ResourceCPU] = resource.MustParse("1")
 	team.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
-	hold = queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "b"})
-	assert.Equal(t, schedulingv1alpha1.ReasonQueueForbidden, hold.reason)
-	assert.Contains(t, hold.message, `namespace "team-a" does not match the namespaceSelector of queue "team" (team=a)`)
-	status = desiredStatus(pg, members, hold, "")
+	hold = HoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "b"})
+	assert.Equal(t, schedulingv1alpha1.ReasonQueueForbidden, hold.Reason)
+	assert.Contains(t, hold.Message, `namespace "team-a" does not match the namespaceSelector of queue "team" (team=a)`)
+	status = Desired(pg, members, hold, "")
 	assert.Equal(t, schedulingv1alpha1.PodGroupPending, status.Phase)
-	assert.Empty(t, queueHoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "a"}).reason)
+	assert.Empty(t, HoldOf(pg, []*schedulingv1alpha1.Queue{team}, map[string]string{"team": "a"}).Reason)
 }
 
 // The group of a job that a CompleteJob policy ended, its other members killed, is Completed, not
 // Failed as its members alone would have it; a failed job's group is Failed.
 func TestAJobsEndDecidesItsGroupsPhase(t *testing.T) {
 	pg := group(6, nil)
-	pg.Status = desiredStatus(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning), queueHold{}, batchv1alpha1.JobRunning)
+	pg.Status = Desired(pg, pods(corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning, corev1.PodRunning), Hold{}, batchv1alpha1.JobRunning)
 	require.Equal(t, schedulingv1alpha1.PodGroupRunning, pg.Status.Phase)
 
 	ended := pods(corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodSucceeded, corev1.PodFailed, corev1.PodFailed)
-	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobRunning).Phase, "the members alone")
-	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleting).Phase,
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, Desired(pg, ended, Hold{}, batchv1alpha1.JobRunning).Phase, "the members alone")
+	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, Desired(pg, ended, Hold{}, batchv1alpha1.JobCompleting).Phase,
 		"while the job completes, the pods it kills do not fail the group")
-	assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, desiredStatus(pg, ended, queueHold{}, batchv1alpha1.JobCompleted).Phase)
-	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, desiredStatus(pg, pods(corev1.PodSucceeded, corev1.PodRunning), queueHold{}, batchv1alpha1.JobFailed).Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupCompleted, Desired(pg, ended, Hold{}, batchv1alpha1.JobCompleted).Phase)
+	assert.Equal(t, schedulingv1alpha1.PodGroupFailed, Desired(pg, pods(corev1.PodSucceeded, corev1.PodRunning), Hold{}, batchv1alpha1.JobFailed).Phase)
 }
 
 // A group whose minMember the Job controller lowered says so, with both numbers.
 func TestLoweredMinMemberIsSaid(t *testing.T) {
 	pg := group(6, nil)
 	pg.Annotations = map[string]string{schedulingv1alpha1.JobMinMemberAnnotation: "6"}
-	cond := meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+	cond := meta.FindStatusCondition(Desired(pg, pods(corev1.PodRunning), Hold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 
 	pg.Spec.MinMember = 5
-	cond = meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
+	cond = meta.FindStatusCondition(Desired(pg, pods(corev1.PodRunning), Hold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Equal(t, "minMember is 5, below the job's minimum of 6: pods that succeeded do not run again, and the gang needs only the pods still to run", cond.Message)
 
 	delete(pg.Annotations, schedulingv1alpha1.JobMinMemberAnnotation)
-	assert.Nil(t, meta.FindStatusCondition(desiredStatus(pg, pods(corev1.PodRunning), queueHold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered), "a group without a job says nothing")
+	assert.Nil(t, meta.FindStatusCondition(Desired(pg, pods(corev1.PodRunning), Hold{}, "").Conditions, schedulingv1alpha1.PodGroupMinMemberLowered), "a group without a job says nothing")
 }
 
 func inSubGroup(name string) func(*corev1.Pod) {
@@ -445,7 +445,7 @@ func TestSubGroupsAreCountedEachAndNamedWhenShort(t *testing.T) {
 		member("p0", corev1.PodRunning, inSubGroup("prefill")), member("p1", corev1.PodRunning, inSubGroup("prefill")),
 		member("d0", corev1.PodPending, inSubGroup("decode")), member("d1", corev1.PodFailed, inSubGroup("decode")),
 	}
-	status := desiredStatus(pg, members, queueHold{}, "")
+	status := Desired(pg, members, Hold{}, "")
 	assert.Equal(t, []schedulingv1alpha1.SubGroupStatus{
 		{Name: "prefill", Running: 2, Whole: true},
 		{Name: "decode", Pending: 1, Failed: 1},
@@ -458,10 +458,10 @@ func TestSubGroupsAreCountedEachAndNamedWhenShort(t *testing.T) {
 
 	members[3].Status.Phase = corev1.PodRunning
 	members[2].Status.Phase = corev1.PodRunning
-	status = desiredStatus(pg, members, queueHold{}, "")
+	status = Desired(pg, members, Hold{}, "")
 	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase, "both sub-groups run")
 	assert.Equal(t, []schedulingv1alpha1.SubGroupStatus{{Name: "prefill", Running: 2, Whole: true}, {Name: "decode", Running: 2, Whole: true}}, status.SubGroups)
 
 	pg.Spec.SubGroups = nil
-	assert.Nil(t, desiredStatus(pg, members, queueHold{}, "").SubGroups, "a group without sub-groups shows none")
+	assert.Nil(t, Desired(pg, members, Hold{}, "").SubGroups, "a group without sub-groups shows none")
 }

@@ -1,4 +1,10 @@
-package podgroup
+// Package groupstatus decides the status a PodGroup's members make it: its phase, how many
+// members run, succeeded and failed, and its conditions (whether its minimum has been scheduled,
+// why it cannot be, its SLA waiting time and its runtime estimate). It decides in one place for
+// the PodGroup controller (controllers/podgroup), which writes it, and for those who show or count
+// groups whose status nobody writes: the upstream PodGroup adapter (controllers/upstream), the
+// Queue controller (controllers/queue) and kubectl tephra.
+package groupstatus
 
 import (
 	"fmt"
@@ -16,7 +22,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/disruption"
 )
 
-// Condition reasons this controller sets besides the scheduler's (v1alpha1.Reason*).
+// Condition reasons of a PodGroup's status besides the scheduler's (v1alpha1.Reason*).
 const (
 	// ReasonMinMemberRunning: Scheduled is True, the group's minimum has run.
 	ReasonMinMemberRunning = "MinMemberRunning"
@@ -66,9 +72,9 @@ func (c *memberCounts) add(pod *corev1.Pod) {
 	}
 }
 
-// minMemberOf is spec.minMember, at least 1 as the CRD defaults it (objects that skipped the
+// MinMemberOf is spec.minMember, at least 1 as the CRD defaults it (objects that skipped the
 // apiserver, as in tests, may hold 0).
-func minMemberOf(group *schedulingv1alpha1.PodGroup) int32 {
+func MinMemberOf(group *schedulingv1alpha1.PodGroup) int32 {
 	return max(group.Spec.MinMember, 1)
 }
 
@@ -107,18 +113,19 @@ func phaseOf(c memberCounts, minMember int32, subGroups subGroupMinimums, hasRun
 	}
 }
 
-// desiredStatus decides the status of group from its member pods. It starts from the group's
+// Desired decides the status of group from its member pods. It starts from the group's
 // current status so that conditions keep their lastTransitionTime while they hold.
 //
 // A group whose minimum exists enters its queue (Inqueue) only when the queue admits it: hold
-// says why it does not ("" when it does), and the group stays Pending with that reason.
+// (HoldOf) says why it does not (empty when it does), and the group stays Pending with that
+// reason.
 //
 // jobPhase is the phase of the Tephra Job that owns the group ("" for none): once the job has
 // ended, the group says how (phaseOfJob).
-func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold queueHold, jobPhase batchv1alpha1.JobPhase) schedulingv1alpha1.PodGroupStatus {
+func Desired(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold Hold, jobPhase batchv1alpha1.JobPhase) schedulingv1alpha1.PodGroupStatus {
 	status := *group.Status.DeepCopy()
 	counts := countMembers(pods)
-	minMember := minMemberOf(group)
+	minMember := MinMemberOf(group)
 	hasRun := meta.IsStatusConditionTrue(status.Conditions, schedulingv1alpha1.PodGroupScheduled)
 
 	subGroups := subGroupStatuses(group, pods)
@@ -147,9 +154,9 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		cond.ObservedGeneration = group.Generation
 		meta.SetStatusCondition(&status.Conditions, cond)
 	}
-	if status.Phase == schedulingv1alpha1.PodGroupInqueue && counts.running+counts.succeeded == 0 && hold.reason != "" {
+	if status.Phase == schedulingv1alpha1.PodGroupInqueue && counts.running+counts.succeeded == 0 && hold.Reason != "" {
 		status.Phase = schedulingv1alpha1.PodGroupPending
-		unschedulable.Status, unschedulable.Reason, unschedulable.Message = metav1.ConditionTrue, hold.reason, hold.message
+		unschedulable.Status, unschedulable.Reason, unschedulable.Message = metav1.ConditionTrue, hold.Reason, hold.Message
 	}
 	for _, cond := range []metav1.Condition{scheduled, unschedulable} {
 		cond.ObservedGeneration = group.Generation
@@ -162,6 +169,42 @@ func desiredStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold q
 		meta.RemoveStatusCondition(&status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
 	}
 	return status
+}
+
+// Of is the status a group's members call for, as the PodGroup controller decides it for a group
+// that no Tephra Job owns, held by its queue as HoldOf decides with queues and nsLabels (the
+// labels of its namespace). The upstream PodGroup adapter (controllers/upstream) reads it for
+// groups that exist in memory only, whose status nobody writes: their members are all there is to
+// read.
+func Of(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) schedulingv1alpha1.PodGroupStatus {
+	return Desired(group, pods, HoldOf(group, queues, nsLabels), "")
+}
+
+// OfMembers is Of for a group whose queue admits it: the status its members make it, for those
+// who show a group that no one writes the status of (kubectl tephra, for upstream PodGroups) and
+// do not decide whether its queue admits it.
+func OfMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedulingv1alpha1.PodGroupStatus {
+	return Desired(group, pods, Hold{}, "")
+}
+
+// Phase is the phase a group's members make it, as the PodGroup controller decides it for a group
+// that no Tephra Job owns and whose queue admits it (a group its queue holds is Pending there,
+// Inqueue here): for those who count groups by phase from their pods (the Queue controller,
+// kubectl tephra) and do not decide whether their queues admit them.
+func Phase(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv1alpha1.PodGroupPhase {
+	var c memberCounts
+	for _, pod := range pods {
+		c.add(pod)
+	}
+	minimums := subGroupMinimums{run: true, exist: true}
+	if len(group.Spec.SubGroups) > 0 {
+		values := make([]corev1.Pod, len(pods))
+		for i, pod := range pods {
+			values[i] = *pod
+		}
+		minimums = subGroupMinimumsOf(group, subGroupStatuses(group, values))
+	}
+	return phaseOf(c, MinMemberOf(group), minimums, meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled))
 }
 
 // subGroupStatuses counts the members of each of the group's sub-groups (nil without any).
@@ -305,7 +348,7 @@ const upstreamMinCountUnmet = ") cannot be satisfied: "
 // missingMembers says how the group falls short of minMember, or of a task's minTaskMember,
 // counting the members that can still be placed. short is false when nothing is missing.
 func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c memberCounts) (msg string, short bool) {
-	minMember := minMemberOf(group)
+	minMember := MinMemberOf(group)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d pods exist (minMember %d)", c.live(), minMember, minMember)
 	if c.failed > 0 {
@@ -446,9 +489,9 @@ func slaCondition(group *schedulingv1alpha1.PodGroup, phase schedulingv1alpha1.P
 	return cond, true
 }
 
-// slaRecheck is when the group's SLA condition may change without any event: when its SLA
+// SLARecheck is when the group's SLA condition may change without any event: when its SLA
 // waiting time ends while it waits. 0: never.
-func slaRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
+func SLARecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
 	sla := slaOf(group)
 	phase := group.Status.Phase
 	if sla == 0 || (phase != schedulingv1alpha1.PodGroupPending && phase != schedulingv1alpha1.PodGroupInqueue) {

@@ -1,10 +1,9 @@
-package podgroup
+package groupstatus
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,14 +13,9 @@ import (
 
 // Runtime estimates: a group may say how long it runs once its minimum runs
 // (spec.runtimeEstimateSeconds). A group that outlives its estimate is not stopped for it; it is
-// reported, once, by its RuntimeEstimateExceeded condition, an event and a metric, so that
-// whoever relies on estimates (backfill, a person planning the cluster) knows which were wrong.
-
-// estimateOverruns counts the groups that ran past their runtime estimate, by queue.
-var estimateOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "tephra_podgroup_runtime_estimate_exceeded_total",
-	Help: "PodGroups (and so Tephra Jobs) that ran longer than their runtime estimate, by queue.",
-}, []string{"queue"})
+// reported, once, by its RuntimeEstimateExceeded condition, decided here, and by the PodGroup
+// controller's event and metric when the condition turns True (OverranNow), so that whoever
+// relies on estimates (backfill, a person planning the cluster) knows which were wrong.
 
 // runtimeCondition says whether a group with a runtime estimate has run past it; ok is false for
 // groups without one. Once True it stays True: the estimate was wrong, whatever the group does
@@ -46,9 +40,9 @@ func runtimeCondition(group *schedulingv1alpha1.PodGroup, status *schedulingv1al
 	return cond, true
 }
 
-// runtimeRecheck is when the group's runtime condition may change without any event: when its
+// RuntimeRecheck is when the group's runtime condition may change without any event: when its
 // estimate ends while it runs. 0: never.
-func runtimeRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
+func RuntimeRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Duration {
 	estimate := runtimeestimate.OfGroup(group)
 	since, ran := runtimeestimate.RunningSince(&group.Status)
 	if estimate == 0 || !ran || group.Status.Phase != schedulingv1alpha1.PodGroupRunning ||
@@ -62,8 +56,8 @@ func runtimeRecheck(group *schedulingv1alpha1.PodGroup, at time.Time) time.Durat
 	return 0
 }
 
-// overranNow says whether the status just turned the runtime condition True.
-func overranNow(previous, status schedulingv1alpha1.PodGroupStatus) (*metav1.Condition, bool) {
+// OverranNow says whether the status just turned the runtime condition True.
+func OverranNow(previous, status schedulingv1alpha1.PodGroupStatus) (*metav1.Condition, bool) {
 	now := meta.FindStatusCondition(status.Conditions, schedulingv1alpha1.PodGroupRuntimeEstimateExceeded)
 	if now == nil || now.Status != metav1.ConditionTrue {
 		return nil, false
