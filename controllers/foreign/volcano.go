@@ -17,6 +17,7 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/mirror"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 	"github.com/tephra-dev/tephra/internal/topology"
 )
 
@@ -139,8 +140,7 @@ func (r *VolcanoPodGroupReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		reason, _ := podgroup.QueueHold(group, list, nsLabels)
-		admitted = reason == ""
+		admitted = groupstatus.HoldOf(group, list, nsLabels).Reason == ""
 	}
 	status := volcanoStatus(pg.Status, group, admitted)
 	if apiequality.Semantic.DeepEqual(status, pg.Status) {

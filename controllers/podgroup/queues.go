@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // queueHoldMayChange passes the Queue events that may change a group's groupstatus.Hold: a queue
@@ -71,25 +70,4 @@ func NamespaceLabels(ctx context.Context, c client.Reader, name string) (map[str
 		return nil, client.IgnoreNotFound(err)
 	}
 	return ns.Labels, nil
-}
-
-// QueueHold is groupstatus.HoldOf, for the Volcano adapter (controllers/foreign).
-func QueueHold(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) (reason, message string) {
-	hold := groupstatus.HoldOf(group, queues, nsLabels)
-	return hold.Reason, hold.Message
-}
-
-// StatusOf is groupstatus.Of, for the upstream PodGroup adapter (controllers/upstream).
-func StatusOf(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) schedulingv1alpha1.PodGroupStatus {
-	return groupstatus.Of(group, pods, queues, nsLabels)
-}
-
-// PhaseOf is groupstatus.Phase, for the Queue controller.
-func PhaseOf(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv1alpha1.PodGroupPhase {
-	return groupstatus.Phase(group, pods)
-}
-
-// MemberStatus is groupstatus.OfMembers, for kubectl tephra.
-func MemberStatus(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) schedulingv1alpha1.PodGroupStatus {
-	return groupstatus.OfMembers(group, pods)
 }

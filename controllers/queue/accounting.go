@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 )
@@ -157,7 +157,7 @@ func (g listedGroups) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 func (listedGroups) PodsOf(string, string) []*corev1.Pod { return nil }
 
 // withUpstream returns objects and every upstream PodGroup's group whose name no object has
-// (exists), in the phase its members (podsOf) make it (podgroup.PhaseOf): nobody writes the
+// (exists), in the phase its members (podsOf) make it (groupstatus.Phase): nobody writes the
 // status of such a group, and the workloads of its queue count it by that phase.
 func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream, exists func(namespace, name string) bool, podsOf func(namespace, name string) []*corev1.Pod) []*schedulingv1alpha1.PodGroup {
 	if upstream == nil {
@@ -168,7 +168,7 @@ func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstr
 			continue
 		}
 		counted := *pg
-		counted.Status.Phase = podgroup.PhaseOf(pg, podsOf(pg.Namespace, pg.Name))
+		counted.Status.Phase = groupstatus.Phase(pg, podsOf(pg.Namespace, pg.Name))
 		objects = append(objects, &counted)
 	}
 	return objects

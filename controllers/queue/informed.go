@@ -71,7 +71,7 @@ func (i informed) PodsOf(namespace, name string) []*corev1.Pod {
 
 // list returns every PodGroup object of the store, only to be read, and every upstream
 // PodGroup's group whose name no object has, in the phase its members make it
-// (podgroup.PhaseOf): nobody writes their status.
+// (groupstatus.Phase): nobody writes their status.
 func (i informed) list() []*schedulingv1alpha1.PodGroup {
 	objs := i.groups.List()
 	out := make([]*schedulingv1alpha1.PodGroup, 0, len(objs))

@@ -3,7 +3,7 @@
 // the Tephra PodGroup it translates into (v1alpha1.FromUpstream, read through internal/groups): no
 // Tephra object is written for it. What this adapter writes is the one status upstream defines,
 // the condition PodGroupInitiallyScheduled on the upstream PodGroup, from the group's members as
-// the PodGroup controller reads a Tephra PodGroup's (podgroup.StatusOf): True once the gang's
+// the PodGroup controller reads a Tephra PodGroup's (groupstatus.Of): True once the gang's
 // minimum has run (terminal, as upstream says), False with reason Unschedulable and Tephra's
 // message while it cannot be placed (only if no one set the condition before). It never turns a
 // True condition back, so it agrees with upstream's scheduler if that also writes it.
@@ -42,6 +42,7 @@ import (
 	"github.com/tephra-dev/tephra/controllers/mirror"
 	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // ControllerName names the adapter, in logs and as the reporting controller of its events.
@@ -224,7 +225,7 @@ func (r *Reconciler) statusOf(ctx context.Context, group *schedulingv1alpha1.Pod
 	for i := range queues.Items {
 		queuePtrs[i] = &queues.Items[i]
 	}
-	return podgroup.StatusOf(group, pods.Items, queuePtrs, nsLabels), nil
+	return groupstatus.Of(group, pods.Items, queuePtrs, nsLabels), nil
 }
 
 // warnOnce records a Warning on the upstream PodGroup, unless it was the last one recorded there.

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/controllers/podgroup"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 )
 
 // upstreamGroups are the groups of upstream PodGroups (scheduling.k8s.io/v1beta1) of a namespace
@@ -79,7 +79,7 @@ func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGrou
 			continue
 		}
 		g := *pg.DeepCopy()
-		g.Status = podgroup.MemberStatus(pg, members[key])
+		g.Status = groupstatus.OfMembers(pg, members[key])
 		out = append(out, g)
 	}
 	return out, nil

@@ -11,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
-	"github.com/tephra-dev/tephra/controllers/podgroup"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
 // group is the group Tephra schedules an upstream PodGroup by, as both binaries translate it in
-// memory (v1alpha1.FromUpstream), with the status its members make it (podgroup.MemberStatus), as
+// memory (v1alpha1.FromUpstream), with the status its members make it (groupstatus.OfMembers), as
 // kubectl tephra shows it: no object holds either. "" invalid is a NotFound error.
 func group(ctx context.Context, env *framework.Env, ns, name string) (*schedulingv1alpha1.PodGroup, error) {
 	up, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
@@ -45,7 +45,7 @@ func group(ctx context.Context, env *framework.Env, ns, name string) (*schedulin
 			members = append(members, pod)
 		}
 	}
-	pg.Status = podgroup.MemberStatus(pg, members)
+	pg.Status = groupstatus.OfMembers(pg, members)
 	return pg, nil
 }
 
