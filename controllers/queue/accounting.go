@@ -123,7 +123,7 @@ func account(queues []*schedulingv1alpha1.Queue, pods []*corev1.Pod, nodes []*co
 		}
 	}
 	counted := withUpstream(podGroups, upstream, func(namespace, name string) bool { return listed.objects[namespace+"/"+name] != nil },
-		func(namespace, name string) []*corev1.Pod { return members[namespace+"/"+name] })
+		func(namespace, name string) []*corev1.Pod { return members[namespace+"/"+name] }, nil)
 	return fromLedger(l, queues, counted, history)
 }
 
@@ -157,9 +157,11 @@ func (g listedGroups) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 func (listedGroups) PodsOf(string, string) []*corev1.Pod { return nil }
 
 // withUpstream returns objects and every upstream PodGroup's group whose name no object has
-// (exists), in the phase its members (podsOf) make it (groupstatus.Phase): nobody writes the
-// status of such a group, and the workloads of its queue count it by that phase.
-func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream, exists func(namespace, name string) bool, podsOf func(namespace, name string) []*corev1.Pod) []*schedulingv1alpha1.PodGroup {
+// (exists), in the phase its members (podsOf) make it, held by its queue as holdOf says (nil:
+// admitted) (groupstatus.Phase): nobody writes the status of such a group, and the workloads of
+// its queue count it by that phase, as they count a PodGroup object's.
+func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstream, exists func(namespace, name string) bool,
+	podsOf func(namespace, name string) []*corev1.Pod, holdOf func(*schedulingv1alpha1.PodGroup) groupstatus.Hold) []*schedulingv1alpha1.PodGroup {
 	if upstream == nil {
 		return objects
 	}
@@ -168,7 +170,12 @@ func withUpstream(objects []*schedulingv1alpha1.PodGroup, upstream *groups.Upstr
 			continue
 		}
 		counted := *pg
-		counted.Status.Phase = groupstatus.Phase(pg, podsOf(pg.Namespace, pg.Name))
+		pods := podsOf(pg.Namespace, pg.Name)
+		counted.Status.Phase = groupstatus.Phase(pg, pods, groupstatus.Hold{})
+		if counted.Status.Phase == schedulingv1alpha1.PodGroupInqueue && holdOf != nil {
+			// Only a group that would be Inqueue can be held: its hold is asked for no other.
+			counted.Status.Phase = groupstatus.Phase(pg, pods, holdOf(pg))
+		}
 		objects = append(objects, &counted)
 	}
 	return objects

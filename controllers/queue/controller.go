@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
@@ -202,6 +203,21 @@ func feedingGroups(h batchingHandler, feed *ledger.Feed) handler.TypedEventHandl
 	}
 }
 
+// holdsOf says why each group's queue holds it now (groupstatus.HoldOf), as the PodGroup
+// controller decides it for a PodGroup object: the Queue controller counts an upstream group,
+// whose status nobody writes, Pending while its queue holds it, as it counts an object. A
+// namespace that cannot be read holds nothing: its group counts as its members make it.
+func (r *Reconciler) holdsOf(ctx context.Context, queues []*schedulingv1alpha1.Queue) func(*schedulingv1alpha1.PodGroup) groupstatus.Hold {
+	holds := groupstatus.NewHolds(queues)
+	return func(pg *schedulingv1alpha1.PodGroup) groupstatus.Hold {
+		var ns corev1.Namespace
+		if err := r.Get(ctx, types.NamespacedName{Name: pg.Namespace}, &ns); err != nil {
+			return groupstatus.Hold{}
+		}
+		return holds.Of(pg, ns.Labels)
+	}
+}
+
 // Reconcile computes every queue's status from the ledger and writes those that changed.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	now := time.Now
@@ -217,7 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if d := r.devices.Load(); d != nil {
 		d.refresh(r.feed, r.informed.pods)
 	}
-	acct := fromLedger(r.feed.Ledger(), queues, r.informed.list(), History{HalfLife: r.UsageHalfLife, Now: now()})
+	acct := fromLedger(r.feed.Ledger(), queues, r.informed.list(r.holdsOf(ctx, queues)), History{HalfLife: r.UsageHalfLife, Now: now()})
 	r.lastCompute.Store(int64(time.Since(start)))
 	exportMetrics(acct)
 	var errs []error

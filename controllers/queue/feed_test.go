@@ -38,7 +38,7 @@ func (c *cluster) Get(namespace, name string) *schedulingv1alpha1.PodGroup {
 // counted are the groups the Queue controller counts: the objects, and upstream PodGroups' groups
 // in the phase their members make them.
 func (c *cluster) counted() []*schedulingv1alpha1.PodGroup {
-	return withUpstream(c.groupList(), c.upstream, func(namespace, name string) bool { return c.groups[namespace+"/"+name] != nil }, c.PodsOf)
+	return withUpstream(c.groupList(), c.upstream, func(namespace, name string) bool { return c.groups[namespace+"/"+name] != nil }, c.PodsOf, nil)
 }
 
 func (c *cluster) PodsOf(namespace, name string) []*corev1.Pod {

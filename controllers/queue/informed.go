@@ -23,6 +23,7 @@ import (
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/controllers/whenserved"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/internal/groupstatus"
 	"github.com/tephra-dev/tephra/internal/ledger"
 )
 
@@ -70,9 +71,9 @@ func (i informed) PodsOf(namespace, name string) []*corev1.Pod {
 }
 
 // list returns every PodGroup object of the store, only to be read, and every upstream
-// PodGroup's group whose name no object has, in the phase its members make it
-// (groupstatus.Phase): nobody writes their status.
-func (i informed) list() []*schedulingv1alpha1.PodGroup {
+// PodGroup's group whose name no object has, in the phase its members make it, held by its queue
+// as holdOf says (withUpstream): nobody writes their status.
+func (i informed) list(holdOf func(*schedulingv1alpha1.PodGroup) groupstatus.Hold) []*schedulingv1alpha1.PodGroup {
 	objs := i.groups.List()
 	out := make([]*schedulingv1alpha1.PodGroup, 0, len(objs))
 	for _, obj := range objs {
@@ -83,7 +84,7 @@ func (i informed) list() []*schedulingv1alpha1.PodGroup {
 	return withUpstream(out, i.upstream.Load(), func(namespace, name string) bool {
 		_, exists, err := i.groups.GetByKey(namespace + "/" + name)
 		return err != nil || exists
-	}, i.PodsOf)
+	}, i.PodsOf, holdOf)
 }
 
 // watchUpstream counts upstream PodGroups' groups in the queues once the apiserver serves

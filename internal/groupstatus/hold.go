@@ -20,12 +20,32 @@ type Hold struct{ Reason, Message string }
 // nsLabels are the labels of the group's namespace, which the namespaceSelector of its queue and
 // their ancestors must match.
 func HoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Queue, nsLabels map[string]string) Hold {
+	return NewHolds(queues).Of(group, nsLabels)
+}
+
+// Holds decides HoldOf for many groups against one list of queues, whose tree and allocations
+// it reads once.
+type Holds struct {
+	tree      *quota.Tree
+	allocated map[string]quota.Amounts
+}
+
+// NewHolds reads the queues' tree and what each has allocated, as their status says.
+func NewHolds(queues []*schedulingv1alpha1.Queue) *Holds {
+	allocated := make(map[string]quota.Amounts, len(queues))
+	for _, q := range queues {
+		allocated[q.Name] = quota.FromList(q.Status.Allocated)
+	}
+	return &Holds{tree: quota.NewTree(queues), allocated: allocated}
+}
+
+// Of is HoldOf for the group, whose namespace has the labels nsLabels.
+func (h *Holds) Of(group *schedulingv1alpha1.PodGroup, nsLabels map[string]string) Hold {
 	name := group.Spec.Queue
 	if name == "" {
 		name = schedulingv1alpha1.DefaultQueue
 	}
-	tree := quota.NewTree(queues)
-	leaf, why := tree.WorkloadQueue(name)
+	leaf, why := h.tree.WorkloadQueue(name)
 	if why != "" {
 		return Hold{schedulingv1alpha1.ReasonQueueUnavailable, fmt.Sprintf("%s: %s; the group waits", schedulingv1alpha1.ReasonQueueUnavailable, why)}
 	}
@@ -33,15 +53,11 @@ func HoldOf(group *schedulingv1alpha1.PodGroup, queues []*schedulingv1alpha1.Que
 		return Hold{schedulingv1alpha1.ReasonQueueForbidden, fmt.Sprintf("%s: %s; the group waits", schedulingv1alpha1.ReasonQueueForbidden, why)}
 	}
 	need := quota.FromList(group.Spec.MinResources)
-	allocated := map[string]quota.Amounts{}
-	for _, q := range queues {
-		allocated[q.Name] = quota.FromList(q.Status.Allocated)
-	}
 	for _, n := range leaf.Ancestry() {
 		if over := need.Exceeding(n.Capability); over != "" {
 			return Hold{schedulingv1alpha1.ReasonNeverFits, fmt.Sprintf("%s: the group's minResources exceed the capability of queue %q (%s); it can never run there", schedulingv1alpha1.ReasonNeverFits, n.Name, over)}
 		}
-		used := allocated[n.Name].Clone()
+		used := h.allocated[n.Name].Clone()
 		for r, v := range need {
 			if _, limited := n.Capability[r]; limited {
 				used[r] += v

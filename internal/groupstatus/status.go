@@ -154,8 +154,8 @@ func Desired(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold Hold, j
 		cond.ObservedGeneration = group.Generation
 		meta.SetStatusCondition(&status.Conditions, cond)
 	}
-	if status.Phase == schedulingv1alpha1.PodGroupInqueue && counts.running+counts.succeeded == 0 && hold.Reason != "" {
-		status.Phase = schedulingv1alpha1.PodGroupPending
+	if phase := held(status.Phase, counts, hold); phase != status.Phase {
+		status.Phase = phase
 		unschedulable.Status, unschedulable.Reason, unschedulable.Message = metav1.ConditionTrue, hold.Reason, hold.Message
 	}
 	for _, cond := range []metav1.Condition{scheduled, unschedulable} {
@@ -188,10 +188,9 @@ func OfMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) scheduling
 }
 
 // Phase is the phase a group's members make it, as the PodGroup controller decides it for a group
-// that no Tephra Job owns and whose queue admits it (a group its queue holds is Pending there,
-// Inqueue here): for those who count groups by phase from their pods (the Queue controller,
-// kubectl tephra) and do not decide whether their queues admit them.
-func Phase(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv1alpha1.PodGroupPhase {
+// that no Tephra Job owns, held by its queue as hold says (an empty Hold: its queue admits it):
+// for those who count groups by phase from their pods (the Queue controller, kubectl tephra).
+func Phase(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod, hold Hold) schedulingv1alpha1.PodGroupPhase {
 	var c memberCounts
 	for _, pod := range pods {
 		c.add(pod)
@@ -204,7 +203,17 @@ func Phase(group *schedulingv1alpha1.PodGroup, pods []*corev1.Pod) schedulingv1a
 		}
 		minimums = subGroupMinimumsOf(group, subGroupStatuses(group, values))
 	}
-	return phaseOf(c, MinMemberOf(group), minimums, meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled))
+	phase := phaseOf(c, MinMemberOf(group), minimums, meta.IsStatusConditionTrue(group.Status.Conditions, schedulingv1alpha1.PodGroupScheduled))
+	return held(phase, c, hold)
+}
+
+// held is the phase of a group whose queue holds it (hold not empty): a group that would be
+// Inqueue with nothing of it run stays Pending.
+func held(phase schedulingv1alpha1.PodGroupPhase, c memberCounts, hold Hold) schedulingv1alpha1.PodGroupPhase {
+	if phase == schedulingv1alpha1.PodGroupInqueue && c.running+c.succeeded == 0 && hold.Reason != "" {
+		return schedulingv1alpha1.PodGroupPending
+	}
+	return phase
 }
 
 // subGroupStatuses counts the members of each of the group's sub-groups (nil without any).

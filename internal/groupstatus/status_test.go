@@ -465,3 +465,22 @@ func TestSubGroupsAreCountedEachAndNamedWhenShort(t *testing.T) {
 	pg.Spec.SubGroups = nil
 	assert.Nil(t, Desired(pg, members, Hold{}, "").SubGroups, "a group without sub-groups shows none")
 }
+
+// Phase, for those who count a group whose status nobody writes, keeps a group its queue holds
+// Pending as Desired does; once a member runs, the hold no longer matters.
+func TestPhaseOfAGroupItsQueueHolds(t *testing.T) {
+	pg := group(2, nil)
+	pg.Spec.Queue = "team"
+	team := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team"}, Spec: schedulingv1alpha1.QueueSpec{State: schedulingv1alpha1.QueueClosed}}
+	hold := NewHolds([]*schedulingv1alpha1.Queue{team}).Of(pg, nil)
+	require.Equal(t, schedulingv1alpha1.ReasonQueueUnavailable, hold.Reason)
+	waiting := []*corev1.Pod{}
+	for _, p := range pods(corev1.PodPending, corev1.PodPending) {
+		waiting = append(waiting, &p)
+	}
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, Phase(pg, waiting, Hold{}), "admitted, its minimum exists")
+	assert.Equal(t, schedulingv1alpha1.PodGroupPending, Phase(pg, waiting, hold))
+	assert.Equal(t, Desired(pg, pods(corev1.PodPending, corev1.PodPending), hold, "").Phase, Phase(pg, waiting, hold), "as Desired decides it")
+	waiting[0].Status.Phase = corev1.PodRunning
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, Phase(pg, waiting, hold), "a member runs: it is past its queue's hold")
+}

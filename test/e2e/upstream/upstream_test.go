@@ -581,3 +581,25 @@ func TestPlainPodsBindBesideAnUpstreamGangThatNeverFits(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// An upstream gang whose queue holds it (closed) counts as Pending in the queue's status, as a
+// PodGroup object that its queue holds does: nobody writes the upstream group's status, and its
+// members alone would make it Inqueue.
+func TestUpstreamGangItsQueueHoldsCountsPending(t *testing.T) {
+	env := framework.Shared(t)
+	ns := env.Namespace(t)
+	nodes := env.Pool(t, "up-held", 1, 4)
+	framework.CreateQueue(t, env, "up-held", func(s *schedulingv1alpha1.QueueSpec) { s.State = schedulingv1alpha1.QueueClosed })
+
+	upstreamPodGroup(t, env, ns, "held", 2, func(pg *upstreamv1beta1.PodGroup) {
+		pg.Labels = map[string]string{schedulingv1alpha1.QueueLabel: "up-held"}
+	})
+	for i := range 2 {
+		linkedPod(t, env, ns, fmt.Sprintf("held-%d", i), "held", "1", nodes)
+	}
+	framework.WaitQueueStatus(t, env, "up-held", 30*time.Second, "the held gang counted Pending, not Inqueue", func(q *schedulingv1alpha1.Queue) bool {
+		return q.Status.Pending == 1 && q.Status.Inqueue == 0 && q.Status.Running == 0
+	})
+	assert.Equal(t, 0, boundPods(t, env, ns), "a closed queue runs nothing")
+	noTephraObject(t, env, ns, "held")
+}
