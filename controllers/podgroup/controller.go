@@ -1,8 +1,8 @@
 // Package podgroup writes the status of every PodGroup from its member pods: its phase, how many
 // members run, succeeded and failed, whether its minimum has been scheduled, and why it cannot
-// be, as internal/groupstatus decides it. It is the only writer of PodGroup status. tephra-scheduler writes nothing to PodGroups: it
-// explains itself in the PodScheduled conditions of the pods, which this controller lifts onto
-// the group where users look.
+// be, as internal/groupstatus decides it. It is the only writer of PodGroup status.
+// tephra-scheduler writes nothing to PodGroups: it explains itself in the PodScheduled conditions
+// of the pods, which this controller lifts onto the group where users look.
 package podgroup
 
 import (
