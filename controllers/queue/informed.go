@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,8 +150,39 @@ func translating(b batchingHandler, h toolscache.ResourceEventHandlerFuncs) hand
 }
 
 // upstreamFromCache reads upstream PodGroups, and Workloads when they are served, from the
-// manager's cache.
+// manager's cache. The Queue controller and the resize webhook share one Upstream per cache, so
+// that each PodGroup is translated once in the binary, not once per reader.
 func upstreamFromCache(c cache.Cache, workloads bool) (*groups.Upstream, error) {
+	sharedUpstreams.Lock()
+	defer sharedUpstreams.Unlock()
+	key := upstreamKey{c, workloads}
+	if up := sharedUpstreams.of[key]; up != nil {
+		return up, nil
+	}
+	up, err := newUpstreamFromCache(c, workloads)
+	if err != nil {
+		return nil, err
+	}
+	if sharedUpstreams.of == nil {
+		sharedUpstreams.of = map[upstreamKey]*groups.Upstream{}
+	}
+	sharedUpstreams.of[key] = up
+	return up, nil
+}
+
+// sharedUpstreams are the Upstreams upstreamFromCache made, by cache and whether they read
+// Workloads.
+var sharedUpstreams struct {
+	sync.Mutex
+	of map[upstreamKey]*groups.Upstream
+}
+
+type upstreamKey struct {
+	cache     cache.Cache
+	workloads bool
+}
+
+func newUpstreamFromCache(c cache.Cache, workloads bool) (*groups.Upstream, error) {
 	ctx := context.Background()
 	pgs, err := c.GetInformer(ctx, &upstreamv1beta1.PodGroup{})
 	if err != nil {
