@@ -10,6 +10,7 @@ import (
 
 	"github.com/tephra-dev/tephra/plugins/backpressure"
 	"github.com/tephra-dev/tephra/plugins/gang"
+	"github.com/tephra-dev/tephra/plugins/ioaware"
 	"github.com/tephra-dev/tephra/plugins/numa"
 	"github.com/tephra-dev/tephra/plugins/placement"
 	"github.com/tephra-dev/tephra/plugins/queue"
@@ -20,6 +21,7 @@ func Plugins() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
 		backpressure.Name: backpressure.New,
 		gang.Name:         gang.New,
+		ioaware.Name:      ioaware.New,
 		numa.Name:         numa.New,
 		placement.Name:    placement.New,
 		queue.Name:        queue.New,

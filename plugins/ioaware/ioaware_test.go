@@ -1,0 +1,195 @@
+package ioaware
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/tephra-dev/tephra/internal/datasets"
+)
+
+// fakeHandle gives the plugin the framework functions it calls; the rest of fwk.Handle is nil.
+type fakeHandle struct {
+	fwk.Handle
+	recorder *events.FakeRecorder
+}
+
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return h.recorder }
+
+func newIO(t *testing.T, claims ...*corev1.PersistentVolumeClaim) (*IO, *events.FakeRecorder) {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, c := range claims {
+		require.NoError(t, indexer.Add(c))
+	}
+	recorder := events.NewFakeRecorder(10)
+	return &IO{handle: &fakeHandle{recorder: recorder}, claims: corelisters.NewPersistentVolumeClaimLister(indexer)}, recorder
+}
+
+func pod(annotations map[string]string, claims ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", Annotations: annotations}}
+	for _, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	return p
+}
+
+func node(name string, labels map[string]string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	return ni
+}
+
+// scores runs PreFilter, Filter, PreScore and Score over the nodes as the framework does: a
+// node Filter rejects scores -1.
+func scores(t *testing.T, p *IO, pod *corev1.Pod, nodes ...fwk.NodeInfo) ([]int64, *fwk.Status) {
+	t.Helper()
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	_, status := p.PreFilter(ctx, state, pod, nodes)
+	if !status.IsSuccess() && !status.IsSkip() {
+		return nil, status
+	}
+	var passed []fwk.NodeInfo
+	out := make([]int64, len(nodes))
+	for i, n := range nodes {
+		out[i] = -1
+		if status.IsSkip() || p.Filter(ctx, state, pod, n).IsSuccess() {
+			passed = append(passed, n)
+		}
+	}
+	if s := p.PreScore(ctx, state, pod, passed); s.IsSkip() {
+		for i, n := range nodes {
+			if n.Node() != nil && contains(passed, n) {
+				out[i] = 0
+			}
+		}
+		return out, nil
+	}
+	for i, n := range nodes {
+		if contains(passed, n) {
+			score, s := p.Score(ctx, state, pod, n)
+			require.True(t, s.IsSuccess(), s.Message())
+			out[i] = score
+		}
+	}
+	return out, nil
+}
+
+func contains(nodes []fwk.NodeInfo, n fwk.NodeInfo) bool {
+	for _, m := range nodes {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+// A node scores the part of the pod's datasets it caches, by Tephra's label or Fluid's; a pod
+// that declares none scores every node the same.
+func TestNodesScoreThePartOfThePodsDataTheyCache(t *testing.T) {
+	fluidClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "imagenet", Namespace: "team-a",
+		Labels: map[string]string{"fluid.io/s-team-a-imagenet": "true"}}}
+	p, _ := newIO(t, fluidClaim)
+	both := node("both", map[string]string{"data.tephra.dev/coco": "true", "fluid.io/s-team-a-imagenet": "true"})
+	fluid := node("fluid", map[string]string{"fluid.io/s-team-a-imagenet": "true"})
+	none := node("none", nil)
+
+	got, status := scores(t, p, pod(map[string]string{datasets.Annotation: "coco"}, "imagenet"), both, fluid, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{100, 50, 0}, got)
+
+	got, status = scores(t, p, pod(nil), both, fluid, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{0, 0, 0}, got, "no datasets: the plugin skips scoring")
+}
+
+// With locality Required, only the nodes that cache every dataset pass, and the others say why,
+// in one message for all of them.
+func TestRequiredLocalityFiltersTheOtherNodes(t *testing.T) {
+	p, _ := newIO(t)
+	required := pod(map[string]string{datasets.Annotation: "coco,wiki", datasets.LocalityAnnotation: "Required"})
+	both := node("both", map[string]string{"data.tephra.dev/coco": "true", "data.tephra.dev/wiki": "true"})
+	one := node("one", map[string]string{"data.tephra.dev/coco": "true"})
+	got, status := scores(t, p, required, both, one)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{100, -1}, got)
+
+	state := framework.NewCycleState()
+	_, s := p.PreFilter(context.Background(), state, required, nil)
+	require.True(t, s.IsSuccess())
+	refused := p.Filter(context.Background(), state, required, one)
+	assert.Equal(t, fwk.Unschedulable, refused.Code())
+	assert.Equal(t, "node(s) do not cache all the datasets the pod requires (coco, wiki; data.tephra.dev/locality: Required)", refused.Message())
+}
+
+// A malformed declaration keeps the pod from being placed, with an event that says what is
+// wrong.
+func TestAMalformedDeclarationIsRefusedWithAnEvent(t *testing.T) {
+	p, recorder := newIO(t)
+	_, status := p.PreFilter(context.Background(), framework.NewCycleState(), pod(map[string]string{datasets.Annotation: "Bad_Name!"}), nil)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Contains(t, status.Message(), `dataset name "Bad_Name!" is not valid in a node label`)
+	require.Len(t, recorder.Events, 1)
+	assert.Contains(t, <-recorder.Events, "Warning InvalidDatasets")
+}
+
+// A pod that requires its data is woken by a node that now caches all of it, not by one that
+// does not, nor by any node when it only prefers its data; a claim it mounts and a change of its
+// declaration wake it too.
+func TestQueueingHints(t *testing.T) {
+	p, _ := newIO(t)
+	logger := klog.Background()
+	required := pod(map[string]string{datasets.Annotation: "coco", datasets.LocalityAnnotation: "Required"}, "scratch")
+	cached := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"data.tephra.dev/coco": "true"}}}
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	hint := func(h fwk.QueueingHint, err error) fwk.QueueingHint {
+		require.NoError(t, err)
+		return h
+	}
+	assert.Equal(t, fwk.Queue, hint(p.isSchedulableAfterNodeChange(logger, required, bare, cached)))
+	assert.Equal(t, fwk.QueueSkip, hint(p.isSchedulableAfterNodeChange(logger, required, nil, bare)))
+	preferred := pod(map[string]string{datasets.Annotation: "coco"})
+	assert.Equal(t, fwk.QueueSkip, hint(p.isSchedulableAfterNodeChange(logger, preferred, nil, cached)))
+
+	claim := func(ns, name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	assert.Equal(t, fwk.Queue, hint(queueForClaimOfPod(logger, required, nil, claim("team-a", "scratch"))))
+	assert.Equal(t, fwk.QueueSkip, hint(queueForClaimOfPod(logger, required, nil, claim("team-b", "scratch"))))
+	assert.Equal(t, fwk.QueueSkip, hint(queueForClaimOfPod(logger, required, nil, claim("team-a", "other"))))
+
+	fixed := required.DeepCopy()
+	fixed.Annotations[datasets.Annotation] = "wiki"
+	assert.Equal(t, fwk.Queue, hint(isSchedulableAfterDeclarationChange(logger, required, required, fixed)))
+	relabelled := required.DeepCopy()
+	relabelled.Labels = map[string]string{"a": "b"}
+	assert.Equal(t, fwk.QueueSkip, hint(isSchedulableAfterDeclarationChange(logger, required, required, relabelled)))
+}
+
+// Pods that read the same data sign alike, and differ from those that read other data or none.
+func TestTheSignatureKeysTheData(t *testing.T) {
+	p, _ := newIO(t)
+	sign := func(pod *corev1.Pod) any {
+		fragments, status := p.SignPod(context.Background(), pod)
+		require.True(t, status.IsSuccess())
+		require.Len(t, fragments, 1)
+		return fragments[0].Value
+	}
+	a := sign(pod(map[string]string{datasets.Annotation: "coco"}))
+	assert.Equal(t, a, sign(pod(map[string]string{datasets.Annotation: "coco"})))
+	assert.NotEqual(t, a, sign(pod(map[string]string{datasets.Annotation: "wiki"})))
+	assert.NotEqual(t, a, sign(pod(map[string]string{datasets.Annotation: "coco", datasets.LocalityAnnotation: "Required"})))
+	assert.NotEqual(t, a, sign(pod(nil)))
+}
