@@ -133,6 +133,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(g.groups.freedNodeCapacityHandler()); err != nil {
 		return nil, err
 	}
+	// Claims name the Fluid datasets members read (docs/io.md); the informer is registered now,
+	// before the scheduler starts its informers.
+	g.claims = handle.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister()
 	groupHandlers := g.groupHandlers()
 	registration, err := podGroupInformer.Informer().AddEventHandler(groupHandlers)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulingv1beta1listers "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -50,6 +51,9 @@ type groupManager struct {
 	attained *attainedService
 	// devices charges members for their claims' devices in their job's share (nil in unit tests).
 	devices *devices.Devices
+	// claims are the PersistentVolumeClaims, which name the Fluid datasets members read (nil in
+	// unit tests: no claim names one).
+	claims corelisters.PersistentVolumeClaimLister
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 	// podGroupCycles: kube-scheduler runs with GenericWorkload and schedules the pods of an
@@ -456,7 +460,7 @@ func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk
 // half-placed in a domain too small for it.
 func (g *groupManager) placeInDomain(ctx context.Context, c *minimumCheck) *fwk.Status {
 	if c.assigned == nil || !c.inAttempt {
-		minimum := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed}
+		minimum := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod)}
 		if minimum.missing > 0 && len(c.count.unplaced) >= minimum.missing {
 			minimum.smallest = smallestRequests(c.unplacedRequests)
 		}

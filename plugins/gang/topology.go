@@ -13,6 +13,7 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
+	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/internal/topology"
 	"github.com/tephra-dev/tephra/plugins/internal/domains"
@@ -33,11 +34,26 @@ func (g *groupManager) constraintOf(pg *v1alpha1.PodGroup, member *corev1.Pod) (
 }
 
 // minimumNeeds is what a group's minimum still needs placed: in all (need), and member by member
-// (missing members of at least smallest each).
+// (missing members of at least smallest each), and the datasets its members read (docs/io.md).
 type minimumNeeds struct {
 	need     corev1.ResourceList
 	smallest corev1.ResourceList
 	missing  int
+	data     datasets.Demand
+}
+
+// dataIn is how much of the members' data a domain's nodes cache: the part of the datasets each
+// caches, summed over the nodes (0 for a group that declares none).
+func (m minimumNeeds) dataIn(nodes []fwk.NodeInfo) float64 {
+	if m.data.None() {
+		return 0
+	}
+	sum := 0.0
+	for _, n := range nodes {
+		cached, _ := m.data.CachedOn(n.Node().Labels)
+		sum += float64(cached) / float64(len(m.data.Datasets))
+	}
+	return sum
 }
 
 // holds says whether nodes' free capacity holds the minimum: in total, and member by member.
@@ -49,9 +65,11 @@ func (m minimumNeeds) holds(nodes []fwk.NodeInfo) bool {
 }
 
 // chooseDomain assigns a group's whole minimum to one domain before any member is placed: the
-// narrowest level of the constraint with a domain that holds it, and among those the domain that
-// is left with the least free capacity (best fit, so that whole racks and blocks stay free for
-// the next big gang), then the one with most of the group's placed pods, then by name. Without a
+// narrowest level of the constraint with a domain that holds it, and among those the domain whose
+// nodes cache most of the members' data (a job's data outweighs keeping a rack whole, as
+// TephraIO's weight does on nodes), then the one left with the least free capacity (best fit, so
+// that whole racks and blocks stay free for the next big gang), then the one with most of the
+// group's placed pods, then by name. Without a
 // domain that holds it, a required constraint answers why, level by level; a preferred one alone
 // lets the group use the whole cluster (nil, "").
 func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, placedOn func(node string) int, previous *domain) (*domain, string) {
@@ -77,7 +95,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 	for _, level := range c.Levels {
 		values, byValue := domains.At(level, nodes)
 		var best *domain
-		var bestFree float64
+		var bestFree, bestData float64
 		bestPlaced := -1
 		var largest string
 		var largestFree float64 = -1
@@ -96,8 +114,9 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 					placed += placedOn(n.Node().Name)
 				}
 			}
-			if best == nil || free < bestFree || free == bestFree && placed > bestPlaced {
-				best, bestFree, bestPlaced = domains.Of(level, v, members), free, placed
+			data := m.dataIn(members)
+			if best == nil || data > bestData || data == bestData && (free < bestFree || free == bestFree && placed > bestPlaced) {
+				best, bestFree, bestPlaced, bestData = domains.Of(level, v, members), free, placed, data
 			}
 		}
 		if best != nil {
@@ -225,6 +244,26 @@ func nodesOf(nodes []fwk.NodeInfo, d *domain) []fwk.NodeInfo {
 
 // placedOn counts, per node, the group's pods placed there, for a domain that already holds some
 // (elastic growth, a restart) to win a tie.
+// dataOf is the datasets a member declares (internal/datasets); none when its declaration is
+// malformed, which TephraIO refuses with an event.
+func (g *groupManager) dataOf(pod *corev1.Pod) datasets.Demand {
+	var claims datasets.ClaimLabels
+	if g.claims != nil {
+		claims = func(namespace, name string) map[string]string {
+			claim, err := g.claims.PersistentVolumeClaims(namespace).Get(name)
+			if err != nil {
+				return nil
+			}
+			return claim.Labels
+		}
+	}
+	d, err := datasets.Of(pod, claims)
+	if err != nil {
+		return datasets.Demand{}
+	}
+	return d
+}
+
 func (g *groupManager) placedOn(key groupKey) func(node string) int {
 	objs, _ := g.members.ByIndex(podGroupIndex, key.String())
 	counts := map[string]int{}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/topology"
 )
 
@@ -114,4 +115,35 @@ func TestReservationDomainIsOneDomain(t *testing.T) {
 	assert.Empty(t, reservationDomain(inRack, nodes, cpus(9).need), "no rack could ever hold 9")
 	inBlock := &topology.Constraint{Levels: []string{"rack", "block"}, Required: true}
 	assert.Len(t, reservationDomain(inBlock, nodes, cpus(9).need), 4, "the block could")
+}
+
+// A gang whose members read a dataset goes to the domain whose nodes cache most of it, before best
+// fit; at a level where no domain with its data holds it, best fit chooses as for any gang.
+func TestChooseDomainPrefersTheDomainThatCachesTheData(t *testing.T) {
+	withData := func(n fwk.NodeInfo) fwk.NodeInfo {
+		node := n.Node().DeepCopy()
+		node.Labels[datasets.NodeLabelPrefix+"coco"] = datasets.Cached
+		n.SetNode(node)
+		return n
+	}
+	// Rack a: 2 nodes, 6 of 8 CPUs used, best fit for 2. Rack b: empty, one node caches coco.
+	nodes := []fwk.NodeInfo{
+		rackNode("a0", "a", "x", 4), rackNode("a1", "a", "x", 2),
+		withData(rackNode("b0", "b", "x", 0)), rackNode("b1", "b", "x", 0),
+	}
+	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
+	reading := cpus(2)
+	reading.data = datasets.Demand{Datasets: []datasets.Dataset{{Name: "coco", NodeLabel: datasets.NodeLabelPrefix + "coco"}}, Locality: datasets.Preferred}
+
+	d, _ := chooseDomain(inRack, nodes, cpus(2), nil, nil)
+	assert.Equal(t, "rack=a", d.String(), "without data: best fit")
+	d, _ = chooseDomain(inRack, nodes, reading, nil, nil)
+	assert.Equal(t, "rack=b", d.String(), "rack b caches coco")
+
+	big := cpus(8)
+	big.data = reading.data
+	nodes[0] = withData(rackNode("a0", "a", "x", 4))
+	nodes = append(nodes, rackNode("c0", "c", "y", 0), rackNode("c1", "c", "y", 0))
+	d, _ = chooseDomain(inRack, nodes, big, nil, nil)
+	assert.Equal(t, "rack=b", d.String(), "rack a caches it too but cannot hold 8 CPUs; c holds it without data")
 }
