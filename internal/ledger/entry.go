@@ -35,8 +35,8 @@ type Entry struct {
 	// while has passed), the nomination counts even if the pod object does not show it yet.
 	NominatedAt   time.Time
 	NominatedNode string
-	// holding: the nomination holds a node that drains for the pod (drain.go); no victims of
-	// its are going.
+	// holding: the nomination holds a node that drains for the pod
+	// (plugins/queue/reclaim/drain.go); no victims of its are going.
 	Holding bool
 }
 

@@ -287,7 +287,8 @@ func (l *Ledger) Nominate(uid types.UID, node string, now time.Time) {
 	l.nominateFor(uid, node, now, false)
 }
 
-// Hold counts a pod nominated to a node that drains for it, evicting nobody (drain.go).
+// Hold counts a pod nominated to a node that drains for it, evicting nobody
+// (plugins/queue/reclaim/drain.go).
 func (l *Ledger) Hold(uid types.UID, node string, now time.Time) {
 	l.nominateFor(uid, node, now, true)
 }

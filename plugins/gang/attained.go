@@ -24,7 +24,7 @@ import (
 // estimates. A workload's service is the accelerator-seconds its pods have run: each run of a
 // pod, from its start to its end or deletion, times its accelerators. A workload is its pod group,
 // else the controller that owns its pods (which makes them again), else its pod, as reclaim counts
-// restarts per job (plugins/queue, reclaimcost.go): a workload restarted after a preemption or a
+// restarts per job (plugins/queue/reclaim, reclaimcost.go): a workload restarted after a preemption or a
 // reclaim keeps what it has attained.
 //
 // The service is discretized into a few levels, as Tiresias does, so that a long job is not

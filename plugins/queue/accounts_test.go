@@ -5,9 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
-	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +25,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
+	"github.com/tephra-dev/tephra/plugins/queue/reclaim"
 )
 
 // profileHandle is the part of a profile's framework handle that the accounts read.
@@ -113,8 +111,10 @@ func TestSystemPodsPassTheQueue(t *testing.T) {
 	q := &Queue{
 		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
 		ledger: a.ledger, accounts: a, synced: func() bool { return true },
-		reclaimer: &reclaimer{executor: preemption.NewExecutor(h, feature.Features{EnableAsyncPreemption: true})},
 	}
+	var err error
+	q.reclaimer, err = reclaim.New(reclaim.Deps{Handle: h}, reclaim.Settings{})
+	require.NoError(t, err)
 	ctx := context.Background()
 	for _, pod := range []*corev1.Pod{
 		schedulerPod("dns", metav1.NamespaceSystem, "default-scheduler", 0),
@@ -183,8 +183,10 @@ func TestAPodBroughtBackByItsQueueMeetsIt(t *testing.T) {
 	q := &Queue{
 		handle: h, queues: s.tephra.Scheduling().V1alpha1().Queues().Lister(), podGroups: a.podGroups,
 		ledger: a.ledger, accounts: a, synced: func() bool { return true },
-		reclaimer: &reclaimer{executor: preemption.NewExecutor(h, feature.Features{EnableAsyncPreemption: true})},
 	}
+	var err error
+	q.reclaimer, err = reclaim.New(reclaim.Deps{Handle: h}, reclaim.Settings{})
+	require.NoError(t, err)
 	ctx := context.Background()
 	pod := schedulerPod("plain", "ns", "default-scheduler", 0)
 	pod.Spec.NodeName = ""

@@ -278,16 +278,3 @@ func relevant(need, limit quota.Amounts) quota.Amounts {
 }
 
 func joinComma(parts []string) string { return strings.Join(parts, ", ") }
-
-// belowShare says whether the leaf may take need without passing its deserved share, so that it
-// may reclaim from queues above theirs.
-func (s state) belowShare(leaf *quota.Node, need quota.Amounts) bool {
-	used := s.view.Allocated[leaf.Name].Clone()
-	used.Add(s.view.Nominated[leaf.Name])
-	for name, v := range need {
-		if v > 0 && s.view.Total[name] > 0 && used[name]+v > s.deserved[leaf.Name][name] {
-			return false
-		}
-	}
-	return true
-}

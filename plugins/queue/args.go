@@ -47,11 +47,11 @@ type Args struct {
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
 	// ReclaimPatience weighs what a reclaim throws away against the wait it saves: a pod reclaims
 	// a job only once it has waited, in proportion to their sizes, as long as the job had run when
-	// the pod began to wait (reclaimcost.go). Default true, chosen by replay (docs/replay.md):
-	// without it, reclaim threw away a seventh of a day's work on the Philly trace. With it, a job
-	// started by reclaim is no victim of reclaim until it has run long enough to pay back the work
-	// its start threw away, and a job reclaim took before reclaims only what pays for itself
-	// (payback.go). Queues below their guarantee always reclaim at once.
+	// the pod began to wait (reclaim/reclaimcost.go). Default true, chosen by replay
+	// (docs/replay.md): without it, reclaim threw away a seventh of a day's work on the Philly
+	// trace. With it, a job started by reclaim is no victim of reclaim until it has run long
+	// enough to pay back the work its start threw away, and a job reclaim took before reclaims
+	// only what pays for itself (reclaim/payback.go). Queues below their guarantee always reclaim at once.
 	ReclaimPatience *bool `json:"reclaimPatience,omitempty"`
 	// ReclaimPatienceLimit is the longest reclaim patience makes a pod of a queue below its
 	// deserved share wait, for queues whose spec.reclaimPatienceLimitSeconds is unset: once the
@@ -67,8 +67,8 @@ type Args struct {
 	// ReclaimDrain holds a node for a pod that patience keeps from reclaiming: the pod is
 	// nominated to the node whose victims would throw away least, without evicting, so that what
 	// ends there is kept for it and fewer victims, or none, are left when patience runs out
-	// (drain.go). The room held is idle until the pod fits. Default true: on the replayed Philly
-	// day it threw away a quarter less work at the same mean JCT (docs/queues.md).
+	// (reclaim/drain.go). The room held is idle until the pod fits. Default true: on the replayed
+	// Philly day it threw away a quarter less work at the same mean JCT (docs/queues.md).
 	ReclaimDrain *bool `json:"reclaimDrain,omitempty"`
 	// ReclaimPatienceCounts is the work patience weighs against the wait: RunBeforeWait (the
 	// default), what a victim had run when the pod began to wait, so that a job started during

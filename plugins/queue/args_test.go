@@ -76,3 +76,50 @@ func TestDeservedRose(t *testing.T) {
 	assert.False(t, deservedRose(list("7"), list("7")))
 	assert.False(t, deservedRose(list("7"), nil), "no share left")
 }
+
+func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.Zero(t, args.ReclaimMinRuntime.Duration, "off by default")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "10m"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Minute, args.ReclaimMinRuntime.Duration)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "-1m"}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, "reclaimMinRuntime")
+}
+
+func TestArgsTakeAReclaimPatienceLimit(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultReclaimPatienceLimit, args.ReclaimPatienceLimit.Duration, "an hour by default")
+	assert.Equal(t, time.Hour, DefaultReclaimPatienceLimit)
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "0s"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Zero(t, args.ReclaimPatienceLimit.Duration, "0: no limit")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "1h"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, args.ReclaimPatienceLimit.Duration)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "-1m"}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, "reclaimPatienceLimit: -1m0s must not be negative")
+}
+
+func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.True(t, *args.ReclaimPatience, "on by default")
+	assert.Equal(t, PatienceCountsRunBeforeWait, args.ReclaimPatienceCounts, "the run before the wait by default")
+	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob, "twice by default")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": false, "reclaimLimitPerJob": 0}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.False(t, *args.ReclaimPatience, "an admin turns it off")
+	assert.Zero(t, *args.ReclaimLimitPerJob, "0: no limit")
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimLimitPerJob": -1}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, "reclaimLimitPerJob: -1 must not be negative")
+	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "WholeRun"}`), ContentType: runtime.ContentTypeJSON})
+	require.NoError(t, err)
+	assert.Equal(t, PatienceCountsWholeRun, args.ReclaimPatienceCounts)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "Everything"}`), ContentType: runtime.ContentTypeJSON})
+	assert.ErrorContains(t, err, `reclaimPatienceCounts: "Everything" is not RunBeforeWait or WholeRun`)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": "yes"}`), ContentType: runtime.ContentTypeJSON})
+	assert.Error(t, err, "a string is no bool")
+}

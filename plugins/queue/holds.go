@@ -101,7 +101,7 @@ func (q *Queue) stillHeld(pod *corev1.Pod, w workload) string {
 		return held.verdict.msg
 	}
 	s := q.snapshotFor(pod)
-	leaf, why := s.tree.WorkloadQueue(w.queue)
+	leaf, why := s.tree.WorkloadQueue(w.Queue)
 	if why != "" {
 		q.holds.forget(pod.UID)
 		return ""
@@ -156,18 +156,6 @@ func (q *Queue) isSchedulableAfterPodBound(_ klog.Logger, pod *corev1.Pod, _, ne
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
-}
-
-// holdForVictims holds members at PreEnqueue until the victims their preemption evicts are gone
-// (plugins/internal/victimwait). Called before the evictions start.
-func (q *Queue) holdForVictims(members, victims []*corev1.Pod) {
-	q.victims.Hold(members, victims, q.stillBound)
-}
-
-// stillBound says whether the informer shows the pod, this very one, bound to a node.
-func (q *Queue) stillBound(pod *corev1.Pod) bool {
-	now, err := q.reclaimer.podLister.Pods(pod.Namespace).Get(pod.Name)
-	return err == nil && now.UID == pod.UID && now.Spec.NodeName != ""
 }
 
 // victimOrPreemptorDeleted is the pod informer's DeleteFunc for the preemptors waiting for

@@ -3,13 +3,14 @@
 // queue or any ancestor past its capability, and, while other queues wait for their deserved
 // share, it must not take its own queue past its deserved share. A gang's minimum is admitted
 // whole or not at all. When a queue below its deserved share cannot place a pod, PostFilter
-// reclaims from queues above theirs, and a pod may preempt lower-priority pods of its own queue.
+// reclaims from queues above theirs, and a pod may preempt lower-priority pods of its own queue:
+// package reclaim chooses and evicts the victims, under the reclaim rules.
 //
 // The plugin keeps one in-memory ledger of every queue's usage, fed by the scheduler's informers
 // and by Reserve/Unreserve; it writes nothing to Queue objects (the Queue controller reports
 // status from the pods, with the same rules from package quota). Devices of Dynamic Resource
 // Allocation count as any resource (devices.go, docs/dra.md): reclaim gives victims' devices back
-// to DRA's allocator in its dry run (devicefit.go), and Filter holds the devices a preemption
+// to DRA's allocator in its dry run (reclaim/devicefit.go), and Filter holds the devices a preemption
 // freed for the pod nominated there (held.go).
 package queue
 
@@ -17,7 +18,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -42,6 +41,7 @@ import (
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 	"github.com/tephra-dev/tephra/plugins/internal/victimwait"
+	"github.com/tephra-dev/tephra/plugins/queue/reclaim"
 )
 
 // Name of the plugin in scheduler profiles.
@@ -67,7 +67,9 @@ type Queue struct {
 	namespaces corelisters.NamespaceLister
 	ledger     *ledger.Ledger
 	accounts   *accounts
-	reclaimer  *reclaimer
+	// reclaimer chooses and evicts the victims of PostFilter and PodGroupPostFilter (package
+	// reclaim).
+	reclaimer *reclaim.Reclaimer
 	// systemPreemption is upstream's DefaultPreemption, for system pods (v1alpha1.IsSystemPod).
 	systemPreemption *defaultpreemption.DefaultPreemption
 	// synced says whether the ledger has seen every pod and node the scheduler has.
@@ -78,30 +80,6 @@ type Queue struct {
 	stop context.Context
 	// queueRunning is set once the scheduling queue calls PreEnqueue: pods may be activated.
 	queueRunning atomic.Bool
-	// deviceCEL caches the compiled selectors of reclaim's device checks (devicefit.go).
-	deviceCEL *cel.Cache
-	// simulated is what victims free while PodGroupPostFilter places a group without them
-	// (groupreclaim.go).
-	simulated simulatedFreed
-	// reclaimMinRuntime is how long a job runs before it may be reclaimed, for queues that do not
-	// say (minruntime.go); wakers try again the pods that wait for a job to come of age.
-	reclaimMinRuntime time.Duration
-	wakers            wakers
-	// reclaimPatience and reclaimLimitPerJob weigh what a reclaim costs; reclaims counts the
-	// reclaims of each job (reclaimcost.go).
-	reclaimPatience    bool
-	reclaimLimitPerJob int
-	// reclaimPatienceLimit is the longest patience keeps a pod of a queue below its deserved
-	// share waiting, for queues that do not say (patiencelimit.go; 0: no limit).
-	reclaimPatienceLimit time.Duration
-	// patienceWholeRun: patience counts a victim's whole run, not its run before the wait.
-	patienceWholeRun bool
-	reclaims         reclaimCounts
-	// paybacks are the debts of the jobs reclaim started, with reclaimPatience (payback.go).
-	paybacks paybackDebts
-	// reclaimDrain holds the node reclaim would empty for a pod that patience keeps waiting
-	// (drain.go).
-	reclaimDrain bool
 	// refusals keeps a pod's refusal message while only its figures change, so that the
 	// scheduler does not write its condition on every attempt (plugins/internal/refusal).
 	refusals *refusal.Memo
@@ -158,27 +136,25 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		accounts:   a,
 		synced:     a.synced,
 		stop:       ctx,
-		deviceCEL:  cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
-
-		reclaimMinRuntime:    args.ReclaimMinRuntime.Duration,
-		reclaimPatience:      *args.ReclaimPatience,
-		reclaimLimitPerJob:   int(*args.ReclaimLimitPerJob),
-		reclaimPatienceLimit: args.ReclaimPatienceLimit.Duration,
-		reclaimDrain:         *args.ReclaimDrain,
-		patienceWholeRun:     args.ReclaimPatienceCounts == PatienceCountsWholeRun,
 	}
 	q.victims.Wake = func(pods map[string]*corev1.Pod) { handle.Activate(klog.Background(), pods) }
 	q.victims.Changed = func(held int) { preemptorsWaitingForVictims.Set(float64(held)) }
+	if q.reclaimer, err = reclaim.New(reclaim.Deps{
+		Name: Name, Handle: handle, Plugin: reclaimQueries{q}, Ledger: a.ledger, PodGroups: a.podGroups,
+		Topologies: q.topologies, Devices: a.devices, Victims: &q.victims, Stop: ctx,
+	}, reclaimSettings(args)); err != nil {
+		return nil, err
+	}
 	if _, err := factory.Scheduling().V1alpha1().Queues().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: q.queueAdded, UpdateFunc: q.queueUpdated}); err != nil {
 		return nil, err
 	}
 	if err := a.watchGroups(factory, cache.ResourceEventHandlerFuncs{UpdateFunc: q.podGroupChanged}); err != nil {
 		return nil, err
 	}
-	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.paybacks.podUpdated, DeleteFunc: func(obj any) {
+	if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: q.reclaimer.PodUpdated, DeleteFunc: func(obj any) {
 		q.shareWaiters.podDeleted(obj)
 		q.holds.podDeleted(obj)
-		q.paybacks.podEnded(obj)
+		q.reclaimer.PodDeleted(obj)
 		q.victimOrPreemptorDeleted(obj)
 	}}); err != nil {
 		return nil, err
@@ -186,9 +162,6 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("queues"), Registration: a.queueReg},
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: a.groupReg}); err != nil {
-		return nil, err
-	}
-	if q.reclaimer, err = newReclaimer(q, handle); err != nil {
 		return nil, err
 	}
 	// System pods preempt as they would under upstream's kube-scheduler, with its defaults.
@@ -206,17 +179,13 @@ func (q *Queue) Name() string { return Name }
 func (q *Queue) currentTree() *quota.Tree { return q.accounts.shares.currentTree() }
 
 // workload is the queue-relevant identity of a pod.
-type workload struct {
-	queue string
-	group string
-	pg    *v1alpha1.PodGroup
-}
+type workload = reclaim.Workload
 
 // workloadOf resolves a pod's queue and group.
 func (q *Queue) workloadOf(pod *corev1.Pod) (workload, *fwk.Status) {
 	name, grouped := v1alpha1.PodGroupNameOf(pod)
 	if !grouped {
-		return workload{queue: v1alpha1.QueueOfPod(pod, "")}, nil
+		return workload{Queue: v1alpha1.QueueOfPod(pod, "")}, nil
 	}
 	pg, err := q.podGroups.PodGroups(pod.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -226,7 +195,7 @@ func (q *Queue) workloadOf(pod *corev1.Pod) (workload, *fwk.Status) {
 	if err != nil {
 		return workload{}, fwk.AsStatus(err)
 	}
-	return workload{queue: v1alpha1.QueueOfPod(pod, pg.Spec.Queue), group: pod.Namespace + "/" + name, pg: pg}, nil
+	return workload{Queue: v1alpha1.QueueOfPod(pod, pg.Spec.Queue), Group: pod.Namespace + "/" + name, PodGroup: pg}, nil
 }
 
 // queueAdded brings back the pending pods of a queue this plugin's informer now shows. The
@@ -356,7 +325,7 @@ func (q *Queue) activatePending(queues map[string]bool) {
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != q.handle.ProfileName() || !q.ledger.Counts(pod) {
 			continue
 		}
-		if w, status := q.workloadOf(pod); status == nil && queues[w.queue] {
+		if w, status := q.workloadOf(pod); status == nil && queues[w.Queue] {
 			pending[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}
@@ -375,7 +344,7 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	if !q.ledger.Counts(pod) {
 		return nil // a system pod: no queue holds it
 	}
-	if q.reclaimer.executor.IsPodRunningPreemption(pod.UID) {
+	if q.reclaimer.Preempting(pod.UID) {
 		// Its victims are being evicted after its cycle: it comes back when the last one goes.
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: waiting for the victims of the pod's preemption to be evicted")
 	}
@@ -387,7 +356,7 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		return nil // TephraGang decides about pods whose group is missing
 	}
 	tree := q.currentTree()
-	leaf, why := tree.WorkloadQueue(w.queue)
+	leaf, why := tree.WorkloadQueue(w.Queue)
 	if why != "" {
 		msg := fmt.Sprintf("%s: %s; the pod waits", v1alpha1.ReasonQueueUnavailable, why)
 		q.podEvent(pod, v1alpha1.ReasonQueueUnavailable, msg)
@@ -402,8 +371,8 @@ func (q *Queue) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	need := c.Requests
-	if w.pg != nil && len(w.pg.Spec.MinResources) > 0 {
-		need = maxOf(need, quota.FromList(w.pg.Spec.MinResources))
+	if w.PodGroup != nil && len(w.PodGroup.Spec.MinResources) > 0 {
+		need = maxOf(need, quota.FromList(w.PodGroup.Spec.MinResources))
 	}
 	for _, n := range leaf.Ancestry() {
 		if over := need.Exceeding(n.Capability); over != "" {
@@ -443,7 +412,7 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 		q.accounts.feed.ObservePod(pod)
 	}
 	s := q.snapshotFor(pod)
-	leaf, why := s.tree.WorkloadQueue(w.queue)
+	leaf, why := s.tree.WorkloadQueue(w.Queue)
 	if why != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: %s", v1alpha1.ReasonQueueUnavailable, why))
 	}
@@ -454,8 +423,8 @@ func (q *Queue) preFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Po
 	need := q.needOf(pod, w)
 	s = s.withDemandFor(leaf.Name, need)
 	var freed map[string]quota.Amounts
-	if f := q.simulated.Load(); f != nil {
-		freed = *f // PodGroupPostFilter places the pod's group without its victims
+	if f := reclaim.Freed(ctx); f != nil {
+		freed = f // PodGroupPostFilter places the pod's group without its victims
 	}
 	v := s.decide(leaf, need, freed, false)
 	if v.msg == "" {
@@ -480,22 +449,22 @@ func (q *Queue) needOf(pod *corev1.Pod, w workload) quota.Amounts {
 	if len(c.Claims) > 0 {
 		// A claim the queue counts placed already (another of its pods uses it) takes nothing.
 		need = need.Clone()
-		placed := q.ledger.PlacedClaimsIn(w.queue, pod.Namespace, c.Claims)
+		placed := q.ledger.PlacedClaimsIn(w.Queue, pod.Namespace, c.Claims)
 		need.Sub(placed)
 		c.Direct = c.Direct.Clone()
 		c.Direct.Sub(placed)
 	}
-	if w.pg == nil {
+	if w.PodGroup == nil {
 		return need
 	}
-	placed, count := q.ledger.GroupPlacement(w.group)
-	missing := int64(w.pg.Spec.MinMember) - int64(count)
+	placed, count := q.ledger.GroupPlacement(w.Group)
+	missing := int64(w.PodGroup.Spec.MinMember) - int64(count)
 	if missing <= 0 {
 		return need
 	}
 	rest := quota.Amounts{}
-	if len(w.pg.Spec.MinResources) > 0 {
-		rest = quota.FromList(w.pg.Spec.MinResources)
+	if len(w.PodGroup.Spec.MinResources) > 0 {
+		rest = quota.FromList(w.PodGroup.Spec.MinResources)
 		rest.Sub(placed)
 	} else {
 		for name, v := range need {
@@ -534,7 +503,7 @@ func (q *Queue) Reserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, 
 	if status != nil {
 		return nil
 	}
-	q.ledger.Assume(pod, w.queue, w.group)
+	q.ledger.Assume(pod, w.Queue, w.Group)
 	q.refusals.Forget(pod.UID)
 	q.shareWaiters.forget(pod.UID)
 	q.holds.forget(pod.UID)
@@ -593,7 +562,7 @@ func (q *Queue) podEvent(pod *corev1.Pod, reason, msg string) {
 // queueNameOf returns the queue a pod counts in, as it resolves now.
 func (q *Queue) queueNameOf(pod *corev1.Pod) string {
 	if w, status := q.workloadOf(pod); status == nil {
-		return w.queue
+		return w.Queue
 	}
 	return v1alpha1.QueueOfPod(pod, "")
 }

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -33,9 +33,9 @@ func TestGroupReclaimTakesLeavingPodsOffTheSnapshot(t *testing.T) {
 	require.NoError(t, snapshot.StartMutations())
 	defer func() { require.NoError(t, snapshot.EndMutations()) }()
 
-	q := &Queue{ledger: ledger.New(v1alpha1.SchedulerName)}
+	q := &Reclaimer{ledger: ledger.New(v1alpha1.SchedulerName)}
 	preemptor := ledgertest.Pod("preemptor", nil, "", 1)
-	r := &reclaimRun{reclaimer: &reclaimer{q: q}, pod: preemptor, work: workload{queue: "team"}, leaf: &quota.Node{Name: "team"}}
+	r := &run{Reclaimer: q, pod: preemptor, work: Workload{Queue: "team"}, leaf: &quota.Node{Name: "team"}}
 	scheduled := false
 	victims, assignments, msg, err := r.chooseForGroup(context.Background(), snapshot, func(context.Context) (*fwk.PodGroupAssignments, *fwk.Status) {
 		scheduled = true
@@ -83,13 +83,13 @@ func TestGroupReclaimVictimsConvergeTogether(t *testing.T) {
 			tree := quota.NewTree([]*v1alpha1.Queue{
 				{ObjectMeta: metav1.ObjectMeta{Name: "v1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "v2"}}, {ObjectMeta: metav1.ObjectMeta{Name: "p"}},
 			})
-			r := &reclaimRun{
-				reclaimer: &reclaimer{q: &Queue{ledger: l}}, pod: ledgertest.Pod("preemptor", nil, "", 8), work: workload{queue: "p", group: "ns/g"},
+			r := &run{
+				Reclaimer: &Reclaimer{ledger: l, plugin: admitting{}}, pod: ledgertest.Pod("preemptor", nil, "", 8), work: Workload{Queue: "p", Group: "ns/g"},
 				leaf: tree.Get("p"), need: quota.Amounts{gpu: 8}, belowShare: true,
-				state: state{tree: tree, view: ledger.View{
+				state: Queues{Tree: tree, View: ledger.View{
 					Total:     quota.Amounts{gpu: 40},
 					Allocated: map[string]quota.Amounts{"v1": {gpu: 20}, "v2": {gpu: 11}, "p": {gpu: tc.pAllocated}},
-				}, deserved: map[string]quota.Amounts{"v1": {gpu: 10}, "v2": {gpu: 10}, "p": {gpu: 20}}},
+				}, Deserved: map[string]quota.Amounts{"v1": {gpu: 10}, "v2": {gpu: 10}, "p": {gpu: 20}}},
 			}
 			// The group fits once b's node is free: the algorithm places it there, and a member
 			// passes Filter only on an empty node.

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"sync"
@@ -141,13 +141,13 @@ func (p *patience) weigh(u *unit) (ok bool, from time.Time) {
 // the plugin's reclaimPatience is, or when the preemptor's queue is below its guarantee, and
 // bounded by the queue's patience limit while the queue is below its deserved share
 // (patiencelimit.go).
-func (r *reclaimRun) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
-	if !r.q.reclaimPatience || r.belowGuarantee(need) {
+func (r *run) patienceFor(pods []*corev1.Pod, need quota.Amounts, now time.Time) patience {
+	if !r.settings.Patience || r.belowGuarantee(need) {
 		return patience{}
 	}
 	names := r.neededResources()
-	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.view.Total, names),
-		now: now, total: r.state.view.Total, names: names, wholeRun: r.q.patienceWholeRun || r.restartsReclaimed(pods),
+	return patience{on: true, since: waitingSince(pods, now), size: sizeOf(need, r.state.View.Total, names),
+		now: now, total: r.state.View.Total, names: names, wholeRun: r.settings.PatienceWholeRun || r.restartsReclaimed(pods),
 		limit: r.patienceLimitFor(r.leaf)}
 }
 
@@ -155,19 +155,19 @@ func (r *reclaimRun) patienceFor(pods []*corev1.Pod, need quota.Amounts, now tim
 // its victims' whole runs, so that restarting it pays for itself as its payback would. Counting
 // the run before the wait, a job that started while it waited would cost nothing: a long job
 // could be thrown away to restart one reclaim took, and so on down a chain.
-func (r *reclaimRun) restartsReclaimed(pods []*corev1.Pod) bool {
+func (r *run) restartsReclaimed(pods []*corev1.Pod) bool {
 	if len(pods) == 0 {
 		return false
 	}
-	return r.q.reclaims.of(jobKey(r.work.group, pods[0])) > 0
+	return r.reclaims.of(jobKey(r.work.Group, pods[0])) > 0
 }
 
 // belowGuarantee says whether the preemptor's queue, with need, stays within its guarantee in
 // every resource it asks for that the queue guarantees.
-func (r *reclaimRun) belowGuarantee(need quota.Amounts) bool {
+func (r *run) belowGuarantee(need quota.Amounts) bool {
 	guaranteed := false
-	used := r.state.view.Allocated[r.leaf.Name].Clone()
-	used.Add(r.state.view.Nominated[r.leaf.Name])
+	used := r.state.View.Allocated[r.leaf.Name].Clone()
+	used.Add(r.state.View.Nominated[r.leaf.Name])
 	for name, v := range need {
 		if v <= 0 {
 			continue
@@ -185,10 +185,10 @@ func (r *reclaimRun) belowGuarantee(need quota.Amounts) bool {
 
 // countReclaims counts the units that restart their jobs among the victims of a reclaim, and
 // leaves the preemptor's job, which asks jobNeed in all, the debt of their work (payback.go).
-func (r *reclaimRun) countReclaims(victims []*unit, jobNeed quota.Amounts, now time.Time) {
+func (r *run) countReclaims(victims []*unit, jobNeed quota.Amounts, now time.Time) {
 	for _, u := range victims {
 		if job := jobOf(u); job != "" && u.kind == kindReclaim && !u.elastic {
-			r.q.reclaims.reclaimed(job, now)
+			r.reclaims.reclaimed(job, now)
 		}
 	}
 	r.owePayback(victims, jobNeed, now)
@@ -244,10 +244,10 @@ func (c *reclaimCounts) of(job string) int {
 
 // overLimit says whether the unit's job was reclaimed as often as the plugin's
 // reclaimLimitPerJob allows (never when there is no limit or the queue is below its guarantee).
-func (r *reclaimRun) overLimit(u *unit, need quota.Amounts) bool {
-	limit := r.q.reclaimLimitPerJob
+func (r *run) overLimit(u *unit, need quota.Amounts) bool {
+	limit := r.settings.LimitPerJob
 	if limit <= 0 || u.kind != kindReclaim || u.elastic {
 		return false
 	}
-	return r.q.reclaims.of(jobOf(u)) >= limit && !r.belowGuarantee(need)
+	return r.reclaims.of(jobOf(u)) >= limit && !r.belowGuarantee(need)
 }

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"fmt"
@@ -22,14 +22,14 @@ import (
 // patienceLimitFor is the longest patience keeps a pod of the leaf queue waiting while the queue is
 // below its deserved share (0: no limit): the Queue's spec.reclaimPatienceLimitSeconds, else the
 // plugin's reclaimPatienceLimit. Zero when the queue is not below its share.
-func (r *reclaimRun) patienceLimitFor(leaf *quota.Node) time.Duration {
+func (r *run) patienceLimitFor(leaf *quota.Node) time.Duration {
 	if !r.belowShare || leaf == nil {
 		return 0
 	}
 	if leaf.ReclaimPatienceLimit != nil {
 		return *leaf.ReclaimPatienceLimit
 	}
-	return r.q.reclaimPatienceLimit
+	return r.settings.PatienceLimit
 }
 
 // limitReached says whether the preemptor has waited its patience limit.
@@ -66,7 +66,7 @@ func (p patience) liftedFor(victims []*unit) bool {
 
 // noteLimitLifted keeps, for the events of the victims' evictions, that the patience limit let
 // them be reclaimed. The caller holds victimsMu.
-func (r *reclaimRun) noteLimitLifted(victims []*unit) {
+func (r *run) noteLimitLifted(victims []*unit) {
 	if !r.patience.liftedFor(victims) {
 		return
 	}
@@ -86,7 +86,7 @@ func (r *reclaimRun) noteLimitLifted(victims []*unit) {
 }
 
 // limitNote is the note kept for a victim's eviction event ("" if none), forgotten once read.
-func (r *reclaimer) limitNote(victim types.UID) string {
+func (r *Reclaimer) limitNote(victim types.UID) string {
 	r.victimsMu.Lock()
 	defer r.victimsMu.Unlock()
 	note := r.limitNotes[victim]

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import "fmt"
 
@@ -28,7 +28,7 @@ type drainOption struct {
 // on top of those chosen makes room for the preemptor. take removes a unit from the dry run's
 // node, unless reclaim may not take it on top of those taken (false); fits says whether the
 // preemptor fits now.
-func (r *reclaimRun) noteDrainable(node string, chosen, deferred []*unit, p *patience, take func(*unit) (bool, error), fits func() bool) error {
+func (r *run) noteDrainable(node string, chosen, deferred []*unit, p *patience, take func(*unit) (bool, error), fits func() bool) error {
 	option := drainOption{units: len(chosen)}
 	for _, u := range chosen {
 		option.lost += p.lost(u)
@@ -54,7 +54,7 @@ func (r *reclaimRun) noteDrainable(node string, chosen, deferred []*unit, p *pat
 // drainTarget is the node to hold for the preemptor ("" if none) and what holding it spares: the
 // one whose victims would throw away the least work, then the fewest victims, then by name, the
 // order in which reclaim prefers nodes once patience runs out.
-func (r *reclaimRun) drainTarget() (string, drainOption) {
+func (r *run) drainTarget() (string, drainOption) {
 	r.victimsMu.Lock()
 	defer r.victimsMu.Unlock()
 	best, bestOption := "", drainOption{}

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"testing"
@@ -21,11 +21,10 @@ import (
 func TestMembersAboveAnArrangedMinimumEvictNobody(t *testing.T) {
 	l := ledger.New(v1alpha1.SchedulerName)
 	members := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{setup.PodGroupIndex: ledger.IndexByGroup})
-	q := &Queue{ledger: l}
-	q.reclaimer = &reclaimer{q: q, members: members}
+	q := &Reclaimer{ledger: l, members: members}
 	resolve := func(string, string) string { return "team" }
 	inGang := map[string]string{v1alpha1.PodGroupLabel: "job"}
-	w := workload{queue: "team", group: "ns/job", pg: &v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{MinMember: 2}}}
+	w := Workload{Queue: "team", Group: "ns/job", PodGroup: &v1alpha1.PodGroup{Spec: v1alpha1.PodGroupSpec{MinMember: 2}}}
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"m0", "m1", "m2", "m3"} {
 		p := ledgertest.Pod(name, inGang, "", 1)

@@ -1,10 +1,9 @@
-package queue
+package reclaim
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/ledger"
 	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
@@ -31,73 +29,52 @@ import (
 // the most important victims the group does not need: nothing is evicted for a group that would
 // still not fit, and every member is nominated to the node the algorithm chose for it.
 
-// simulatedFreed is what the victims of a group's preemption free, by leaf queue, while
-// PodGroupPostFilter asks the pod-group algorithm whether the group fits without them: PreFilter
-// admits the group's pods against it. nil outside that simulation.
-type simulatedFreed = atomic.Pointer[map[string]quota.Amounts]
+// freedKey is the context key of what the victims of a group's preemption free (Freed).
+type freedKey struct{}
 
-// PodGroupPostFilter preempts for an upstream PodGroup that its pod-group cycle could not place.
-func (q *Queue) PodGroupPostFilter(ctx context.Context, cs fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
-	result, status := q.podGroupPostFilter(ctx, cs, pgInfo, schedule)
-	if !status.IsSuccess() {
-		for _, m := range pgInfo.GetUnscheduledPods() {
-			if !v1alpha1.IsSystemPod(m) && q.ledger.Counts(m) {
-				q.shareWaiters.add(q.queueNameOf(m), m)
-			}
-		}
-	}
-	return result, status
+// Freed is what the victims of a group's preemption free, by leaf queue, while PreemptGroup asks
+// the pod-group algorithm whether the group fits without them: the plugin's PreFilter admits the
+// group's pods against it. nil outside that simulation.
+func Freed(ctx context.Context) map[string]quota.Amounts {
+	freed, _ := ctx.Value(freedKey{}).(map[string]quota.Amounts)
+	return freed
 }
 
-func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
-	members := pgInfo.GetUnscheduledPods()
-	if len(members) == 0 || pgInfo.GetPodGroup() == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no pod of the group to make room for")
-	}
-	pod := members[0]
-	if v1alpha1.IsSystemPod(pod) || !q.ledger.Counts(pod) {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the group counts in no queue")
-	}
-	for _, m := range members {
-		if m.Spec.PreemptionPolicy != nil && *m.Spec.PreemptionPolicy == corev1.PreemptNever {
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod %s of the group has preemptionPolicy Never", m.Name))
-		}
-	}
-	w, st, leaf, status := q.preemptorQueue(pod)
-	if status != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+status.Message())
-	}
-	if q.isElastic(w) {
+// PreemptGroup preempts for an upstream PodGroup that its pod-group cycle could not place (the
+// plugin's PodGroupPostFilter): members are its unplaced pods, and p the first of them.
+func (r *Reclaimer) PreemptGroup(ctx context.Context, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc, p Preemptor, members []*corev1.Pod) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	pod, w, st, leaf := p.Pod, p.Workload, p.Queues, p.Leaf
+	if r.isElastic(w) {
 		// The group grows above its placed minimum: elastic pods evict nobody (docs/elastic.md).
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod group %s has its minimum placed; its pods above it only take free capacity", w.group))
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reclaim: pod group %s has its minimum placed; its pods above it only take free capacity", w.Group))
 	}
-	if pending := q.reclaimer.groupPreemptionPending(members); pending != nil {
+	if pending := r.groupPreemptionPending(members); pending != nil {
 		// The victims of its last preemption are still going: keep the room for the group.
 		return &fwk.PodGroupPostFilterResult{NominatingInfos: pending}, fwk.NewStatus(fwk.Success, "reclaim: the group's last preemption is still taking effect")
 	}
 	// What the group asks, all its unplaced members together.
 	need := quota.Amounts{}
 	for _, m := range members {
-		need.Add(q.ledger.PodRequests(m))
+		need.Add(r.ledger.PodRequests(m))
 	}
-	r := &reclaimRun{reclaimer: q.reclaimer, pod: pod, work: w, leaf: leaf, need: need}
-	r.going = r.victimsGoing()
-	st = st.withDemandFor(leaf.Name, need)
-	st = r.withGoing(st)
-	r.state = st
-	r.belowShare = st.belowShare(leaf, need)
-	r.lowestPrior = q.ledger.LowestPlacedPriority(leaf.Name)
-	r.elasticInQueue = q.hasElasticPods(leaf.Name, w.group)
-	if !r.belowShare && corev1helpers.PodPriority(pod) <= r.lowestPrior && !r.elasticInQueue {
+	one := &run{Reclaimer: r, pod: pod, work: w, leaf: leaf, need: need}
+	one.going = one.victimsGoing()
+	st = r.plugin.WithDemandFor(st, leaf.Name, need)
+	st = one.withGoing(st)
+	one.state = st
+	one.belowShare = st.belowShare(leaf, need)
+	one.lowestPrior = r.ledger.LowestPlacedPriority(leaf.Name)
+	one.elasticInQueue = r.hasElasticPods(leaf.Name, w.Group)
+	if !one.belowShare && corev1helpers.PodPriority(pod) <= one.lowestPrior && !one.elasticInQueue {
 		return nil, fwk.NewStatus(fwk.Unschedulable, nothingEvictable(leaf.Name))
 	}
-	pdbs, err := r.pdbs.List(labels.Everything())
+	pdbs, err := one.pdbs.List(labels.Everything())
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	r.budgetsNow = r.budgets(pdbs, r.going)
+	one.budgetsNow = one.budgets(pdbs, one.going)
 
-	lister := q.handle.MutableSnapshotSharedLister()
+	lister := r.handle.MutableSnapshotSharedLister()
 	if err := lister.StartMutations(); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
 	}
@@ -106,36 +83,36 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 			klog.FromContext(ctx).Error(err, "Ending the snapshot's mutations", "podGroup", pgInfo.GetKey())
 		}
 	}()
-	r.patience = r.patienceFor(members, need, time.Now())
-	victims, assignments, msg, err := r.chooseForGroup(ctx, lister, schedule, q.handle)
+	one.patience = one.patienceFor(members, need, time.Now())
+	victims, assignments, msg, err := one.chooseForGroup(ctx, lister, schedule, r.handle)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("reclaim for pod group: %w", err))
 	}
 	if msg != "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+q.sparedJobsNote(klog.FromContext(ctx), &r.protected, members, time.Now()))
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg+r.sparedJobsNote(klog.FromContext(ctx), &one.protected, members, time.Now()))
 	}
 	now := time.Now()
-	r.countReclaims(victims, need, now)
-	r.victimsMu.Lock()
+	one.countReclaims(victims, need, now)
+	one.victimsMu.Lock()
 	var pods []*corev1.Pod
 	for _, u := range victims {
 		for _, p := range u.pods {
-			r.inFlight[p.UID] = now
+			one.inFlight[p.UID] = now
 			pods = append(pods, p)
 		}
 	}
-	r.noteLimitLifted(victims)
-	r.victimsMu.Unlock()
-	q.evictForGroup(klog.FromContext(ctx), members, pods, violations(victims, r.budgetsNow), pgInfo.GetKey())
+	one.noteLimitLifted(victims)
+	one.victimsMu.Unlock()
+	r.evictForGroup(klog.FromContext(ctx), members, pods, violations(victims, one.budgetsNow), pgInfo.GetKey())
 	nominations := map[types.NamespacedName]*fwk.NominatingInfo{}
 	for _, a := range assignments {
 		p := a.GetPod()
 		nominations[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: a.GetNodeName()}
-		q.ledger.Nominate(p.UID, a.GetNodeName(), now)
+		r.ledger.Nominate(p.UID, a.GetNodeName(), now)
 	}
-	setup.EvictingFor(ctx, q.handle, pod)
+	setup.EvictingFor(ctx, r.handle, pod)
 	return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations},
-		fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: evicting %d pods for pod group %s, whose %d pods then fit", len(pods), w.group, len(assignments)))
+		fwk.NewStatus(fwk.Success, fmt.Sprintf("reclaim: evicting %d pods for pod group %s, whose %d pods then fit", len(pods), w.Group, len(assignments)))
 }
 
 // evictForGroup evicts the victims of a group's preemption, which breaks broken budgets, after
@@ -144,14 +121,14 @@ func (q *Queue) podGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState
 // kept the group waiting half a minute in upstream's benchmark. Tried while its victims go, the
 // group would fail and build up backoff: its members wait at PreEnqueue until the last of them is
 // gone, and are tried at once then.
-func (q *Queue) evictForGroup(logger klog.Logger, members, victims []*corev1.Pod, broken int, group string) {
-	q.holdForVictims(members, victims)
-	go q.handle.Parallelizer().Until(q.stop, len(victims), func(i int) {
-		if _, err := q.reclaimer.evict(q.stop, members[0], victims[i], Name, int64(broken)); err != nil {
+func (r *Reclaimer) evictForGroup(logger klog.Logger, members, victims []*corev1.Pod, broken int, group string) {
+	r.holdForVictims(members, victims)
+	go r.handle.Parallelizer().Until(r.stop, len(victims), func(i int) {
+		if _, err := r.evict(r.stop, members[0], victims[i], r.name, int64(broken)); err != nil {
 			logger.Error(err, "Evicting a victim for a pod group", "victim", klog.KObj(victims[i]), "podGroup", group)
-			q.victims.Gone(victims[i].UID) // it stays: the group does not wait for it
+			r.victims.Gone(victims[i].UID) // it stays: the group does not wait for it
 		}
-	}, Name)
+	}, r.name)
 }
 
 // placedChecker is what giving a victim back asks of the framework (the scheduler's fwk.Handle):
@@ -168,14 +145,14 @@ type placedChecker interface {
 // algorithm to place the group once, and gives back the most important units the group still
 // fits beside where the algorithm placed it. It returns the victims, least important first, and
 // the members' nodes, or why nothing may be evicted.
-func (r *reclaimRun) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc, check placedChecker) ([]*unit, []fwk.ProposedAssignment, string, error) {
+func (r *run) chooseForGroup(ctx context.Context, lister fwk.MutableSnapshotSharedLister, schedule fwk.PodGroupSchedulingFunc, check placedChecker) ([]*unit, []fwk.ProposedAssignment, string, error) {
 	candidates, podInfos, err := r.groupCandidates(ctx, lister)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	pool := r.groupPool(candidates)
 	if len(pool) == 0 {
-		return nil, nil, fmt.Sprintf("no pod may be evicted for pod group %s: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", r.work.group, r.leaf.Name), nil
+		return nil, nil, fmt.Sprintf("no pod may be evicted for pod group %s: no other queue it may reclaim from uses more than its deserved share, and queue %q holds no pod of lower priority or above a gang's minimum", r.work.Group, r.leaf.Name), nil
 	}
 	// From here freed is what the units off the snapshot free, kept by move: the sum the pool was
 	// checked against starts again from nothing (counted twice, it let PreFilter admit the group
@@ -188,7 +165,7 @@ func (r *reclaimRun) chooseForGroup(ctx context.Context, lister fwk.MutableSnaps
 	}
 	assignments, ok := r.placeGroup(ctx, schedule, d.freed)
 	if !ok {
-		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.group), nil
+		return nil, nil, fmt.Sprintf("evicting every pod that may be evicted (%d) would not make room for pod group %s; nothing is evicted", podsIn(pool), r.work.Group), nil
 	}
 	// Give back the most important units first: each one the group still fits beside stays. As
 	// upstream's workload-aware preemption reprieves, the members are checked again on the nodes
@@ -212,7 +189,7 @@ func (r *reclaimRun) chooseForGroup(ctx context.Context, lister fwk.MutableSnaps
 	// few (quota.MoveConverges). Evicting more than the group needs to pass it would be absurd:
 	// the group then waits for room instead.
 	if !r.victimsConverge(d.freed) {
-		return nil, nil, fmt.Sprintf("the %d pods pod group %s needs evicted would not bring the queues closer to their deserved shares; nothing is evicted", podsIn(victims), r.work.group), nil
+		return nil, nil, fmt.Sprintf("the %d pods pod group %s needs evicted would not bring the queues closer to their deserved shares; nothing is evicted", podsIn(victims), r.work.Group), nil
 	}
 	slices.Reverse(victims)
 	return victims, assignments, "", nil
@@ -220,7 +197,7 @@ func (r *reclaimRun) chooseForGroup(ctx context.Context, lister fwk.MutableSnaps
 
 // groupCandidates returns the pods on the snapshot's nodes the group may take, and their
 // PodInfos, after it takes the pods on their way out off the snapshot.
-func (r *reclaimRun) groupCandidates(ctx context.Context, lister fwk.MutableSnapshotSharedLister) ([]fwk.PodInfo, map[types.UID]fwk.PodInfo, error) {
+func (r *run) groupCandidates(ctx context.Context, lister fwk.MutableSnapshotSharedLister) ([]fwk.PodInfo, map[types.UID]fwk.PodInfo, error) {
 	infos, err := lister.NodeInfos().List()
 	if err != nil {
 		return nil, nil, err
@@ -252,7 +229,7 @@ func (r *reclaimRun) groupCandidates(ctx context.Context, lister fwk.MutableSnap
 
 // groupPool is every unit the group may take, least important first, as SelectVictimsOnNode
 // would take them one after another.
-func (r *reclaimRun) groupPool(candidates []fwk.PodInfo) []*unit {
+func (r *run) groupPool(candidates []fwk.PodInfo) []*unit {
 	var pool []*unit
 	freed := map[string]quota.Amounts{}
 	taken := newElasticCount()
@@ -315,16 +292,14 @@ func (d *groupDryRun) move(u *unit, sign int) error {
 }
 
 // placeGroup asks the pod-group algorithm to place the group once, its queue admitting it
-// against what the units off the snapshot free (simulatedFreed). It returns the members it
+// against what the units off the snapshot free (Freed). It returns the members it
 // placed on a node, or false if the group does not fit.
-func (r *reclaimer) placeGroup(ctx context.Context, schedule fwk.PodGroupSchedulingFunc, freed map[string]quota.Amounts) ([]fwk.ProposedAssignment, bool) {
+func (r *Reclaimer) placeGroup(ctx context.Context, schedule fwk.PodGroupSchedulingFunc, freed map[string]quota.Amounts) ([]fwk.ProposedAssignment, bool) {
 	f := map[string]quota.Amounts{}
 	for q, a := range freed {
 		f[q] = a.Clone()
 	}
-	r.q.simulated.Store(&f)
-	defer r.q.simulated.Store(nil)
-	result, status := schedule(ctx)
+	result, status := schedule(context.WithValue(ctx, freedKey{}, f))
 	if !status.IsSuccess() || result == nil {
 		return nil, false
 	}
@@ -342,7 +317,7 @@ func (r *reclaimer) placeGroup(ctx context.Context, schedule fwk.PodGroupSchedul
 // algorithm's order, passes Filter on its proposed node with the members before it placed and
 // reserved (their cycle states were made with the unit's pods away: PreFilter's extensions are
 // told of them, as the scheduler tells them of a pod added). Otherwise the unit goes off again.
-func (r *reclaimRun) giveBack(ctx context.Context, lister fwk.MutableSnapshotSharedLister, u *unit, assignments []fwk.ProposedAssignment,
+func (r *run) giveBack(ctx context.Context, lister fwk.MutableSnapshotSharedLister, u *unit, assignments []fwk.ProposedAssignment,
 	freed map[string]quota.Amounts, podInfos map[types.UID]fwk.PodInfo, move func(*unit, int) error, check placedChecker) (stays bool, err error) {
 	logger := klog.FromContext(ctx)
 	if err := move(u, 1); err != nil {
@@ -371,7 +346,7 @@ func (r *reclaimRun) giveBack(ctx context.Context, lister fwk.MutableSnapshotSha
 	if err := extend(true); err != nil {
 		return false, err
 	}
-	fits := r.state.admit(r.leaf, r.need, freed, false) == ""
+	fits := r.admit(r.leaf, r.need, freed, false) == ""
 	var placed []fwk.ProposedAssignment
 	for _, a := range assignments {
 		if !fits {
@@ -412,7 +387,7 @@ func (r *reclaimRun) giveBack(ctx context.Context, lister fwk.MutableSnapshotSha
 
 // victimsConverge says whether victims freeing freed (by queue) together pass the queues'
 // convergence rule; victims of the preemptor's own queue only (preemption by priority) always do.
-func (r *reclaimRun) victimsConverge(freed map[string]quota.Amounts) bool {
+func (r *run) victimsConverge(freed map[string]quota.Amounts) bool {
 	taken := map[string]quota.Amounts{}
 	for q, a := range freed {
 		if q != r.leaf.Name && !a.IsZero() {
@@ -424,10 +399,10 @@ func (r *reclaimRun) victimsConverge(freed map[string]quota.Amounts) bool {
 
 // groupPreemptionPending returns the members' nominations while the victims of the group's last
 // preemption may still be going (nil if there is none).
-func (r *reclaimer) groupPreemptionPending(members []*corev1.Pod) map[types.NamespacedName]*fwk.NominatingInfo {
+func (r *Reclaimer) groupPreemptionPending(members []*corev1.Pod) map[types.NamespacedName]*fwk.NominatingInfo {
 	var out map[types.NamespacedName]*fwk.NominatingInfo
 	for _, m := range members {
-		e, ok := r.q.ledger.Entry(m.UID)
+		e, ok := r.ledger.Entry(m.UID)
 		if !ok || e.Holding || e.NominatedAt.IsZero() || time.Since(e.NominatedAt) >= victimsGrace {
 			continue
 		}

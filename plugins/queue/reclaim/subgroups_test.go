@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"sort"
@@ -47,9 +47,9 @@ func TestARunningGroupIsDisruptedWholeOrASubGroupAtATime(t *testing.T) {
 			}
 			preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
 			l.Observe(preemptor, resolve)
-			r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}, members: members}}
+			r := &run{Reclaimer: &Reclaimer{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups), members: members}}
 			r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
-			r.state = state{tree: tree}
+			r.state = Queues{Tree: tree}
 
 			units := r.units(candidates)
 			var got [][]string
@@ -82,7 +82,7 @@ func TestAPodOutsideTheGroupsSubGroupsGoesWithTheWholeGroup(t *testing.T) {
 	require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ns"}, Spec: v1alpha1.PodGroupSpec{
 		MinMember: 2, SubGroups: []v1alpha1.SubGroup{{Name: "r0", MinMember: 2}}, DisruptionMode: v1alpha1.DisruptionSingle,
 	}}))
-	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{podGroups: schedulinglisters.NewPodGroupLister(groups)}}}
+	r := &run{Reclaimer: &Reclaimer{podGroups: schedulinglisters.NewPodGroupLister(groups)}}
 	stray := ledgertest.Pod("stray", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r9"}, "n", 1)
 	other := ledgertest.Pod("m", map[string]string{v1alpha1.PodGroupLabel: "job", v1alpha1.SubGroupLabel: "r0"}, "n", 1)
 	sub, pods := r.disruptedTogether("ns/job", stray, []*corev1.Pod{stray, other})

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"fmt"
@@ -111,7 +111,7 @@ func (p *protection) result() ([spareReasons]int, time.Time) {
 
 // sparedJobsNote says, for a preemptor that evicted nothing, which jobs reclaim spared ("" if
 // none), and has it tried again when the first of them may be reclaimed.
-func (q *Queue) sparedJobsNote(logger klog.Logger, spared *protection, pods []*corev1.Pod, now time.Time) string {
+func (r *Reclaimer) sparedJobsNote(logger klog.Logger, spared *protection, pods []*corev1.Pod, now time.Time) string {
 	count, first := spared.result()
 	var notes []string
 	if n := count[spareYoung]; n > 0 {
@@ -132,7 +132,7 @@ func (q *Queue) sparedJobsNote(logger klog.Logger, spared *protection, pods []*c
 	note := "; " + strings.Join(notes, "; ")
 	if first.After(now) {
 		// A time already past would wake the pod at once, again and again.
-		q.wakeAt(logger, pods, first)
+		r.wakeAt(logger, pods, first)
 		note += fmt.Sprintf("; the first may be reclaimed in %v", first.Sub(now).Round(time.Second))
 	}
 	return note
@@ -152,8 +152,8 @@ type waker struct {
 
 // wakeAt activates the pods at the given time (a little after, so that the job is of age when the
 // pods are tried). A pod's timer for an earlier time stays; one for a later time is replaced.
-func (q *Queue) wakeAt(logger klog.Logger, pods []*corev1.Pod, at time.Time) {
-	w := &q.wakers
+func (r *Reclaimer) wakeAt(logger klog.Logger, pods []*corev1.Pod, at time.Time) {
+	w := &r.wakers
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.timers == nil {
@@ -175,8 +175,8 @@ func (q *Queue) wakeAt(logger klog.Logger, pods []*corev1.Pod, at time.Time) {
 				delete(w.timers, uid)
 			}
 			w.mu.Unlock()
-			if q.stop.Err() == nil {
-				q.handle.Activate(logger, activate)
+			if r.stop.Err() == nil {
+				r.handle.Activate(logger, activate)
 			}
 		})
 		w.timers[uid] = waker{timer: timer, at: at}

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -27,11 +27,11 @@ import (
 
 // minimumArranged says whether the pod's group has the rest of its minimum arranged: placed, or
 // nominated by a preemption of this scheduler that may still be taking effect.
-func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
-	if w.pg == nil {
+func (r *Reclaimer) minimumArranged(pod *corev1.Pod, w Workload) bool {
+	if w.PodGroup == nil {
 		return false
 	}
-	objs, err := q.reclaimer.members.ByIndex(setup.PodGroupIndex, w.group)
+	objs, err := r.members.ByIndex(setup.PodGroupIndex, w.Group)
 	if err != nil {
 		return false
 	}
@@ -41,7 +41,7 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 		if m.UID == pod.UID || m.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := q.ledger.Entry(m.UID)
+		e, ok := r.ledger.Entry(m.UID)
 		if !ok || e.Terminating {
 			continue
 		}
@@ -49,18 +49,18 @@ func (q *Queue) minimumArranged(pod *corev1.Pod, w workload) bool {
 			arranged++
 		}
 	}
-	return arranged >= int(w.pg.Spec.MinMember)
+	return arranged >= int(w.PodGroup.Spec.MinMember)
 }
 
 // roomComing returns a node the pod fits on once the pods leaving it are gone, counting the pods
 // nominated to it before this one ("" if there is none). The filters run only on nodes that some
 // pod is leaving, and the cycle state is copied only then: while nothing is being evicted, it only
 // reads the nodes' pods.
-func (r *reclaimRun) roomComing(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (string, error) {
-	if r.state.admit(r.leaf, r.need, nil, true) != "" {
+func (r *run) roomComing(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (string, error) {
+	if r.admit(r.leaf, r.need, nil, true) != "" {
 		return "", nil
 	}
-	infos, err := r.q.handle.SnapshotSharedLister().NodeInfos().List()
+	infos, err := r.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return "", err
 	}
@@ -93,7 +93,7 @@ func (r *reclaimRun) roomComing(ctx context.Context, cs fwk.CycleState, pod *cor
 				return "", err
 			}
 		}
-		if !r.q.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, clone).IsSuccess() {
+		if !r.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, clone).IsSuccess() {
 			continue
 		}
 		if r.devices != nil {

@@ -1,14 +1,12 @@
-package queue
+package reclaim
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -85,9 +83,9 @@ func TestPatienceLimitIsTheQueuesElseThePlugins(t *testing.T) {
 	})
 	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
-	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{reclaimPatience: true, reclaimPatienceLimit: 5 * time.Minute}}}
+	r := &run{Reclaimer: &Reclaimer{settings: Settings{Patience: true, PatienceLimit: 5 * time.Minute}}}
 	r.pod, r.need, r.belowShare = pod, quota.Amounts{gpu: 1}, true
-	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}}}
+	r.state = Queues{Tree: tree, View: ledger.View{Total: quota.Amounts{gpu: 8}}}
 	limit := func(queue string) time.Duration {
 		r.leaf = tree.Get(queue)
 		return r.patienceFor([]*corev1.Pod{pod}, r.need, now).limit
@@ -99,26 +97,11 @@ func TestPatienceLimitIsTheQueuesElseThePlugins(t *testing.T) {
 	assert.Zero(t, limit("own"), "a queue at its share reclaims nothing: no limit applies")
 }
 
-func TestArgsTakeAReclaimPatienceLimit(t *testing.T) {
-	args, err := ParseArgs(nil)
-	require.NoError(t, err)
-	assert.Equal(t, DefaultReclaimPatienceLimit, args.ReclaimPatienceLimit.Duration, "an hour by default")
-	assert.Equal(t, time.Hour, DefaultReclaimPatienceLimit)
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "0s"}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.Zero(t, args.ReclaimPatienceLimit.Duration, "0: no limit")
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "1h"}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.Equal(t, time.Hour, args.ReclaimPatienceLimit.Duration)
-	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceLimit": "-1m"}`), ContentType: runtime.ContentTypeJSON})
-	assert.ErrorContains(t, err, "reclaimPatienceLimit: -1m0s must not be negative")
-}
-
 // The eviction events of victims the limit let through say so, once; a victim preempted in the
 // pod's own queue, or one patience let go by itself, has no such note.
 func TestTheLimitNotesTheVictimsItLetThrough(t *testing.T) {
 	p, job := limitedPatience(6*time.Minute, 5*time.Minute)
-	r := &reclaimRun{reclaimer: &reclaimer{}, patience: p}
+	r := &run{Reclaimer: &Reclaimer{}, patience: p}
 	old, preempted := job(8, time.Hour), job(8, time.Hour)
 	preempted.kind = kindPreempt
 	old.pods[0].UID, preempted.pods[0].UID = "old", "preempted"

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"testing"
@@ -55,10 +55,10 @@ func TestPaybackOwedIsTheWorkThrownAwayOverTheJobsSize(t *testing.T) {
 	assert.Equal(t, quota.Amounts{gpu: 2}, gangNeed(quota.Amounts{gpu: 2}, nil), "a lone pod's its own")
 }
 
-// paybackFixture is a reclaimer for a pod of queue "waiting" on 8 GPUs, with candidates of queue
+// paybackFixture is a Reclaimer for a pod of queue "waiting" on 8 GPUs, with candidates of queue
 // "a" started the given time ago, by name.
 type paybackFixture struct {
-	r          *reclaimRun
+	r          *run
 	candidates []fwk.PodInfo
 	pods       map[string]*corev1.Pod
 }
@@ -78,9 +78,9 @@ func newPaybackFixture(t *testing.T, tree *quota.Tree, started map[string]time.D
 	}
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 2)
 	l.Observe(preemptor, resolve)
-	f.r = &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}}
+	f.r = &run{Reclaimer: &Reclaimer{ledger: l, settings: Settings{Patience: true}}}
 	f.r.pod, f.r.leaf, f.r.belowShare, f.r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 2}
-	f.r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{}}}
+	f.r.state = Queues{Tree: tree, View: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{}}}
 	return f
 }
 
@@ -112,16 +112,16 @@ func TestAJobStartedByReclaimIsSparedUntilItHasPaidBack(t *testing.T) {
 	f := newPaybackFixture(t, tree, map[string]time.Duration{"paying": 10 * time.Second, "paid": 2 * time.Minute, "free": 5 * time.Second}, now)
 	f.reclaimedFor(f.pods["paying"], time.Minute, now.Add(-11*time.Second))
 	f.reclaimedFor(f.pods["paid"], time.Minute, now.Add(-121*time.Second))
-	assert.InDelta(t, 60, f.r.q.paybacks.of(podJob(f.pods["paying"])).Seconds(), 1e-3)
+	assert.InDelta(t, 60, f.r.paybacks.of(podJob(f.pods["paying"])).Seconds(), 1e-3)
 
 	assert.Equal(t, []string{"free", "paid"}, f.victims())
 	count, first := f.r.protected.result()
 	assert.Equal(t, 1, count[sparePayback])
 	assert.WithinDuration(t, now.Add(50*time.Second), first, time.Millisecond, "the job has run 10 s of the minute it owes")
-	assert.Contains(t, (&Queue{reclaimer: f.r.reclaimer}).sparedJobsNote(klog.Background(), &f.r.protected, nil, now.Add(time.Hour)),
+	assert.Contains(t, f.r.sparedJobsNote(klog.Background(), &f.r.protected, nil, now.Add(time.Hour)),
 		"1 job(s) it could reclaim were started by reclaim and have not yet run long enough to pay back the work their start threw away")
 
-	f.r.q.reclaimPatience = false
+	f.r.settings.Patience = false
 	assert.Len(t, f.victims(), 3, "payback is part of reclaim patience")
 }
 
@@ -139,13 +139,13 @@ func TestAJobsDebtIsSettledWhenItIsEvictedOrEnds(t *testing.T) {
 	f.r.countReclaims([]*unit{{pods: []*corev1.Pod{f.pods["evicted"]}, kind: kindPreempt}}, quota.Amounts{gpu: 2}, now)
 	ended := f.pods["ended"].DeepCopy()
 	ended.Status.Phase = corev1.PodSucceeded
-	f.r.q.paybacks.podUpdated(f.pods["ended"], ended)
-	f.r.q.paybacks.podUpdated(f.pods["deleted"], f.pods["deleted"])
-	assert.NotZero(t, f.r.q.paybacks.of(podJob(f.pods["deleted"])), "a pod still running keeps its debt")
-	f.r.q.paybacks.podEnded(f.pods["deleted"])
-	f.r.q.paybacks.podEnded(cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: f.pods["gone"]})
+	f.r.paybacks.podUpdated(f.pods["ended"], ended)
+	f.r.paybacks.podUpdated(f.pods["deleted"], f.pods["deleted"])
+	assert.NotZero(t, f.r.paybacks.of(podJob(f.pods["deleted"])), "a pod still running keeps its debt")
+	f.r.paybacks.podEnded(f.pods["deleted"])
+	f.r.paybacks.podEnded(cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: f.pods["gone"]})
 	assert.ElementsMatch(t, []string{"evicted", "ended", "deleted", "gone"}, f.victims())
-	assert.Zero(t, f.r.q.paybacks.of(podJob(f.r.pod)), "the preemption threw away no job's run")
+	assert.Zero(t, f.r.paybacks.of(podJob(f.r.pod)), "the preemption threw away no job's run")
 }
 
 // A queue below its guarantee ignores debts, as it ignores patience and the limit per job.
@@ -158,7 +158,7 @@ func TestAQueueBelowItsGuaranteeIgnoresPayback(t *testing.T) {
 	f := newPaybackFixture(t, tree, map[string]time.Duration{"paying": time.Second}, now)
 	f.reclaimedFor(f.pods["paying"], time.Minute, now)
 	assert.Equal(t, []string{"paying"}, f.victims(), "2 asked are within the guarantee of 2")
-	f.r.state.view.Allocated["waiting"] = quota.Amounts{gpu: 2}
+	f.r.state.View.Allocated["waiting"] = quota.Amounts{gpu: 2}
 	assert.Empty(t, f.victims(), "past its guarantee, the queue waits for the job to pay back")
 }
 
@@ -170,13 +170,13 @@ func TestAJobReclaimedBeforeCountsItsVictimsWholeRuns(t *testing.T) {
 	f := newPaybackFixture(t, tree, nil, now)
 	pods := []*corev1.Pod{f.r.pod}
 	assert.False(t, f.r.patienceFor(pods, f.r.need, now).wholeRun, "never reclaimed")
-	f.r.q.reclaims.reclaimed(podJob(f.r.pod), now)
+	f.r.reclaims.reclaimed(podJob(f.r.pod), now)
 	p := f.r.patienceFor(pods, f.r.need, now)
 	assert.True(t, p.on)
 	assert.True(t, p.wholeRun, "reclaimed once: restarting it must pay for itself")
 
-	f.r.work.group = "ns/gang"
+	f.r.work.Group = "ns/gang"
 	assert.False(t, f.r.patienceFor(pods, f.r.need, now).wholeRun, "a gang is its group, not its pod")
-	f.r.q.reclaims.reclaimed(jobOf(&unit{group: "ns/gang"}), now)
+	f.r.reclaims.reclaimed(jobOf(&unit{group: "ns/gang"}), now)
 	assert.True(t, f.r.patienceFor(pods, f.r.need, now).wholeRun)
 }

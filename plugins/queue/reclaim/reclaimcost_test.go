@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"testing"
@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -103,13 +102,13 @@ func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
 	})
 	pod := ledgertest.Pod("preemptor", nil, "", 1)
 	pod.CreationTimestamp = metav1.Time{Time: now.Add(-time.Minute)}
-	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{reclaimPatience: true}}}
+	r := &run{Reclaimer: &Reclaimer{settings: Settings{Patience: true}}}
 	r.pod, r.need = pod, quota.Amounts{gpu: 1}
-	r.state = state{tree: tree, view: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
+	r.state = Queues{Tree: tree, View: ledger.View{Total: quota.Amounts{gpu: 8}, Allocated: map[string]quota.Amounts{"owed": {gpu: 1}}}}
 
 	r.leaf = tree.Get("owed")
 	assert.False(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "1 held and 1 asked are within the guarantee of 2")
-	r.state.view.Allocated["owed"] = quota.Amounts{gpu: 2}
+	r.state.View.Allocated["owed"] = quota.Amounts{gpu: 2}
 	p := r.patienceFor([]*corev1.Pod{pod}, r.need, now)
 	assert.True(t, p.on, "past the guarantee, the queue is patient")
 	assert.Equal(t, now.Add(-time.Minute), p.since)
@@ -117,7 +116,7 @@ func TestAQueueBelowItsGuaranteeReclaimsAtOnce(t *testing.T) {
 
 	r.leaf = tree.Get("other")
 	assert.True(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "a queue without a guarantee is patient")
-	r.q.reclaimPatience = false
+	r.settings.Patience = false
 	assert.False(t, r.patienceFor([]*corev1.Pod{pod}, r.need, now).on, "off by default")
 }
 
@@ -141,9 +140,9 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 	}
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
 	l.Observe(preemptor, resolve)
-	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimLimitPerJob: 2}}}
+	r := &run{Reclaimer: &Reclaimer{ledger: l, settings: Settings{LimitPerJob: 2}}}
 	r.pod, r.leaf, r.belowShare, r.need = preemptor, tree.Get("waiting"), true, quota.Amounts{gpu: 1}
-	r.state = state{tree: tree}
+	r.state = Queues{Tree: tree}
 	now := time.Now()
 	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}}, nil, now)
 	r.countReclaims([]*unit{{pods: []*corev1.Pod{pods["twice"]}, kind: kindReclaim}, {pods: []*corev1.Pod{pods["once"]}, kind: kindReclaim}}, nil, now)
@@ -160,31 +159,10 @@ func TestAJobReclaimedAsOftenAsTheLimitIsNotReclaimedAgain(t *testing.T) {
 
 	gang := &unit{pods: []*corev1.Pod{ledgertest.Pod("m0", nil, "n", 1), ledgertest.Pod("m1", nil, "n", 1)}, group: "ns/g", kind: kindReclaim}
 	r.countReclaims([]*unit{gang}, nil, now)
-	assert.Equal(t, 1, r.q.reclaims.of(jobOf(gang)), "a gang is one job")
+	assert.Equal(t, 1, r.reclaims.of(jobOf(gang)), "a gang is one job")
 	assert.False(t, r.overLimit(&unit{group: "ns/assumed", kind: kindReclaim}, r.need), "a gang unit without bound pods has a job all the same")
 	assert.Empty(t, jobOf(&unit{kind: kindReclaim}), "a unit without pods or group is no job")
-	r.q.reclaimLimitPerJob = 0
+	r.settings.LimitPerJob = 0
 	r.protected = protection{} // as a new run
 	assert.Len(t, r.units(candidates), 2, "0: no limit")
-}
-
-func TestArgsTakeReclaimPatienceAndALimitPerJob(t *testing.T) {
-	args, err := ParseArgs(nil)
-	require.NoError(t, err)
-	assert.True(t, *args.ReclaimPatience, "on by default")
-	assert.Equal(t, PatienceCountsRunBeforeWait, args.ReclaimPatienceCounts, "the run before the wait by default")
-	assert.Equal(t, int32(2), *args.ReclaimLimitPerJob, "twice by default")
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": false, "reclaimLimitPerJob": 0}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.False(t, *args.ReclaimPatience, "an admin turns it off")
-	assert.Zero(t, *args.ReclaimLimitPerJob, "0: no limit")
-	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimLimitPerJob": -1}`), ContentType: runtime.ContentTypeJSON})
-	assert.ErrorContains(t, err, "reclaimLimitPerJob: -1 must not be negative")
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "WholeRun"}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.Equal(t, PatienceCountsWholeRun, args.ReclaimPatienceCounts)
-	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatienceCounts": "Everything"}`), ContentType: runtime.ContentTypeJSON})
-	assert.ErrorContains(t, err, `reclaimPatienceCounts: "Everything" is not RunBeforeWait or WholeRun`)
-	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimPatience": "yes"}`), ContentType: runtime.ContentTypeJSON})
-	assert.Error(t, err, "a string is no bool")
 }

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"fmt"
@@ -22,19 +22,19 @@ import (
 // capacity plus what may be evicted there covers the minimum; of those, the one with the most
 // free already, so the fewest pods go. nil, "" without a topology (or for a preferred one with no
 // such domain: the cluster); nil and why when a required one has none.
-func (r *reclaimRun) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[string], string) {
-	if w.pg == nil {
+func (r *run) reclaimDomain(w Workload, minimum quota.Amounts) (sets.Set[string], string) {
+	if w.PodGroup == nil {
 		return nil, ""
 	}
 	var get func(string) (*v1alpha1.Topology, error)
-	if r.q.topologies != nil {
-		get = r.q.topologies.Get
+	if r.topologies != nil {
+		get = r.topologies.Get
 	}
-	c, problem := topology.ForGroup(w.pg, r.pod, topology.ListerLookup(get))
+	c, problem := topology.ForGroup(w.PodGroup, r.pod, topology.ListerLookup(get))
 	if c == nil || problem != "" {
 		return nil, "" // TephraGang refuses an invalid topology at PreFilter
 	}
-	infos, err := r.q.handle.SnapshotSharedLister().NodeInfos().List()
+	infos, err := r.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, ""
 	}
@@ -47,15 +47,15 @@ func (r *reclaimRun) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[
 		// Devices are not in the node's allocatable: the node's slices offer them, and its pods'
 		// charges use them.
 		var onNode quota.Amounts
-		if r.q.accounts.devices != nil {
-			onNode = r.q.accounts.devices.OnNode(name)
+		if r.nodeDevices != nil {
+			onNode = r.nodeDevices.OnNode(name)
 		}
 		for res := range minimum {
 			a, u := capacity.Of(info, res)
 			if a == 0 && onNode[res] > 0 {
 				a, u = onNode[res], 0
 				for _, pi := range info.GetPods() {
-					if entry, ok := r.q.ledger.Entry(pi.GetPod().UID); ok {
+					if entry, ok := r.ledger.Entry(pi.GetPod().UID); ok {
 						u += entry.Requests[res]
 					}
 				}
@@ -64,11 +64,11 @@ func (r *reclaimRun) reclaimDomain(w workload, minimum quota.Amounts) (sets.Set[
 		}
 		for _, pi := range info.GetPods() {
 			pod := pi.GetPod()
-			entry, ok := r.q.ledger.Entry(pod.UID)
+			entry, ok := r.ledger.Entry(pod.UID)
 			if !ok || entry.Terminating || pod.DeletionTimestamp != nil || r.going[pod.UID] {
 				continue
 			}
-			mine := entry.Queue == r.leaf.Name && entry.Group != w.group && (entry.Priority < priority || r.elasticInQueue)
+			mine := entry.Queue == r.leaf.Name && entry.Group != w.Group && (entry.Priority < priority || r.elasticInQueue)
 			if mine || r.belowShare && overFloor[entry.Queue] {
 				e.Add(entry.Requests)
 			}
@@ -143,16 +143,16 @@ func dominantAmount(have, minimum quota.Amounts) int64 {
 
 // queuesOverFloor are the reclaimable leaf queues other than the preemptor's that hold more
 // than their deserved share and guarantee of some resource: reclaim may take from them.
-func (r *reclaimRun) queuesOverFloor() map[string]bool {
+func (r *run) queuesOverFloor() map[string]bool {
 	out := map[string]bool{}
-	for _, n := range r.state.tree.Nodes() {
+	for _, n := range r.state.Tree.Nodes() {
 		if !n.Leaf() || n.Name == r.leaf.Name || !n.Reclaimable {
 			continue
 		}
-		alloc := r.state.view.Allocated[n.Name].Clone()
-		alloc.Sub(r.state.view.Terminating[n.Name])
+		alloc := r.state.View.Allocated[n.Name].Clone()
+		alloc.Sub(r.state.View.Terminating[n.Name])
 		for name, v := range alloc {
-			if v > max(r.state.deserved[n.Name][name], n.Guarantee[name]) {
+			if v > max(r.state.Deserved[n.Name][name], n.Guarantee[name]) {
 				out[n.Name] = true
 				break
 			}

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // nodeDryRun is SelectVictimsOnNode's dry run on one node: the node without the pods on their
 // way out and the units taken so far, and what those units free. kube-scheduler's preemption
 // evaluator dry-runs the candidate nodes in parallel: each call has its own, never kept on the
-// reclaimer.
+// Reclaimer.
 type nodeDryRun struct {
-	r         *reclaimRun
+	r         *run
 	cs        fwk.CycleState
 	preemptor *corev1.Pod
 	// nodeInfo is the evaluator's copy of the node, which the dry run changes.
@@ -32,7 +32,7 @@ type nodeDryRun struct {
 }
 
 // newNodeDryRun starts a dry run on the node with the pods on their way out taken off.
-func (r *reclaimRun) newNodeDryRun(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo) (*nodeDryRun, *fwk.Status) {
+func (r *run) newNodeDryRun(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo) (*nodeDryRun, *fwk.Status) {
 	d := &nodeDryRun{r: r, cs: cs, preemptor: preemptor, nodeInfo: nodeInfo, node: nodeInfo.Node().Name}
 	// Pods on their way out (terminating, or victims of the last preemptions that do not show as
 	// terminating yet) free their room whatever is chosen here, and the pods nominated to the
@@ -79,7 +79,7 @@ func (d *nodeDryRun) restore(u *unit) *fwk.Status {
 		if p.Spec.NodeName != d.node {
 			continue
 		}
-		info, err := d.r.q.handle.SnapshotSharedLister().NodeInfos().Get(d.node)
+		info, err := d.r.handle.SnapshotSharedLister().NodeInfos().Get(d.node)
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
@@ -98,10 +98,10 @@ func (d *nodeDryRun) restore(u *unit) *fwk.Status {
 // there.
 func (d *nodeDryRun) fits(ctx context.Context) bool {
 	r := d.r
-	if r.state.admit(r.leaf, r.need, d.freed, true) != "" {
+	if r.admit(r.leaf, r.need, d.freed, true) != "" {
 		return false
 	}
-	if !r.q.handle.RunFilterPluginsWithNominatedPods(ctx, d.cs, d.preemptor, d.nodeInfo).IsSuccess() {
+	if !r.handle.RunFilterPluginsWithNominatedPods(ctx, d.cs, d.preemptor, d.nodeInfo).IsSuccess() {
 		return false
 	}
 	if r.devices == nil {

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -44,15 +44,15 @@ type deviceFit struct {
 // claims waits for an allocation. It also says when the check cannot be made (the scheduler's
 // claim for a DRA-backed extended resource exists only once allocated): reclaim then keeps
 // DynamicResources' own verdict.
-func (q *Queue) newDeviceFit(pod *corev1.Pod) (*deviceFit, error) {
+func (r *Reclaimer) newDeviceFit(pod *corev1.Pod) (*deviceFit, error) {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return nil, nil
 	}
-	dra := q.handle.SharedDRAManager()
+	dra := r.handle.SharedDRAManager()
 	if dra == nil {
 		return nil, nil
 	}
-	f := &deviceFit{handle: q.handle, cel: q.deviceCEL}
+	f := &deviceFit{handle: r.handle, cel: r.deviceCEL}
 	for i := range pod.Spec.ResourceClaims {
 		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
 		if err != nil {

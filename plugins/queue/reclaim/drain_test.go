@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func drainUnit(now time.Time, ran time.Duration) *unit {
 func TestDrainHoldsTheNodeWhoseVictimsLoseLeast(t *testing.T) {
 	now := time.Now()
 	p := &patience{on: true, since: now, size: 0.5, now: now, total: quota.Amounts{"nvidia.com/gpu": 8}, names: []corev1.ResourceName{"nvidia.com/gpu"}}
-	r := &reclaimRun{reclaimer: &reclaimer{}, drainable: map[string]drainOption{}}
+	r := &run{Reclaimer: &Reclaimer{}, drainable: map[string]drainOption{}}
 	// fitsAfter makes a node fit once n units are taken.
 	fitsAfter := func(n int) (func(*unit) (bool, error), func() bool) {
 		taken := 0
@@ -60,6 +60,6 @@ func TestDrainHoldsTheNodeWhoseVictimsLoseLeast(t *testing.T) {
 	require.NoError(t, r.noteDrainable("refused", nil, []*unit{refused, drainUnit(now, time.Minute)}, p, take, func() bool { return taken >= 2 }))
 	assert.NotContains(t, r.drainable, "refused")
 
-	none, _ := (&reclaimRun{reclaimer: &reclaimer{}, drainable: map[string]drainOption{}}).drainTarget()
+	none, _ := (&run{Reclaimer: &Reclaimer{}, drainable: map[string]drainOption{}}).drainTarget()
 	assert.Empty(t, none)
 }

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -92,8 +92,8 @@ func (m *gangPlanMemo) put(group string, f gangPlan, now time.Time) {
 // missingMembers are the pods the gang's minimum still misses, the preemptor first: the
 // preemptor, then its smallest other members not placed and without room on its way, up to the
 // minimum. Members not created yet count as the preemptor's like.
-func (r *reclaimRun) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
-	objs, _ := r.members.ByIndex(setup.PodGroupIndex, w.group)
+func (r *run) missingMembers(pod *corev1.Pod, w Workload) []*corev1.Pod {
+	objs, _ := r.members.ByIndex(setup.PodGroupIndex, w.Group)
 	arranged := 0
 	var waiting []*corev1.Pod
 	for _, obj := range objs {
@@ -101,7 +101,7 @@ func (r *reclaimRun) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 		if m.UID == pod.UID || m.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := r.q.ledger.Entry(m.UID)
+		e, ok := r.ledger.Entry(m.UID)
 		if ok && e.Terminating {
 			continue
 		}
@@ -111,14 +111,14 @@ func (r *reclaimRun) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 		}
 		waiting = append(waiting, m)
 	}
-	missing := int(w.pg.Spec.MinMember) - arranged
+	missing := int(w.PodGroup.Spec.MinMember) - arranged
 	if missing <= 0 {
 		return nil
 	}
-	total, names := r.state.view.Total, r.neededResources()
+	total, names := r.state.View.Total, r.neededResources()
 	sizes := make(map[types.UID]float64, len(waiting))
 	for _, m := range waiting {
-		sizes[m.UID] = sizeOf(r.q.ledger.PodRequests(m), total, names)
+		sizes[m.UID] = sizeOf(r.ledger.PodRequests(m), total, names)
 	}
 	sort.SliceStable(waiting, func(i, j int) bool { return sizes[waiting[i].UID] < sizes[waiting[j].UID] })
 	out := []*corev1.Pod{pod}
@@ -134,12 +134,12 @@ func (r *reclaimRun) missingMembers(pod *corev1.Pod, w workload) []*corev1.Pod {
 
 // planGang says why nothing is evicted for the member of a gang ("" when the rest of its minimum
 // can have room too), from the gang's last plan while it is valid.
-func (r *reclaimRun) planGang(ctx context.Context, pod *corev1.Pod, w workload, m fwk.NodeToStatusReader) string {
+func (r *run) planGang(ctx context.Context, pod *corev1.Pod, w Workload, m fwk.NodeToStatusReader) string {
 	logger := klog.FromContext(ctx)
 	now := time.Now()
-	if f, ok := r.gangPlans.get(w.group, now); ok {
+	if f, ok := r.gangPlans.get(w.Group, now); ok {
 		if !f.wake.IsZero() {
-			r.q.wakeAt(logger, []*corev1.Pod{pod}, f.wake)
+			r.wakeAt(logger, []*corev1.Pod{pod}, f.wake)
 		}
 		return f.why
 	}
@@ -156,10 +156,10 @@ func (r *reclaimRun) planGang(ctx context.Context, pod *corev1.Pod, w workload, 
 	}
 	if why == "" {
 		r.protected.restore(before)
-		r.gangPlans.put(w.group, gangPlan{until: now.Add(gangPlanFoundValid)}, now)
+		r.gangPlans.put(w.Group, gangPlan{until: now.Add(gangPlanFoundValid)}, now)
 		return ""
 	}
-	why += r.q.sparedJobsNote(logger, &r.protected, []*corev1.Pod{pod}, now)
+	why += r.sparedJobsNote(logger, &r.protected, []*corev1.Pod{pod}, now)
 	until := now.Add(gangPlanFailedValid)
 	if !wake.After(now) {
 		// Spared for what was taken with it, not for a time: nothing to wake for.
@@ -167,7 +167,7 @@ func (r *reclaimRun) planGang(ctx context.Context, pod *corev1.Pod, w workload, 
 	} else if wake.Before(until) {
 		until = wake
 	}
-	r.gangPlans.put(w.group, gangPlan{why: why, until: until, wake: wake}, now)
+	r.gangPlans.put(w.Group, gangPlan{why: why, until: until, wake: wake}, now)
 	return why
 }
 
@@ -186,12 +186,12 @@ type planNode struct {
 
 // gangRoom says why reclaim cannot make room now for every pod the gang's minimum misses ("" when
 // it can), and when the first job spared for patience or age may be taken.
-func (r *reclaimRun) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusReader, now time.Time) (string, time.Time, error) {
+func (r *run) gangRoom(pod *corev1.Pod, w Workload, m fwk.NodeToStatusReader, now time.Time) (string, time.Time, error) {
 	missing := r.missingMembers(pod, w)
 	if len(missing) <= 1 {
 		return "", time.Time{}, nil
 	}
-	infos, err := r.q.handle.SnapshotSharedLister().NodeInfos().List()
+	infos, err := r.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -232,13 +232,13 @@ func (r *reclaimRun) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRea
 		// (other than those planned here) wait for room there.
 		for _, pi := range info.GetPods() {
 			if p := pi.GetPod(); p.DeletionTimestamp != nil || r.going[p.UID] {
-				room.Add(r.q.ledger.PodRequests(p))
+				room.Add(r.ledger.PodRequests(p))
 			}
 		}
 		// As the filters count them for the preemptor: of its priority or higher.
-		for _, pi := range r.q.handle.NominatedPodsForNode(node.Name) {
+		for _, pi := range r.handle.NominatedPodsForNode(node.Name) {
 			if p := pi.GetPod(); !planned[p.UID] && corev1helpers.PodPriority(p) >= priority {
-				room.Sub(r.q.ledger.PodRequests(p))
+				room.Sub(r.ledger.PodRequests(p))
 			}
 		}
 		nodes = append(nodes, &planNode{name: node.Name, room: room, pods: info.GetPods(),
@@ -247,7 +247,7 @@ func (r *reclaimRun) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRea
 	if placed := r.planRoom(missing, nodes, names, now); placed < len(missing) {
 		_, first := r.protected.result()
 		return fmt.Sprintf("free room and what may be reclaimed now make room for %d of the %d pods the minimum of pod group %s misses; nothing is evicted",
-			placed, len(missing), w.group), first, nil
+			placed, len(missing), w.Group), first, nil
 	}
 	return "", time.Time{}, nil
 }
@@ -256,8 +256,8 @@ func (r *reclaimRun) gangRoom(pod *corev1.Pod, w workload, m fwk.NodeToStatusRea
 // ones fit), each on free room if a node has it, else on room reclaim may take; it returns how
 // many it placed before one found no node. The first pod is the preemptor: the nodes its filters
 // rule out (unresolvable) are ruled out for the members of its task too, not for the others.
-func (r *reclaimRun) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
-	total := r.state.view.Total
+func (r *run) planRoom(missing []*corev1.Pod, nodes []*planNode, names []corev1.ResourceName, now time.Time) int {
+	total := r.state.View.Total
 	type member struct {
 		pod  *corev1.Pod
 		need quota.Amounts
@@ -267,7 +267,7 @@ func (r *reclaimRun) planRoom(missing []*corev1.Pod, nodes []*planNode, names []
 	task := v1alpha1.TaskOf(missing[0])
 	order := make([]member, len(missing))
 	for i, p := range missing {
-		need := r.q.ledger.PodRequests(p)
+		need := r.ledger.PodRequests(p)
 		order[i] = member{pod: p, need: need, size: sizeOf(need, total, names), like: v1alpha1.TaskOf(p) == task}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].size > order[j].size })
@@ -305,14 +305,14 @@ func holds(room, need quota.Amounts, names []corev1.ResourceName) bool {
 }
 
 // placeFree puts need on the free node it leaves least room on, and says whether there is one.
-func (r *reclaimRun) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName, like bool) bool {
+func (r *run) placeFree(nodes []*planNode, need quota.Amounts, names []corev1.ResourceName, like bool) bool {
 	var best *planNode
 	bestLeft := 0.0
 	for _, n := range nodes {
 		if (n.unresolvable && like) || !holds(n.room, need, names) {
 			continue
 		}
-		left := sizeOf(n.room, r.state.view.Total, names)
+		left := sizeOf(n.room, r.state.View.Total, names)
 		if best == nil || left < bestLeft {
 			best, bestLeft = n, left
 		}
@@ -348,7 +348,7 @@ func unitKey(u *unit) string {
 // now makes room, and takes it; it says whether there was one. As in the dry run, units are taken
 // least important first until the pod fits, then the most important of them that are not needed
 // are given back.
-func (r *reclaimRun) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
+func (r *run) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []corev1.ResourceName, nodes []*planNode,
 	byName map[string]*planNode, t *planTaken, gained quota.Amounts, like bool, now time.Time) bool {
 	for _, n := range nodes {
 		if n.unresolvable && like {
@@ -383,7 +383,7 @@ func (r *reclaimRun) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []
 			here := quota.Amounts{}
 			for _, v := range u.pods {
 				if v.Spec.NodeName == n.name {
-					here.Add(r.q.ledger.PodRequests(v))
+					here.Add(r.ledger.PodRequests(v))
 				}
 			}
 			chosen, frees = append(chosen, u), append(frees, here)
@@ -417,7 +417,7 @@ func (r *reclaimRun) placeReclaiming(p *corev1.Pod, need quota.Amounts, names []
 			}
 			for _, v := range u.pods {
 				if other := byName[v.Spec.NodeName]; other != nil && other != n {
-					other.room.Add(r.q.ledger.PodRequests(v))
+					other.room.Add(r.ledger.PodRequests(v))
 				}
 			}
 		}

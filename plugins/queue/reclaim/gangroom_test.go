@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"testing"
@@ -59,12 +59,12 @@ func TestAGangReclaimsOnlyWhenItsWholeMinimumCanHaveRoom(t *testing.T) {
 			l.Observe(p, resolve)
 			members = append(members, p)
 		}
-		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimPatience: true}}}
+		r := &run{Reclaimer: &Reclaimer{ledger: l, settings: Settings{Patience: true}}}
 		r.pod, r.leaf, r.belowShare, r.need = members[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
-		r.work = workload{queue: "waiting", group: "ns/job"}
-		r.state = state{tree: tree,
-			view:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: hogAllocated}}},
-			deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
+		r.work = Workload{Queue: "waiting", Group: "ns/job"}
+		r.state = Queues{Tree: tree,
+			View:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: hogAllocated}}},
+			Deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
 		placed := r.planRoom(members, nodes, []corev1.ResourceName{gpu}, came.Add(waited))
 		count, _ := r.protected.result()
 		assert.Equal(t, quota.Amounts{gpu: 8}, r.need, "the plan gives the preemptor's need back")
@@ -113,17 +113,17 @@ func TestAGangPlanRulesOutNodesForThePreemptorsTaskOnly(t *testing.T) {
 		return p
 	}
 	plan := func(launcherFirst bool) int {
-		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l}}}
+		r := &run{Reclaimer: &Reclaimer{ledger: l}}
 		launcher, worker := member("launcher", "launcher"), member("worker", "worker")
 		missing := []*corev1.Pod{launcher, worker}
 		if !launcherFirst {
 			missing = []*corev1.Pod{worker, launcher}
 		}
 		r.pod, r.leaf, r.belowShare, r.need = missing[0], tree.Get("waiting"), true, quota.Amounts{gpu: 8}
-		r.work = workload{queue: "waiting", group: "ns/job"}
-		r.state = state{tree: tree,
-			view:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: 16}}},
-			deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
+		r.work = Workload{Queue: "waiting", Group: "ns/job"}
+		r.state = Queues{Tree: tree,
+			View:     ledger.View{Total: quota.Amounts{gpu: 24}, Allocated: map[string]quota.Amounts{"hog": {gpu: 16}}},
+			Deserved: map[string]quota.Amounts{"hog": {gpu: 8}, "waiting": {gpu: 16}}}
 		nodes := []*planNode{
 			{name: "a", room: quota.Amounts{gpu: 8}, unresolvable: true},
 			{name: "b", room: quota.Amounts{gpu: 0}, pods: []fwk.PodInfo{hog("old", "b", 4, time.Hour), hog("young", "b", 4, time.Minute)}},

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type budget struct {
 // budgets reads the PodDisruptionBudgets once per PostFilter, with the pods they cover as the
 // scheduler's informer shows them now. Budgets whose selector is empty or invalid match nothing,
 // as in upstream's preemption.
-func (r *reclaimer) budgets(pdbs []*policy.PodDisruptionBudget, going map[types.UID]bool) []budget {
+func (r *Reclaimer) budgets(pdbs []*policy.PodDisruptionBudget, going map[types.UID]bool) []budget {
 	var out []budget
 	for _, pdb := range pdbs {
 		selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -136,7 +136,7 @@ func sortedKeys(set map[string]bool) string {
 
 // budgetNote is what the event of a victim of a preemption that breaks budgets adds, naming the
 // budgets that cover the victim ("" if none does).
-func (r *reclaimer) budgetNote(victim *corev1.Pod, violating int64) string {
+func (r *Reclaimer) budgetNote(victim *corev1.Pod, violating int64) string {
 	if violating == 0 || len(victim.Labels) == 0 {
 		return ""
 	}

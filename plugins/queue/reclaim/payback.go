@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"sync"
@@ -141,27 +141,27 @@ func paybackOwed(victims []*unit, size float64, now time.Time, total quota.Amoun
 
 // owePayback settles the debts of the victims of a reclaim (they start again) and leaves the
 // preemptor's job, which asks jobNeed in all, the debt of the work they throw away.
-func (r *reclaimRun) owePayback(victims []*unit, jobNeed quota.Amounts, now time.Time) {
+func (r *run) owePayback(victims []*unit, jobNeed quota.Amounts, now time.Time) {
 	for _, u := range victims {
 		if !u.elastic {
-			r.q.paybacks.settle(jobOf(u))
+			r.paybacks.settle(jobOf(u))
 		}
 	}
-	if !r.q.reclaimPatience {
+	if !r.settings.Patience {
 		return
 	}
 	names := r.neededResources()
-	total := r.state.view.Total
-	r.q.paybacks.incur(jobKey(r.work.group, r.pod), paybackOwed(victims, sizeOf(jobNeed, total, names), now, total, names), now)
+	total := r.state.View.Total
+	r.paybacks.incur(jobKey(r.work.Group, r.pod), paybackOwed(victims, sizeOf(jobNeed, total, names), now, total, names), now)
 }
 
 // paidBackFrom is when the unit's job has run long enough to pay back the work its start threw
 // away: zero when it owes nothing, or the preemptor's queue is below its guarantee.
-func (r *reclaimRun) paidBackFrom(u *unit, now time.Time) time.Time {
-	if !r.q.reclaimPatience || u.kind != kindReclaim || u.elastic {
+func (r *run) paidBackFrom(u *unit, now time.Time) time.Time {
+	if !r.settings.Patience || u.kind != kindReclaim || u.elastic {
 		return time.Time{}
 	}
-	owed := r.q.paybacks.of(jobOf(u))
+	owed := r.paybacks.of(jobOf(u))
 	if owed <= 0 || r.belowGuarantee(r.need) {
 		return time.Time{}
 	}

@@ -1,16 +1,17 @@
-package queue
+package reclaim
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 	corev1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/tephra-dev/tephra/internal/ledger/ledgertest"
 )
 
 func budgetFor(allowed int32, app string) budget {

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 // Victim selection: which pods a preemptor may evict on a node, in what order, and which of
 // them it takes (kube-scheduler's preemption evaluator calls SelectVictimsOnNode per candidate
@@ -54,7 +54,7 @@ type unit struct {
 // guarantee (reclaim), or it is a lower-priority pod of the preemptor's own queue (preemption).
 // Then every victim that is not needed is spared, those that break a budget first. The budgets
 // are PostFilter's (budgetsNow), which count the victims still going as disrupted already.
-func (r *reclaimRun) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
+func (r *run) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState, preemptor *corev1.Pod, nodeInfo fwk.NodeInfo, possible []*preemption.DomainVictim, _ []*policy.PodDisruptionBudget) ([]*corev1.Pod, int, *fwk.Status) {
 	var candidates []fwk.PodInfo
 	for _, dv := range possible {
 		candidates = append(candidates, dv.Pods()...)
@@ -109,7 +109,7 @@ func (r *reclaimRun) SelectVictimsOnNode(ctx context.Context, cs fwk.CycleState,
 // reclaim allows on top of those taken, no more of an elastic group's (or task's) than it runs
 // above its minimum, none that breaks a budget while PostFilter avoids breaking any. It returns
 // the units taken and those patience defers.
-func (r *reclaimRun) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*unit, p *patience) (chosen, deferred []*unit, status *fwk.Status) {
+func (r *run) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*unit, p *patience) (chosen, deferred []*unit, status *fwk.Status) {
 	taken := newElasticCount()
 	for _, u := range units {
 		if u.breaksBudget && r.avoidBreaking {
@@ -138,8 +138,8 @@ func (r *reclaimRun) chooseOnNode(ctx context.Context, d *nodeDryRun, units []*u
 
 // noteIfDrainable records, with TephraQueue's reclaimDrain, the node as drainable if taking the
 // units patience deferred, on top of those chosen, makes room for the preemptor (drain.go).
-func (r *reclaimRun) noteIfDrainable(ctx context.Context, d *nodeDryRun, chosen, deferred []*unit, p *patience) error {
-	if !r.q.reclaimDrain || len(deferred) == 0 {
+func (r *run) noteIfDrainable(ctx context.Context, d *nodeDryRun, chosen, deferred []*unit, p *patience) error {
+	if !r.settings.Drain || len(deferred) == 0 {
 		return nil
 	}
 	take := func(u *unit) (bool, error) {
@@ -198,7 +198,7 @@ func (c elasticCount) add(u *unit) {
 
 // units turns the candidate pods into eviction units the preemptor may take, least important
 // first.
-func (r *reclaimRun) units(candidates []fwk.PodInfo) []*unit {
+func (r *run) units(candidates []fwk.PodInfo) []*unit {
 	preemptorPriority := corev1helpers.PodPriority(r.pod)
 	now := time.Now()
 	seenGroups := map[string]bool{}
@@ -208,8 +208,8 @@ func (r *reclaimRun) units(candidates []fwk.PodInfo) []*unit {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := r.q.ledger.Entry(pod.UID)
-		if !ok || e.Queue == "" || (e.Group != "" && e.Group == r.work.group) || r.going[pod.UID] {
+		e, ok := r.ledger.Entry(pod.UID)
+		if !ok || e.Queue == "" || (e.Group != "" && e.Group == r.work.Group) || r.going[pod.UID] {
 			continue
 		}
 		elastic, spare, members, taskSpare := false, 0, []*corev1.Pod(nil), -1
@@ -260,10 +260,10 @@ func (r *reclaimRun) units(candidates []fwk.PodInfo) []*unit {
 			u.pods, u.freed = members, quota.Amounts{}
 			// The whole unit goes: the claims its members share are freed too.
 			for _, m := range members {
-				if me, ok := r.q.ledger.Entry(m.UID); ok {
+				if me, ok := r.ledger.Entry(m.UID); ok {
 					u.freed.Add(me.Requests)
 				} else {
-					u.freed.Add(r.q.ledger.PodRequests(m))
+					u.freed.Add(r.ledger.PodRequests(m))
 				}
 			}
 		}
@@ -289,7 +289,7 @@ func (r *reclaimRun) units(candidates []fwk.PodInfo) []*unit {
 
 // protectedFromReclaim says whether a unit reclaim would take is spared for now, and counts it
 // spared.
-func (r *reclaimRun) protectedFromReclaim(u *unit, now time.Time) bool {
+func (r *run) protectedFromReclaim(u *unit, now time.Time) bool {
 	if from := r.reclaimableFrom(u, now); from.After(now) {
 		r.protected.spare(u, from, spareYoung) // too young to reclaim (minruntime.go)
 		return true
@@ -324,7 +324,7 @@ func sortLeastImportantFirst(units []*unit) {
 // minimum), how many of them may go before the minimum breaks, and per task with a
 // minTaskMember, how many of the task's may go before the task's minimum breaks; otherwise it
 // returns all its bound members, which go together.
-func (r *reclaimRun) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
+func (r *run) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
 	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
 	var bound []*corev1.Pod
 	byTask := map[string]int{}
@@ -336,7 +336,7 @@ func (r *reclaimRun) gangUnit(group string) (elastic bool, spare int, members []
 		}
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(group)
-	if pg, err := r.q.podGroups.PodGroups(ns).Get(name); err == nil && len(bound) > int(pg.Spec.MinMember) {
+	if pg, err := r.podGroups.PodGroups(ns).Get(name); err == nil && len(bound) > int(pg.Spec.MinMember) {
 		spareByTask = map[string]int{}
 		for task, want := range pg.Spec.MinTaskMember {
 			spareByTask[task] = max(byTask[task]-int(want), 0)
@@ -350,13 +350,13 @@ func (r *reclaimRun) gangUnit(group string) (elastic bool, spare int, members []
 // sub-group's when the group's disruptionMode is Single (the other sub-groups run on, and the
 // sub-group's controller replaces its pods), else all of them. It returns the sub-group's name
 // ("" for the whole group).
-func (r *reclaimer) disruptedTogether(group string, pod *corev1.Pod, members []*corev1.Pod) (string, []*corev1.Pod) {
+func (r *Reclaimer) disruptedTogether(group string, pod *corev1.Pod, members []*corev1.Pod) (string, []*corev1.Pod) {
 	sub := v1alpha1.SubGroupOf(pod)
 	if sub == "" {
 		return "", members
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(group)
-	pg, err := r.q.podGroups.PodGroups(ns).Get(name)
+	pg, err := r.podGroups.PodGroups(ns).Get(name)
 	if err != nil || pg.Spec.DisruptionMode != v1alpha1.DisruptionSingle || !slices.ContainsFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub }) {
 		return "", members
 	}
@@ -370,8 +370,8 @@ func (r *reclaimer) disruptedTogether(group string, pod *corev1.Pod, members []*
 }
 
 // reclaimable says whether the queue lets others take back what it borrowed.
-func (r *reclaimRun) reclaimable(queue string) bool {
-	n := r.state.tree.Get(queue)
+func (r *run) reclaimable(queue string) bool {
+	n := r.state.Tree.Get(queue)
 	return n != nil && n.Reclaimable
 }
 
@@ -382,22 +382,22 @@ func (r *reclaimRun) reclaimable(queue string) bool {
 // their deserved shares (quota.MoveConverges). Shares are fractional and pods whole: "the victim's
 // queue stays at or above its share" would let no queue at 2 pods with a share of 1.5 give one to
 // a queue at 0 with a share of 1, and the distance rule does, while the move back never passes it.
-func (r *reclaimRun) allowed(u *unit, freed map[string]quota.Amounts) bool {
+func (r *run) allowed(u *unit, freed map[string]quota.Amounts) bool {
 	return r.allowedGaining(u, freed, r.need)
 }
 
 // allowedGaining is allowed for a preemptor that gains gained (a gang's members together, say).
-func (r *reclaimRun) allowedGaining(u *unit, freed map[string]quota.Amounts, gained quota.Amounts) bool {
+func (r *run) allowedGaining(u *unit, freed map[string]quota.Amounts, gained quota.Amounts) bool {
 	if u.kind == kindPreempt {
 		return true
 	}
-	n := r.state.tree.Get(u.queue)
+	n := r.state.Tree.Get(u.queue)
 	if n == nil {
 		return false
 	}
-	alloc := r.state.view.Allocated[u.queue].Clone()
-	alloc.Sub(r.state.view.Terminating[u.queue])
-	deserved := r.state.deserved[u.queue]
+	alloc := r.state.View.Allocated[u.queue].Clone()
+	alloc.Sub(r.state.View.Terminating[u.queue])
+	deserved := r.state.Deserved[u.queue]
 	overInNeeded := false
 	resources := r.neededResources()
 	for _, name := range resources {
@@ -424,7 +424,7 @@ func (r *reclaimRun) allowedGaining(u *unit, freed map[string]quota.Amounts, gai
 }
 
 // neededResources are the resources the preemptor asks for.
-func (r *reclaimRun) neededResources() []corev1.ResourceName {
+func (r *run) neededResources() []corev1.ResourceName {
 	return positive(r.need)
 }
 
@@ -441,15 +441,15 @@ func positive(amounts quota.Amounts) []corev1.ResourceName {
 
 // moveConverges says whether taking taken (by queue) for the preemptor, which gains gained,
 // strictly lowers the queues' total distance from their deserved shares (quota.MoveConverges).
-func (r *reclaimRun) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
+func (r *run) moveConverges(taken map[string]quota.Amounts, resources []corev1.ResourceName, gained quota.Amounts) bool {
 	allocated := map[string]quota.Amounts{}
 	for q := range taken {
-		allocated[q] = r.state.view.Allocated[q].Clone()
-		allocated[q].Sub(r.state.view.Terminating[q])
+		allocated[q] = r.state.View.Allocated[q].Clone()
+		allocated[q].Sub(r.state.View.Terminating[q])
 	}
-	allocated[r.leaf.Name] = r.state.view.Allocated[r.leaf.Name].Clone()
-	allocated[r.leaf.Name].Sub(r.state.view.Terminating[r.leaf.Name])
+	allocated[r.leaf.Name] = r.state.View.Allocated[r.leaf.Name].Clone()
+	allocated[r.leaf.Name].Sub(r.state.View.Terminating[r.leaf.Name])
 	// Room already on its way to the queue (pods nominated for their victims) counts as its own.
-	allocated[r.leaf.Name].Add(r.state.view.Nominated[r.leaf.Name])
-	return quota.MoveConverges(allocated, r.state.deserved, r.state.view.Total, resources, taken, r.leaf.Name, gained)
+	allocated[r.leaf.Name].Add(r.state.View.Nominated[r.leaf.Name])
+	return quota.MoveConverges(allocated, r.state.Deserved, r.state.View.Total, resources, taken, r.leaf.Name, gained)
 }

@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -49,9 +48,9 @@ func TestAJobYoungerThanItsQueuesMinimumRuntimeIsNotReclaimed(t *testing.T) {
 		}
 		preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 1)
 		l.Observe(preemptor, resolve)
-		r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l, reclaimMinRuntime: clusterDefault}}}
+		r := &run{Reclaimer: &Reclaimer{ledger: l, settings: Settings{MinRuntime: clusterDefault}}}
 		r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
-		r.state = state{tree: tree}
+		r.state = Queues{Tree: tree}
 		var names []string
 		for _, u := range r.units(candidates) {
 			assert.Equal(t, kindReclaim, u.kind)
@@ -87,17 +86,6 @@ func TestAJobRunsFromItsLastMembersStart(t *testing.T) {
 	assert.Equal(t, now, runningSince([]*corev1.Pod{ledgertest.Pod("new", nil, "node", 1)}, now), "a pod with neither runs from now")
 }
 
-func TestArgsTakeAReclaimMinimumRuntime(t *testing.T) {
-	args, err := ParseArgs(nil)
-	require.NoError(t, err)
-	assert.Zero(t, args.ReclaimMinRuntime.Duration, "off by default")
-	args, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "10m"}`), ContentType: runtime.ContentTypeJSON})
-	require.NoError(t, err)
-	assert.Equal(t, 10*time.Minute, args.ReclaimMinRuntime.Duration)
-	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"reclaimMinRuntime": "-1m"}`), ContentType: runtime.ContentTypeJSON})
-	assert.ErrorContains(t, err, "reclaimMinRuntime")
-}
-
 // Among nodes whose victims are as many and as important, reclaim chooses the node whose victims
 // lose least: the youngest job. Without it the scheduler chooses among them at random.
 func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
@@ -111,7 +99,7 @@ func TestReclaimChoosesTheNodeWhoseVictimsRanLeast(t *testing.T) {
 		l.Observe(pod, resolve)
 		victims[node] = &extenderv1.Victims{Pods: []*corev1.Pod{pod}}
 	}
-	r := &reclaimRun{reclaimer: &reclaimer{q: &Queue{ledger: l}}}
+	r := &run{Reclaimer: &Reclaimer{ledger: l}}
 	funcs := r.OrderedScoreFuncs(context.Background(), victims)
 	best := ""
 	for node := range victims {
@@ -156,10 +144,9 @@ func TestAnElasticPodNotStartedGoesBeforeOneRunning(t *testing.T) {
 	}
 	preemptor := ledgertest.Pod("preemptor", map[string]string{v1alpha1.QueueLabel: "waiting"}, "", 8)
 	l.Observe(preemptor, resolve)
-	q := &Queue{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups)}
-	r := &reclaimRun{reclaimer: &reclaimer{q: q, members: members}}
+	r := &run{Reclaimer: &Reclaimer{ledger: l, podGroups: schedulinglisters.NewPodGroupLister(groups), members: members}}
 	r.pod, r.leaf, r.belowShare = preemptor, tree.Get("waiting"), true
-	r.state = state{tree: tree}
+	r.state = Queues{Tree: tree}
 	var names []string
 	for _, u := range r.units(candidates) {
 		assert.True(t, u.elastic, "%s is above the job's minimum of 1", u.pods[0].Name)

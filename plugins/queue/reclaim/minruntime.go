@@ -1,4 +1,4 @@
-package queue
+package reclaim
 
 import (
 	"time"
@@ -15,16 +15,16 @@ import (
 
 // reclaimMinRuntime is how long the queue's jobs run before they may be reclaimed: the Queue's
 // spec.reclaimMinRuntimeSeconds, else the plugin's reclaimMinRuntime.
-func (r *reclaimRun) reclaimMinRuntime(queue string) time.Duration {
-	if n := r.state.tree.Get(queue); n != nil && n.ReclaimMinRuntime != nil {
+func (r *run) reclaimMinRuntime(queue string) time.Duration {
+	if n := r.state.Tree.Get(queue); n != nil && n.ReclaimMinRuntime != nil {
 		return *n.ReclaimMinRuntime
 	}
-	return r.q.reclaimMinRuntime
+	return r.settings.MinRuntime
 }
 
 // reclaimableFrom is when the unit's job has run its queue's minimum runtime: now or earlier
 // when it may be reclaimed.
-func (r *reclaimRun) reclaimableFrom(u *unit, now time.Time) time.Time {
+func (r *run) reclaimableFrom(u *unit, now time.Time) time.Time {
 	least := r.reclaimMinRuntime(u.queue)
 	if least <= 0 {
 		return time.Time{}
