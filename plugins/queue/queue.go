@@ -58,8 +58,6 @@ type Queue struct {
 	lastGone  atomic.Pointer[types.UID]
 	queues    schedulinglisters.QueueLister
 	podGroups schedulinglisters.PodGroupLister
-	// topologies order the levels of gangs' topology constraints, for reclaim in one domain.
-	topologies schedulinglisters.TopologyLister
 	// namespaces gives the labels that queues' namespaceSelectors match.
 	namespaces corelisters.NamespaceLister
 	ledger     *ledger.Ledger
@@ -128,7 +126,6 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		// The scheduler's own factory: started with the scheduler's informers.
 		namespaces: handle.SharedInformerFactory().Core().V1().Namespaces().Lister(),
 		podGroups:  a.podGroups,
-		topologies: factory.Scheduling().V1alpha1().Topologies().Lister(),
 		ledger:     a.ledger,
 		accounts:   a,
 		synced:     a.synced,
@@ -138,7 +135,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	q.victims.Changed = func(held int) { preemptorsWaitingForVictims.Set(float64(held)) }
 	if q.reclaimer, err = reclaim.New(reclaim.Deps{
 		Name: Name, Handle: handle, Plugin: reclaimQueries{q}, Ledger: a.ledger, PodGroups: a.podGroups,
-		Topologies: q.topologies, Devices: a.devices, Victims: &q.victims, Stop: ctx,
+		Topologies: factory.Scheduling().V1alpha1().Topologies().Lister(), Devices: a.devices, Victims: &q.victims, Stop: ctx,
 	}, reclaimSettings(args)); err != nil {
 		return nil, err
 	}

@@ -47,10 +47,9 @@ const (
 // Settings are the plugin's reclaim arguments.
 type Settings struct {
 	// MinRuntime is how long a job runs before it may be reclaimed, for queues that do not say
-	// (minruntime.go); wakers try again the pods that wait for a job to come of age.
+	// (minruntime.go).
 	MinRuntime time.Duration
-	// Patience and LimitPerJob weigh what a reclaim costs; reclaims counts the reclaims of each
-	// job (reclaimcost.go).
+	// Patience and LimitPerJob weigh what a reclaim costs (reclaimcost.go).
 	Patience    bool
 	LimitPerJob int
 	// PatienceLimit is the longest patience keeps a pod of a queue below its deserved share
@@ -169,10 +168,12 @@ type Reclaimer struct {
 	limitNotes map[types.UID]string
 	// gangPlans keeps the gangs whose whole minimum reclaim could not make room for (gangroom.go).
 	gangPlans gangPlanMemo
-	reclaims  reclaimCounts
+	// reclaims counts the reclaims of each job (reclaimcost.go).
+	reclaims reclaimCounts
 	// paybacks are the debts of the jobs reclaim started, with Patience (payback.go).
 	paybacks paybackDebts
-	wakers   wakers
+	// wakers try again the pods that wait for a job spared to be reclaimable (spared.go).
+	wakers wakers
 }
 
 // New builds the plugin's Reclaimer.

@@ -60,6 +60,8 @@ type run struct {
 	skippedBreaking atomic.Bool
 }
 
+var _ preemption.Interface = &run{}
+
 // victimsGrace is how long a preemptor waits for the room its victims left before it may
 // preempt again.
 const victimsGrace = 10 * time.Second
@@ -87,12 +89,12 @@ func (r *run) forgetDryRuns() {
 }
 
 // GetOffsetAndNumCandidates dry-runs a random tenth of the nodes, at least 100.
-func (r *Reclaimer) GetOffsetAndNumCandidates(nodes int32) (int32, int32) {
+func (r *run) GetOffsetAndNumCandidates(nodes int32) (int32, int32) {
 	return rand.Int32N(max(nodes, 1)), min(nodes, max(100, nodes/10))
 }
 
 // CandidatesToVictimsMap maps each candidate node to its victims.
-func (r *Reclaimer) CandidatesToVictimsMap(candidates []preemption.Candidate) map[string]*extenderv1.Victims {
+func (r *run) CandidatesToVictimsMap(candidates []preemption.Candidate) map[string]*extenderv1.Victims {
 	m := make(map[string]*extenderv1.Victims, len(candidates))
 	for _, c := range candidates {
 		m[c.Name()] = c.Victims()
@@ -199,8 +201,6 @@ func (r *run) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 	}
 	return out
 }
-
-var _ preemption.Interface = &run{}
 
 // admit says why need cannot be admitted into leaf ("" if it can), in the run's state of the
 // queues: the plugin's admission decides.
