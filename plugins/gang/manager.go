@@ -461,6 +461,7 @@ func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk
 func (g *groupManager) placeInDomain(ctx context.Context, c *minimumCheck) *fwk.Status {
 	if c.assigned == nil || !c.inAttempt {
 		minimum := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod)}
+		minimum.bandwidth, minimum.use = g.bandwidthOf(c.need, c.allowed)
 		if minimum.missing > 0 && len(c.count.unplaced) >= minimum.missing {
 			minimum.smallest = smallestRequests(c.unplacedRequests)
 		}

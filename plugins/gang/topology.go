@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/bandwidth"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/quota"
@@ -40,6 +41,31 @@ type minimumNeeds struct {
 	smallest corev1.ResourceList
 	missing  int
 	data     datasets.Demand
+	// bandwidth are the domains' limits of IO bandwidth (internal/bandwidth) and what the pods on
+	// them request, when the minimum requests some.
+	bandwidth []bandwidth.Limit
+	use       bandwidth.Use
+}
+
+// carries says whether a domain's network carries the minimum's bandwidth beside what the pods
+// on it request: the limits of the levels its nodes all share, its own and the wider ones it is
+// in.
+func (m minimumNeeds) carries(members []fwk.NodeInfo) bool {
+	requests := bandwidth.RequestsOf(m.need)
+	if len(m.bandwidth) == 0 || len(requests) == 0 || len(members) == 0 {
+		return true
+	}
+	shared := map[string]string{}
+	for _, l := range m.bandwidth {
+		value, ok := members[0].Node().Labels[l.Level]
+		for _, n := range members[1:] {
+			ok = ok && n.Node().Labels[l.Level] == value
+		}
+		if ok {
+			shared[l.Level] = value
+		}
+	}
+	return m.use.Exceeded(m.bandwidth, shared, requests) == ""
 }
 
 // dataIn is how much of the members' data a domain's nodes cache: the part of the datasets each
@@ -99,6 +125,7 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 		bestPlaced := -1
 		var largest string
 		var largestFree float64 = -1
+		uplinkShort := 0
 		for _, v := range values {
 			members := byValue[v]
 			free := domains.FreeShare(members, total)
@@ -106,6 +133,10 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 				largest, largestFree = v, free
 			}
 			if !m.holds(members) {
+				continue
+			}
+			if !m.carries(members) {
+				uplinkShort++
 				continue
 			}
 			placed := 0
@@ -125,6 +156,8 @@ func chooseDomain(c *topology.Constraint, nodes []fwk.NodeInfo, m minimumNeeds, 
 		switch {
 		case len(values) == 0:
 			why = append(why, fmt.Sprintf("no node has the label %s", level))
+		case uplinkShort > 0:
+			why = append(why, fmt.Sprintf("no %s domain holds it (%d with room lack the network bandwidth it requests)", level, uplinkShort))
 		default:
 			why = append(why, fmt.Sprintf("no %s domain holds it (the most free: %s in %s=%s)", level, freeOf(byValue[largest], m.need), level, largest))
 		}
@@ -262,6 +295,24 @@ func (g *groupManager) dataOf(pod *corev1.Pod) datasets.Demand {
 		return datasets.Demand{}
 	}
 	return d
+}
+
+// bandwidthOf is what a gang's domain choice needs to keep the domains' IO bandwidth: their
+// limits from the default Topology, and what the pods on the nodes request (none when the gang
+// requests no bandwidth, or no level gives one).
+func (g *groupManager) bandwidthOf(need corev1.ResourceList, nodes []fwk.NodeInfo) ([]bandwidth.Limit, bandwidth.Use) {
+	if g.topologies == nil || len(bandwidth.RequestsOf(need)) == 0 {
+		return nil, nil
+	}
+	t, err := g.topologies.Get(v1alpha1.DefaultTopology)
+	if err != nil {
+		return nil, nil
+	}
+	limits := bandwidth.LimitsOf(t)
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	return limits, bandwidth.UseOf(limits, nodes)
 }
 
 func (g *groupManager) placedOn(key groupKey) func(node string) int {

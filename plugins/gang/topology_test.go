@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"fmt"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/tephra-dev/tephra/internal/bandwidth"
 	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/topology"
 )
@@ -146,4 +149,35 @@ func TestChooseDomainPrefersTheDomainThatCachesTheData(t *testing.T) {
 	nodes = append(nodes, rackNode("c0", "c", "y", 0), rackNode("c1", "c", "y", 0))
 	d, _ = chooseDomain(inRack, nodes, big, nil, nil)
 	assert.Equal(t, "rack=b", d.String(), "rack a caches it too but cannot hold 8 CPUs; c holds it without data")
+}
+
+// A rack whose uplink cannot carry the gang's IO bandwidth beside what its pods request is not
+// chosen, however well the gang would fill it; with no rack that carries it, the gang says so.
+func TestChooseDomainKeepsARacksUplink(t *testing.T) {
+	const network corev1.ResourceName = "io.tephra.dev/network"
+	netNode := func(name, rack string, usedNet int64) fwk.NodeInfo {
+		n := framework.NewNodeInfo()
+		n.SetNode(st.MakeNode().Name(name).Label("rack", rack).
+			Capacity(map[corev1.ResourceName]string{corev1.ResourceCPU: "4", corev1.ResourcePods: "110", network: "20"}).Obj())
+		if usedNet > 0 {
+			n.AddPod(st.MakePod().Name(name + "-used").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "2", network: fmt.Sprint(usedNet)}).Node(name).Obj())
+		}
+		return n
+	}
+	// Rack a: half its CPUs used, and 16 of its uplink's 20. Rack b: empty.
+	nodes := []fwk.NodeInfo{netNode("a0", "a", 8), netNode("a1", "a", 8), netNode("b0", "b", 0), netNode("b1", "b", 0)}
+	limits := []bandwidth.Limit{{Level: "rack", Capacity: bandwidth.Amounts{network: 20}}}
+	gang := minimumNeeds{need: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), network: resource.MustParse("6")}, missing: 2,
+		smallest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), network: resource.MustParse("3")}}
+	inRack := &topology.Constraint{Levels: []string{"rack"}, Required: true}
+
+	d, _ := chooseDomain(inRack, nodes, gang, nil, nil)
+	assert.Equal(t, "rack=a", d.String(), "without an uplink limit: best fit")
+	gang.bandwidth, gang.use = limits, bandwidth.UseOf(limits, nodes)
+	d, _ = chooseDomain(inRack, nodes, gang, nil, nil)
+	assert.Equal(t, "rack=b", d.String(), "16 + 6 would pass rack a's 20")
+
+	gang.use = bandwidth.UseOf(limits, []fwk.NodeInfo{nodes[0], nodes[1], netNode("b0", "b", 8), netNode("b1", "b", 8)})
+	_, why := chooseDomain(inRack, nodes, gang, nil, nil)
+	assert.Equal(t, "no rack domain holds it (2 with room lack the network bandwidth it requests)", why)
 }

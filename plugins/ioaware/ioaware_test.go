@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,6 +16,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/datasets"
 )
 
@@ -192,4 +195,71 @@ func TestTheSignatureKeysTheData(t *testing.T) {
 	assert.NotEqual(t, a, sign(pod(map[string]string{datasets.Annotation: "wiki"})))
 	assert.NotEqual(t, a, sign(pod(map[string]string{datasets.Annotation: "coco", datasets.LocalityAnnotation: "Required"})))
 	assert.NotEqual(t, a, sign(pod(nil)))
+}
+
+const network corev1.ResourceName = "io.tephra.dev/network"
+
+func netPod(name string, net int64) *corev1.Pod {
+	p := pod(nil)
+	p.Name = name
+	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		network: *resource.NewQuantity(net, resource.DecimalSI)}}}}
+	return p
+}
+
+func netNode(name, rack string, publishes int64, pods ...*corev1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rack": rack}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{network: *resource.NewQuantity(publishes, resource.DecimalSI)}}})
+	for _, p := range pods {
+		p.Spec.NodeName = name
+		ni.AddPod(p)
+	}
+	return ni
+}
+
+func withUplink(t *testing.T, p *IO, rackBandwidth string) {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(&v1alpha1.Topology{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultTopology}, Spec: v1alpha1.TopologySpec{
+		Levels: []v1alpha1.TopologyLevel{{NodeLabel: "rack", Bandwidth: corev1.ResourceList{network: resource.MustParse(rackBandwidth)}}}}}))
+	p.topologies = schedulinglisters.NewTopologyLister(indexer)
+}
+
+// A rack's uplink keeps a pod that requests bandwidth off its nodes once the pods there request
+// what it carries, whatever the nodes' own bandwidth; the nodes it may use score higher the more
+// bandwidth its requests leave free, so that IO-heavy pods spread; in a preemption's dry run, a
+// pod taken off a rack gives its share back.
+func TestARacksUplinkKeepsIOHeavyPodsOut(t *testing.T) {
+	p, _ := newIO(t)
+	withUplink(t, p, "20")
+	nodes := []fwk.NodeInfo{
+		netNode("a0", "a", 10, netPod("x", 8)), netNode("a1", "a", 10, netPod("y", 8)),
+		netNode("b0", "b", 10, netPod("z", 2)), netNode("b1", "b", 10),
+	}
+	got, status := scores(t, p, netPod("heavy", 5), nodes...)
+	require.Nil(t, status)
+	// b0: its own 10 leave 3 free (0.3), rack b's 20 leave 13; b1: 5 of 10 (0.5).
+	assert.Equal(t, []int64{-1, -1, 30, 50}, got)
+
+	state := framework.NewCycleState()
+	_, s := p.PreFilter(context.Background(), state, netPod("heavy", 5), nodes)
+	require.True(t, s.IsSuccess(), s.Message())
+	refused := p.Filter(context.Background(), state, netPod("heavy", 5), nodes[0])
+	assert.Equal(t, "node(s) in a network domain whose bandwidth cannot carry the pod's IO requests (Topology default)", refused.Message())
+	victim, err := framework.NewPodInfo(nodes[0].GetPods()[0].GetPod())
+	require.NoError(t, err)
+	require.True(t, p.RemovePod(context.Background(), state, netPod("heavy", 5), victim, nodes[0]).IsSuccess())
+	assert.True(t, p.Filter(context.Background(), state, netPod("heavy", 5), nodes[0]).IsSuccess(), "8 + 5 of 20 once x is gone")
+}
+
+// A pod that requests a bandwidth no node publishes waits with an event that says so.
+func TestABandwidthNoNodePublishesIsRefusedWithAnEvent(t *testing.T) {
+	p, recorder := newIO(t)
+	nodes := []fwk.NodeInfo{netNode("a0", "a", 0)}
+	_, status := p.PreFilter(context.Background(), framework.NewCycleState(), netPod("heavy", 5), nodes)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "the pod requests io.tephra.dev/network, which no node publishes (a node publishes its IO bandwidth as allocatable io.tephra.dev/network)", status.Message())
+	require.Len(t, recorder.Events, 1)
+	assert.Contains(t, <-recorder.Events, "Warning BandwidthNotPublished")
 }

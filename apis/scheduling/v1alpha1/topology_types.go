@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -37,6 +38,17 @@ type TopologyLevel struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
 	NodeLabel string `json:"nodeLabel"`
+	// Bandwidth is what each domain of the level carries, in all, of the pods' requests of IO
+	// bandwidth: extended resources named io.tephra.dev/<name> (a rack's uplink, say
+	// io.tephra.dev/network: 100). Nodes publish their own as allocatable of the same names.
+	// TephraIO and TephraGang keep the requests of the pods on a domain's nodes within it
+	// (docs/io.md). It is read from the Topology named "default", which describes the cluster's
+	// network for every pod.
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.startsWith('io.tephra.dev/'))",message="bandwidth is given for IO bandwidth resources, named io.tephra.dev/<name>"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))",message="a bandwidth must not be negative"
+	// +optional
+	Bandwidth corev1.ResourceList `json:"bandwidth,omitempty"`
 }
 
 // TopologySpec lists the levels of a cluster's network, widest first.
