@@ -54,6 +54,9 @@ type flags struct {
 	seed       uint64
 	meanLength time.Duration
 	queueNames string
+	datasets   int
+	datasetGB  float64
+	data       replay.DataOptions
 
 	importPhilly, importAlibaba, to, importQueue string
 
@@ -71,7 +74,7 @@ func main() {
 	flag.IntVar(&f.shape.Racks, "racks", 0, "racks the nodes are spread over (topology.kubernetes.io/rack); 0 for none")
 	flag.StringVar(&f.queuesFile, "queues", "", "a queues file: weights and GPU guarantees of the trace's queues (default: weight 1 each)")
 	flag.Float64Var(&f.speedup, "speedup", replay.DefaultSpeedup, "trace seconds played per second: 144 plays a day in 10 minutes")
-	flag.StringVar(&f.configs, "configs", "C,B1,B1p,B0", "the configurations to compare, in the report's order: C (Tephra as installed), its variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq: docs/replay.md), Cp (C as a static partition), B1 (upstream's gangs), B1p (B1 packing GPUs), B1j (B1 through batch/v1 Jobs and the Job controller's gangs), B0 (the stock scheduler)")
+	flag.StringVar(&f.configs, "configs", "C,B1,B1p,B0", "the configurations to compare, in the report's order: C (Tephra as installed), its variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Cio: docs/replay.md), Cp (C as a static partition), B1 (upstream's gangs), B1p (B1 packing GPUs), B1j (B1 through batch/v1 Jobs and the Job controller's gangs), B0 (the stock scheduler)")
 	flag.StringVar(&f.out, "out", "replay-out", "where the report, plots, per-job CSV, runs.json and the control planes' logs go")
 	flag.BoolVar(&f.publish, "publish", false, "also write the report into docs/replay.md and its plots into docs/replay/")
 	flag.StringVar(&f.publishAs, "publish-as", "", "--publish: the name of the report's section of docs/replay.md (its markers <!-- replay-report:NAME:begin --> and end), its plots and CSV then in docs/replay/NAME/; \"\" for the day's report")
@@ -86,6 +89,10 @@ func main() {
 	flag.Uint64Var(&f.seed, "seed", 1, "--generate: random seed")
 	flag.DurationVar(&f.meanLength, "mean-duration", 30*time.Minute, "--generate: mean job duration")
 	flag.StringVar(&f.queueNames, "generate-queues", "team-a,team-b,team-c", "--generate: the queues, comma-separated")
+	flag.IntVar(&f.datasets, "datasets-per-queue", 0, "--generate: every job reads one of its queue's that many datasets, the first most often (0: no datasets)")
+	flag.Float64Var(&f.datasetGB, "dataset-gb", trace.DefaultDatasetGB, "--generate: the largest size of a dataset, in gigabytes")
+	flag.Float64Var(&f.data.BandwidthGBps, "data-bandwidth", replay.DefaultDataBandwidthGBps, "how fast a node pulls a dataset it does not cache, in gigabytes per second of trace time")
+	flag.Float64Var(&f.data.NodeCacheGB, "node-cache-gb", replay.DefaultNodeCacheGB, "what a node's data cache holds, in gigabytes (least recently read evicted first)")
 
 	flag.StringVar(&f.importPhilly, "import-philly", "", "convert a Philly trace (Pollux artifact layout) to --to and exit")
 	flag.StringVar(&f.importAlibaba, "import-alibaba", "", "convert an Alibaba cluster-trace-gpu-v2023 openb_pod_list to --to and exit")
@@ -131,6 +138,7 @@ func generate(f flags) error {
 	jobs := trace.Generate(trace.GenerateOptions{
 		Seed: f.seed, Span: f.span.Seconds(), GPUs: shape.TotalGPUs(), Load: f.load,
 		Queues: strings.Split(f.queueNames, ","), MeanDuration: f.meanLength.Seconds(),
+		DatasetsPerQueue: f.datasets, DatasetGB: f.datasetGB,
 	})
 	if err := trace.WriteFile(f.generate, jobs); err != nil {
 		return err
@@ -232,6 +240,7 @@ func replayTrace(f flags) error {
 		Root: root, Dir: filepath.Join(out, "clusters"), Log: os.Stderr,
 		Jobs: jobs, Shape: shape, Queues: queues, Speedup: f.speedup,
 		Configurations: configs, StallTimeout: f.stall, MaxWall: f.maxWall, Horizon: f.horizon.Seconds(),
+		Data: f.data,
 	}
 	if f.fidelity {
 		return measureFidelity(ctx, opts, out)

@@ -63,6 +63,9 @@ type Configuration struct {
 	// QueueHeadReservations (with Backfill) runs TephraGang with queueHeadReservations, in place of
 	// the big gangs' SLA: the gang at the head of each queue reserves nodes while it cannot fit.
 	QueueHeadReservations bool
+	// DataLocality makes the pods of a job that reads a dataset declare it
+	// (data.tephra.dev/datasets), for TephraIO to place them where it is cached (docs/io.md).
+	DataLocality bool
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
 }
@@ -201,6 +204,16 @@ var Configurations = []*Configuration{
 		QueueHeadReservations: true,
 		options: func(o *localcluster.Options, _, _ string) error {
 			o.SchedulerPluginArgs = map[string]map[string]any{"TephraGang": {"queueHeadReservations": true}}
+			return nil
+		},
+	},
+	{
+		Name:         "Cio",
+		Title:        "C with data locality: the pods of a job that reads a dataset declare it (data.tephra.dev/datasets), and TephraIO places them where the nodes cache it",
+		Gangs:        TephraJobs,
+		Queues:       true,
+		DataLocality: true,
+		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},
 	},

@@ -45,6 +45,8 @@ type driver struct {
 	// submitted counts the jobs created; failures says why some could not be.
 	submitted int
 	failures  []string
+	// caches are the nodes' data caches (nil: the trace reads no dataset).
+	caches *nodeCaches
 }
 
 // action is one write of the driver's.
@@ -73,6 +75,8 @@ type jobRun struct {
 	ended   time.Time
 	// recreated counts the pods the driver created again (bare pods: B0, B1), which name them.
 	recreated int
+	// transfer is the trace seconds its starts waited for its dataset (DataOptions).
+	transfer float64
 }
 
 // podRun is one pod of a job.
@@ -290,6 +294,7 @@ func (d *driver) play(j *jobRun, now time.Time) {
 	case j.working && succeeded:
 		j.done, j.working = true, false
 		d.lastProgress = now
+		d.cacheData(j)
 		d.remove(j)
 		if j.allEnded() {
 			j.ended = j.lastEnd()
@@ -301,7 +306,10 @@ func (d *driver) play(j *jobRun, now time.Time) {
 		return
 	case !j.working && len(running) >= j.trace.MinReplicas:
 		j.working = true
-		j.workEnd = now.Add(time.Duration(j.trace.Duration / d.speedup * float64(time.Second)))
+		// A job placed away from its data pulls it first (DataOptions).
+		transfer := d.transferFor(j, running)
+		j.transfer += transfer
+		j.workEnd = now.Add(time.Duration((j.trace.Duration + transfer) / d.speedup * float64(time.Second)))
 		j.started = append(j.started, now)
 		d.lastProgress = now
 	}
@@ -402,7 +410,7 @@ func (d *driver) run(end time.Time) report.Run {
 		job := report.Job{
 			Name: j.name, Queue: j.trace.Queue, Submit: submit, Duration: j.trace.Duration,
 			Replicas: j.trace.Replicas, MinReplicas: j.trace.MinReplicas, GPUs: j.trace.GPUs,
-			Ended: at(j.ended),
+			Ended: at(j.ended), Dataset: j.trace.Dataset, Transfer: j.transfer,
 		}
 		for _, s := range j.started {
 			job.Started = append(job.Started, at(s))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,8 @@ type Options struct {
 	// Horizon ends a run at this trace time whatever is left: jobs not ended by then are
 	// unfinished, or never ran. 0: DefaultHorizon of the trace.
 	Horizon float64
+	// Data plays the jobs' datasets, for a trace that names them.
+	Data DataOptions
 }
 
 // DefaultHorizon is twice the trace time before which no scheduler could end every job: the
@@ -143,6 +146,9 @@ func replayOne(ctx context.Context, opts Options, config *Configuration) (Result
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d := newDriver(config, &workloads{config: config, client: client, tephra: tephra, speedup: opts.Speedup}, client, opts.Jobs, opts.Speedup, opts.Log)
+	if slices.ContainsFunc(opts.Jobs, func(j trace.Job) bool { return j.Dataset != "" }) {
+		d.caches = newNodeCaches(opts.Data)
+	}
 	if err := d.watch(runCtx); err != nil {
 		return Result{}, err
 	}

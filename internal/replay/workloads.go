@@ -23,6 +23,7 @@ import (
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/client/clientset/versioned"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/internal/replay/trace"
 )
@@ -183,9 +184,18 @@ func upstreamPodGroup(j trace.Job, name string) *schedulingv1beta1.PodGroup {
 	return pg
 }
 
+// declareData makes the pods of a job that reads a dataset declare it, in the configurations
+// with DataLocality.
+func (w *workloads) declareData(t *corev1.PodTemplateSpec, j trace.Job) {
+	if w.config.DataLocality && j.Dataset != "" {
+		t.Annotations = map[string]string{datasets.Annotation: j.Dataset}
+	}
+}
+
 // createPod creates pod index of job name (B0, B1), under podName.
 func (w *workloads) createPod(ctx context.Context, j trace.Job, name string, index int, podName string) error {
 	t := podTemplate(j, name)
+	w.declareData(&t, j)
 	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
 	pod.Name, pod.Namespace = podName, namespace
 	pod.Labels[indexLabel] = strconv.Itoa(index)
@@ -202,6 +212,7 @@ func (w *workloads) createPod(ctx context.Context, j trace.Job, name string, ind
 // its queue.
 func (w *workloads) createTephraJob(ctx context.Context, j trace.Job, name string) error {
 	t := podTemplate(j, name)
+	w.declareData(&t, j)
 	job := &batchv1alpha1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{jobLabel: name}},
 		Spec: batchv1alpha1.JobSpec{

@@ -39,6 +39,10 @@ type Job struct {
 	Ended float64
 	// Pods are every pod it had, those a preemption replaced included.
 	Pods []Pod
+	// Dataset is the dataset it reads ("" for none), and Transfer the trace seconds its starts
+	// waited to pull it, placed on nodes that did not cache it.
+	Dataset  string  `json:",omitempty"`
+	Transfer float64 `json:",omitempty"`
 }
 
 // Pod is one pod of a job.

@@ -171,6 +171,15 @@ func waitRows() []row {
 			}
 			return Duration(o.FirstPod.Mean) + " / " + Duration(o.FirstPod.P90)
 		}},
+		{"Jobs that pulled their data / transfer mean", func(o *Outcomes) string {
+			if o.DataJobs == 0 {
+				return "–"
+			}
+			if o.PulledData == 0 {
+				return fmt.Sprintf("0 of %d", o.DataJobs)
+			}
+			return fmt.Sprintf("%d of %d / %s", o.PulledData, o.DataJobs, Duration(o.Transfer.Mean))
+		}},
 		{"Room to bind: mean / p90", func(o *Outcomes) string {
 			if o.RoomToBind.N == 0 {
 				return "–"

@@ -156,6 +156,11 @@ type Outcomes struct {
 	// in B0 and B1 the replay itself. It is part of every wait, and the speedup multiplies it.
 	FirstPod Stats
 
+	// DataJobs counts the jobs that read a dataset, PulledData those of them whose starts waited
+	// to pull it, and Transfer is the trace seconds each of those waited (Job.Transfer).
+	DataJobs, PulledData int
+	Transfer             Stats
+
 	// RoomToBind is, for each pod asking GPUs that was bound and whose Seen was recorded (more
 	// than 0) and came before its Bound, Bound − t, t the first instant with Seen ≤ t < Bound at
 	// which
@@ -291,7 +296,7 @@ func (o Options) Analyze(run Run) Outcomes {
 	for i, q := range queues {
 		perQueue[i].s = Summary{Queue: q.Name, Weight: q.Weight, Guarantee: q.Guarantee}
 	}
-	var firstPod []float64
+	var firstPod, transfers []float64
 	g := newGrid(end, o.Samples)
 	onGrid := newGPUGrid(g, len(queues))
 	firstSubmit, lastEnd := math.Inf(1), math.Inf(-1)
@@ -314,6 +319,13 @@ func (o Options) Analyze(run Run) Outcomes {
 		if seen := firstSeen(j); seen > 0 {
 			firstPod = append(firstPod, math.Max(seen-j.Submit, 0))
 		}
+		if j.Dataset != "" {
+			out.DataJobs++
+			if j.Transfer > 0 {
+				out.PulledData++
+				transfers = append(transfers, j.Transfer)
+			}
+		}
 
 		f := timeline(j, end)
 		out.addPreemptions(j, f)
@@ -327,6 +339,7 @@ func (o Options) Analyze(run Run) Outcomes {
 		out.Queues[i] = perQueue[i].summary()
 	}
 	out.FirstPod = StatsOf(firstPod)
+	out.Transfer = StatsOf(transfers)
 	out.JCTs = slices.Sorted(slices.Values(all.jct))
 	out.WholeFreeWhileBigWait, out.ScatteredFreeWhileBigWait = freeWhileBigGangsWait(run, g, end)
 	out.Makespan = math.NaN()

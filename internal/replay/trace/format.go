@@ -10,9 +10,12 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/tephra-dev/tephra/internal/datasets"
 )
 
 // The columns of Tephra's trace format, in the order Write writes them; the fields of Job say
@@ -28,10 +31,12 @@ const (
 	colCPU         = "cpu"
 	colMemory      = "memory"
 	colPriority    = "priority"
+	colDataset     = "dataset"
+	colDatasetGB   = "dataset_gb"
 )
 
 var (
-	columns         = []string{colName, colSubmit, colDuration, colQueue, colReplicas, colMinReplicas, colGPUs, colCPU, colMemory, colPriority}
+	columns         = []string{colName, colSubmit, colDuration, colQueue, colReplicas, colMinReplicas, colGPUs, colCPU, colMemory, colPriority, colDataset, colDatasetGB}
 	requiredColumns = []string{colName, colSubmit, colDuration, colQueue}
 )
 
@@ -96,18 +101,28 @@ func ReadFile(path string) (jobs []Job, problems []RowError, err error) {
 // zero Replicas, MinReplicas, MilliCPU or Memory is written as an empty cell, which Read takes
 // for the default, and priority is empty unless HasPriority. Numbers are written without
 // needless decimals (cpu in cores: 1, 0.5). Write refuses a job that Read would skip, or a
-// second job of the same name, so that what it writes reads back whole.
+// second job of the same name, so that what it writes reads back whole. The dataset columns are
+// written only for a trace in which some job reads one.
 func Write(w io.Writer, jobs []Job) error {
+	written := columns
+	if !slices.ContainsFunc(jobs, func(j Job) bool { return j.Dataset != "" }) {
+		written = columns[:len(columns)-2]
+	}
 	cw := csv.NewWriter(w)
-	if err := cw.Write(columns); err != nil {
+	if err := cw.Write(written); err != nil {
 		return err
 	}
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
-		record := formatJob(j)
+		record := formatJob(j)[:len(written)]
 		// Checking the record as Read will parse it, not the Job, is what makes the promise
 		// above hold, including for floats that do not survive formatting (NaN).
-		if _, err := parseJob(func(column string) string { return record[slices.Index(columns, column)] }); err != nil {
+		if _, err := parseJob(func(column string) string {
+			if i := slices.Index(written, column); i >= 0 {
+				return record[i]
+			}
+			return ""
+		}); err != nil {
 			return fmt.Errorf("job %q: %w", j.Name, err)
 		}
 		if seen[j.Name] {
@@ -148,6 +163,11 @@ func formatJob(j Job) []string {
 		"",
 		j.Memory,
 		"",
+		j.Dataset,
+		"",
+	}
+	if j.Dataset != "" {
+		record[11] = formatFloat(j.DatasetGB)
 	}
 	if j.MilliCPU != 0 {
 		record[7] = formatFloat(float64(j.MilliCPU) / 1000)
@@ -227,7 +247,35 @@ func parseJob(cell func(column string) string) (Job, error) {
 		}
 		j.Priority, j.HasPriority = int32(p), true
 	}
+	if j.Dataset, j.DatasetGB, err = parseDataset(cell(colDataset), cell(colDatasetGB)); err != nil {
+		return j, err
+	}
 	return j, nil
+}
+
+// parseDataset checks the dataset columns: a name valid in a node label (what caches it is a
+// node label, data.tephra.dev/<name>) and a size of at least 0 gigabytes, or neither.
+func parseDataset(name, size string) (string, float64, error) {
+	if name == "" {
+		if size != "" {
+			return "", 0, cellError{colDatasetGB, size, errors.New("a size without a dataset")}
+		}
+		return "", 0, nil
+	}
+	if _, err := datasets.ParseNames(name); err != nil || strings.Contains(name, ",") {
+		return "", 0, cellError{colDataset, name, errors.New("must be one dataset name valid in a node label (data.tephra.dev/<name>)")}
+	}
+	if size == "" {
+		return name, 0, nil
+	}
+	gb, err := requiredFloat(colDatasetGB, size)
+	if err != nil {
+		return "", 0, err
+	}
+	if gb < 0 {
+		return "", 0, cellError{colDatasetGB, size, errors.New("must be at least 0")}
+	}
+	return name, gb, nil
 }
 
 // requiredFloat parses a finite number; strconv alone would also take NaN and Inf.

@@ -207,3 +207,36 @@ func TestSummarize(t *testing.T) {
 	assert.Zero(t, s.Load(0))
 	assert.Zero(t, Summarize(nil).Load(8))
 }
+
+// A trace's optional dataset columns read and write back whole; a bad cell is refused with its
+// row, the rest of the trace read.
+func TestTheDatasetColumns(t *testing.T) {
+	jobs := []Job{
+		{Name: "reads", Submit: 1, Duration: 60, Queue: "team-a", Replicas: 1, MinReplicas: 1, Memory: DefaultMemory, MilliCPU: DefaultMilliCPU, Dataset: "imagenet", DatasetGB: 150},
+		{Name: "none", Submit: 2, Duration: 60, Queue: "team-a", Replicas: 1, MinReplicas: 1, Memory: DefaultMemory, MilliCPU: DefaultMilliCPU},
+	}
+	var b strings.Builder
+	require.NoError(t, Write(&b, jobs))
+	assert.Contains(t, b.String(), "dataset,dataset_gb\n")
+	assert.Contains(t, b.String(), ",imagenet,150\n")
+	back, problems, err := Read(strings.NewReader(b.String()))
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	assert.Equal(t, "imagenet", back[0].Dataset)
+	assert.Equal(t, 150.0, back[0].DatasetGB)
+	assert.Empty(t, back[1].Dataset)
+
+	bad := "name,submit,duration,queue,dataset,dataset_gb\n" +
+		"a,0,60,team-a,Not_Valid!,10\n" +
+		"b,0,60,team-a,imagenet,-1\n" +
+		"c,0,60,team-a,,10\n" +
+		"d,0,60,team-a,coco,\n"
+	back, problems, err = Read(strings.NewReader(bad))
+	require.NoError(t, err)
+	require.Len(t, problems, 3)
+	assert.Contains(t, problems[0].Error(), "must be one dataset name valid in a node label")
+	assert.Contains(t, problems[1].Error(), "must be at least 0")
+	assert.Contains(t, problems[2].Error(), "a size without a dataset")
+	require.Len(t, back, 1)
+	assert.Equal(t, "coco", back[0].Dataset, "a dataset of unknown size reads as 0 GB")
+}

@@ -25,6 +25,13 @@ type GenerateOptions struct {
 	MeanDuration float64
 	// MaxGPUsPerPod is the most GPUs of a pod (default 8, the GPUs of a node).
 	MaxGPUsPerPod int
+	// DatasetsPerQueue, if more than 0, makes every job read one of its queue's that many
+	// datasets, the first the most often (each next one half as often), as teams reuse a few
+	// datasets; each dataset has a size of DatasetGB gigabytes at most (default 500), drawn once.
+	// The draws are apart from the jobs', so that the rest of the trace is the same with or
+	// without datasets.
+	DatasetsPerQueue int
+	DatasetGB        float64
 }
 
 // Defaults of GenerateOptions.
@@ -122,7 +129,36 @@ func Generate(opts GenerateOptions) []Job {
 		}
 		jobs = append(jobs, j)
 	}
+	if opts.DatasetsPerQueue > 0 {
+		assignDatasets(jobs, opts)
+	}
 	return jobs
+}
+
+// DefaultDatasetGB bounds the size of a generated dataset.
+const DefaultDatasetGB = 500
+
+// assignDatasets gives every job one of its queue's datasets (GenerateOptions.DatasetsPerQueue),
+// from a random stream of its own.
+func assignDatasets(jobs []Job, opts GenerateOptions) {
+	rng := rand.New(rand.NewPCG(opts.Seed, 0xda7a_5e75))
+	maxGB := opts.DatasetGB
+	if maxGB <= 0 {
+		maxGB = DefaultDatasetGB
+	}
+	sizes := map[string]float64{}
+	for i := range jobs {
+		// The k-th dataset is half as likely as the one before it.
+		k := 0
+		for k < opts.DatasetsPerQueue-1 && rng.Float64() < 0.5 {
+			k++
+		}
+		name := fmt.Sprintf("%s-data-%d", jobs[i].Queue, k)
+		if _, ok := sizes[name]; !ok {
+			sizes[name] = math.Round(maxGB * (0.25 + 0.75*rng.Float64()))
+		}
+		jobs[i].Dataset, jobs[i].DatasetGB = name, sizes[name]
+	}
 }
 
 func (o GenerateOptions) withDefaults() GenerateOptions {

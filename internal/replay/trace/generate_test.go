@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -137,4 +138,29 @@ func TestCapShape(t *testing.T) {
 		pods, perPod := capShape(tc.pods, tc.perPod, tc.maxPerPod, tc.limit)
 		assert.Equal(t, []int{tc.wantPods, tc.wantPerPod}, []int{pods, perPod}, "%+v", tc)
 	}
+}
+
+// With datasets, every job reads one of its queue's few, the first most often, each of one size;
+// the rest of the trace is the one generated without them.
+func TestGeneratedJobsReuseTheirQueuesDatasets(t *testing.T) {
+	opts := GenerateOptions{Seed: 3, Span: 6 * 3600, GPUs: 64}
+	plain := Generate(opts)
+	opts.DatasetsPerQueue, opts.DatasetGB = 3, 400
+	withData := Generate(opts)
+	require.Equal(t, len(plain), len(withData))
+	sizes, counts := map[string]float64{}, map[string]int{}
+	for i, j := range withData {
+		j.Dataset, j.DatasetGB = "", 0
+		assert.Equal(t, plain[i], j)
+		d := withData[i]
+		assert.True(t, strings.HasPrefix(d.Dataset, d.Queue+"-data-"), d.Dataset)
+		if size, ok := sizes[d.Dataset]; ok {
+			assert.Equal(t, size, d.DatasetGB)
+		}
+		sizes[d.Dataset] = d.DatasetGB
+		assert.LessOrEqual(t, d.DatasetGB, 400.0)
+		counts[d.Dataset[len(d.Dataset)-1:]]++
+	}
+	assert.LessOrEqual(t, len(sizes), 9, "3 queues of 3 datasets")
+	assert.Greater(t, counts["0"], counts["2"], "the first of each queue is read most (half its jobs, the last a quarter)")
 }

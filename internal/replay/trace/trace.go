@@ -27,6 +27,10 @@ type Job struct {
 	// Priority, if HasPriority.
 	Priority    int32
 	HasPriority bool
+	// Dataset the job reads ("" for none), of DatasetGB gigabytes: a job placed on nodes that do
+	// not cache it first pulls it (docs/replay.md, "Data").
+	Dataset   string
+	DatasetGB float64
 	// Line is the row's line in its file (1 is the header), for messages; 0 for a job not read.
 	Line int
 }
