@@ -230,6 +230,17 @@ replay-mixed: ## Replay a mixed 6-hour trace on 16 nodes through C, Cp (a static
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_MIXED_OUT)/mixed.csv $(REPLAY_MIXED_FLAGS)
 	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_MIXED_OUT)/mixed.csv --nodes 16 --node-gpus 8 --configs C,Cp,B1,B1p,B1j --out $(REPLAY_MIXED_OUT) --publish-as mixed $(REPLAY_FLAGS)
 
+# The mixed trace's jobs, each reading one of its team's three datasets of up to 1.5 TB, on nodes
+# that cache 2 TB and pull at 1.25 GB/s (docs/io.md).
+REPLAY_DATA_FLAGS := $(REPLAY_MIXED_FLAGS) --datasets-per-queue 3 --dataset-gb 1500
+REPLAY_DATA_OUT ?= replay-data
+
+.PHONY: replay-data
+replay-data: ## Replay the mixed trace with datasets through C, Cio (data locality) and B1p, as docs/replay.md publishes it, about 15 min; writes $(REPLAY_DATA_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it).
+	mkdir -p $(REPLAY_DATA_OUT)
+	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_DATA_OUT)/data-reuse.csv $(REPLAY_DATA_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_DATA_OUT)/data-reuse.csv --nodes 16 --node-gpus 8 --node-cache-gb 2000 --configs C,Cio,B1p --out $(REPLAY_DATA_OUT) --publish-as data-reuse $(REPLAY_FLAGS)
+
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
 	$(GO) run ./cmd/tephra-bench --smoke

@@ -89,6 +89,18 @@ var goals = []goal{
 		}
 		return Duration(o.FirstPod.Mean) + " / " + Duration(o.FirstPod.P90), o.FirstPod.Mean <= 10 && o.FirstPod.P90 <= 20, true
 	}},
+	// #63's: placing jobs where their data is cached pays, on a trace whose jobs read datasets.
+	{label: "Mean JCT at most 0.8× C's (a trace with data, data locality)", measure: func(o *Outcomes, base map[string]*Outcomes) (string, bool, bool) {
+		c, ok := base["C"]
+		if !ok || o.Config == "C" || o.DataJobs == 0 {
+			return "", false, false
+		}
+		r := o.All.JCT.Mean / c.All.JCT.Mean
+		if math.IsNaN(r) || math.IsInf(r, 0) {
+			return "–", false, true
+		}
+		return fmt.Sprintf("%.2f×", r), r <= 0.8, true
+	}},
 	relative("Mean JCT at most 0.7× B1's", "B1", 0.7, true, func(o *Outcomes) float64 { return o.All.JCT.Mean }),
 	relative("Mean JCT at most 0.85× B1p's", "B1p", 0.85, true, func(o *Outcomes) float64 { return o.All.JCT.Mean }),
 	relative("Big gangs' mean wait at most 0.5× B1's", "B1", 0.5, true, func(o *Outcomes) float64 { return o.BigGangs.Wait.Mean }),
