@@ -51,8 +51,7 @@ type groupManager struct {
 	attained *attainedService
 	// devices charges members for their claims' devices in their job's share (nil in unit tests).
 	devices *devices.Devices
-	// claims are the PersistentVolumeClaims, which name the Fluid datasets members read (nil in
-	// unit tests: no claim names one).
+	// claims name the Fluid datasets members read (nil in unit tests).
 	claims corelisters.PersistentVolumeClaimLister
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
@@ -460,11 +459,7 @@ func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk
 // half-placed in a domain too small for it.
 func (g *groupManager) placeInDomain(ctx context.Context, c *minimumCheck) *fwk.Status {
 	if c.assigned == nil || !c.inAttempt {
-		minimum := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod)}
-		minimum.bandwidth, minimum.use = g.bandwidthOf(c.need, c.allowed)
-		if minimum.missing > 0 && len(c.count.unplaced) >= minimum.missing {
-			minimum.smallest = smallestRequests(c.unplacedRequests)
-		}
+		minimum := g.minimumNeedsOf(c)
 		var why string
 		// The domain of the group's last attempt (a gang restarted by its Job, say) is kept
 		// while it holds the minimum.

@@ -277,6 +277,17 @@ func nodesOf(nodes []fwk.NodeInfo, d *domain) []fwk.NodeInfo {
 
 // placedOn counts, per node, the group's pods placed there, for a domain that already holds some
 // (elastic growth, a restart) to win a tie.
+// minimumNeedsOf is what the rest of a topology gang's minimum needs of a domain: its requests,
+// member by member, its members' data and the domains' bandwidth.
+func (g *groupManager) minimumNeedsOf(c *minimumCheck) minimumNeeds {
+	m := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod)}
+	m.bandwidth, m.use = g.bandwidthOf(c.need, c.allowed)
+	if m.missing > 0 && len(c.count.unplaced) >= m.missing {
+		m.smallest = smallestRequests(c.unplacedRequests)
+	}
+	return m
+}
+
 // dataOf is the datasets a member declares (internal/datasets); none when its declaration is
 // malformed, which TephraIO refuses with an event.
 func (g *groupManager) dataOf(pod *corev1.Pod) datasets.Demand {
