@@ -123,3 +123,28 @@ func TestUpstreamGroupsAreListedAndExplained(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Waiting, "%+v", v)
 }
+
+// An upstream group whose queue holds it shows Pending, as the PodGroup controller shows an object
+// its queue holds, though its members alone would make it Inqueue.
+func TestAnUpstreamGroupItsQueueHoldsShowsPending(t *testing.T) {
+	up := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "ns", CreationTimestamp: metav1.Unix(-60, 0),
+			Labels: map[string]string{schedulingv1alpha1.QueueLabel: "closed"}},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1}}},
+	}
+	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "held-0", Namespace: "ns"},
+		Spec: corev1.PodSpec{SchedulingGroup: &corev1.PodSchedulingGroup{PodGroupName: ptr.To("held")}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
+	closed := &schedulingv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "closed"}, Spec: schedulingv1alpha1.QueueSpec{Weight: 1, State: schedulingv1alpha1.QueueClosed}}
+	o, _ := testOptions([]runtime.Object{ns, up, member}, closed)
+	rows, err := o.groupRows(false)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "Pending", rows[0].Phase, "%+v", rows[0])
+
+	closed.Spec.State = schedulingv1alpha1.QueueOpen
+	o, _ = testOptions([]runtime.Object{ns, up, member}, closed)
+	rows, err = o.groupRows(false)
+	require.NoError(t, err)
+	assert.Equal(t, "Inqueue", rows[0].Phase, "its queue admits it")
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,6 +73,7 @@ func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGrou
 		}
 	}
 	upstream := groups.NewUpstream(upstreamlisters.NewPodGroupLister(podGroups), upstreamlisters.NewWorkloadLister(workloads))
+	holdOf := o.queueHolds(ctx)
 	var out []schedulingv1alpha1.PodGroup
 	for _, pg := range upstream.List(ns) {
 		key := pg.Namespace + "/" + pg.Name
@@ -79,7 +81,7 @@ func (o *Options) upstreamGroups(ns string, objects []schedulingv1alpha1.PodGrou
 			continue
 		}
 		g := *pg.DeepCopy()
-		g.Status = groupstatus.OfMembers(pg, members[key])
+		g.Status = groupstatus.Desired(pg, members[key], holdOf(pg), "")
 		out = append(out, g)
 	}
 	return out, nil
@@ -98,4 +100,38 @@ func (o *Options) upstreamGroup(ns, name string, pods []corev1.Pod) (*scheduling
 		}
 	}
 	return nil, nil
+}
+
+// queueHolds says why each group's queue holds it (groupstatus.HoldOf), as the PodGroup
+// controller decides it for an object: an upstream group shows Pending while its queue holds it.
+// Where the user may not read the queues or a group's namespace, a group counts as admitted.
+func (o *Options) queueHolds(ctx context.Context) func(*schedulingv1alpha1.PodGroup) groupstatus.Hold {
+	list, err := o.tephra.SchedulingV1alpha1().Queues().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return func(*schedulingv1alpha1.PodGroup) groupstatus.Hold { return groupstatus.Hold{} }
+	}
+	queues := make([]*schedulingv1alpha1.Queue, len(list.Items))
+	for i := range list.Items {
+		queues[i] = &list.Items[i]
+	}
+	holds := groupstatus.NewHolds(queues)
+	type namespace struct {
+		labels map[string]string
+		read   bool
+	}
+	namespaces := map[string]namespace{}
+	return func(pg *schedulingv1alpha1.PodGroup) groupstatus.Hold {
+		n, asked := namespaces[pg.Namespace]
+		if !asked {
+			ns, err := o.kube.CoreV1().Namespaces().Get(ctx, pg.Namespace, metav1.GetOptions{})
+			if err == nil {
+				n = namespace{labels: ns.Labels, read: true}
+			}
+			namespaces[pg.Namespace] = n
+		}
+		if !n.read {
+			return groupstatus.Hold{}
+		}
+		return holds.Of(pg, n.labels)
+	}
 }
