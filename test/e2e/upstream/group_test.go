@@ -17,7 +17,8 @@ import (
 
 // group is the group Tephra schedules an upstream PodGroup by, as both binaries translate it in
 // memory (v1alpha1.FromUpstream), with the status its members make it (groupstatus.OfMembers), as
-// kubectl tephra shows it: no object holds either. "" invalid is a NotFound error.
+// kubectl tephra shows it for a group its queue admits: no object holds either. "" invalid is a
+// NotFound error.
 func group(ctx context.Context, env *framework.Env, ns, name string) (*schedulingv1alpha1.PodGroup, error) {
 	up, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
