@@ -31,8 +31,12 @@ func IsBandwidth(name corev1.ResourceName) bool {
 // Amounts are bandwidths by resource.
 type Amounts map[corev1.ResourceName]int64
 
-// Requests are what the pod asks of bandwidth (nil: nothing).
+// Requests are what the pod asks of bandwidth (nil: nothing). A pod that names no bandwidth
+// resource costs no allocation: the scheduler asks for every pod.
 func Requests(pod *corev1.Pod) Amounts {
+	if !names(pod) {
+		return nil
+	}
 	var out Amounts
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 		if IsBandwidth(name) && !q.IsZero() {
@@ -43,6 +47,27 @@ func Requests(pod *corev1.Pod) Amounts {
 		}
 	}
 	return out
+}
+
+// names says whether any container of the pod, or the pod itself, requests a bandwidth resource.
+func names(pod *corev1.Pod) bool {
+	for _, containers := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range containers {
+			for name := range containers[i].Resources.Requests {
+				if IsBandwidth(name) {
+					return true
+				}
+			}
+		}
+	}
+	if pod.Spec.Resources != nil {
+		for name := range pod.Spec.Resources.Requests {
+			if IsBandwidth(name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RequestsOf are the bandwidth requests in a list of resources (a gang's minimum, say).

@@ -135,6 +135,29 @@ func (d *demand) Clone() fwk.StateData {
 // none says whether the pod's IO is nothing TephraIO places by.
 func (d *demand) none() bool { return d.None() && len(d.requests) == 0 }
 
+// noDemand is the cycle state of a pod that declares no IO, shared: nothing changes it.
+var noDemand = &demand{}
+
+// noSignature is the signature fragment of a pod that reads no dataset, shared.
+var noSignature = []fwk.SignFragment{{Key: signerName, Value: ""}}
+
+// declaresNothing says, without allocating, that the pod declares no dataset, mounts no claim
+// and requests no bandwidth: most pods, for which every extension point has nothing to do.
+func declaresNothing(pod *corev1.Pod) bool {
+	if _, ok := pod.Annotations[datasets.Annotation]; ok {
+		return false
+	}
+	if _, ok := pod.Annotations[datasets.LocalityAnnotation]; ok {
+		return false
+	}
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].PersistentVolumeClaim != nil {
+			return false
+		}
+	}
+	return bandwidth.Requests(pod) == nil
+}
+
 // demandOf reads what the pod declares, its claims from the scheduler's informer.
 func (p *IO) demandOf(pod *corev1.Pod) (datasets.Demand, error) {
 	return datasets.Of(pod, func(namespace, name string) map[string]string {
@@ -150,6 +173,9 @@ func (p *IO) demandOf(pod *corev1.Pod) (datasets.Demand, error) {
 // A pod that requests bandwidth is not signed: where it may go depends on what the pods placed
 // before it took of their domains' bandwidth, which a signature cannot capture.
 func (p *IO) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if declaresNothing(pod) {
+		return noSignature, nil
+	}
 	if len(bandwidth.Requests(pod)) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pods that request IO bandwidth are not signable: TephraIO places them by their domains' use")
 	}
@@ -173,6 +199,10 @@ func (p *IO) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *f
 // nothing would put it where its data is not, silently. Filter has nothing to do unless the pod
 // requires its data or requests bandwidth of a limited domain.
 func (p *IO) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if declaresNothing(pod) {
+		state.Write(stateKey, noDemand)
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
 	data, err := p.demandOf(pod)
 	if err != nil {
 		p.handle.EventRecorder().Eventf(pod, nil, corev1.EventTypeWarning, ReasonInvalidDatasets, "Scheduling", err.Error())
