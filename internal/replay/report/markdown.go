@@ -297,10 +297,10 @@ func writeDefinitions(b *strings.Builder, o Options) {
   creates it, in B0 and B1 the replay itself. It is part of the wait, and the speedup multiplies
   it: 0.1 s of wall clock is 14 s of trace time at 144×.
 - Room to bind is, per pod asking GPUs that was bound (its creation recorded), the time from the
-  first instant at which some node had its GPUs free and its queue's share allowed it (its queue's
-  GPUs and its own at most the queue's deserved GPUs, or the queues asking less than the cluster)
-  to its bind: the wait a scheduler answers for. Each pod counts alone, so a gang's pod counts the
-  wait for its siblings' room. Pods bound with no such instant first (room seen free only as they
+  first instant at which the nodes' free GPUs fitted it and the rest of its gang's minimum, a pod
+  on one node, and its queue's share allowed them (its queue's GPUs and theirs at most the queue's
+  deserved GPUs, or the queues asking less than the cluster) to its bind: the wait a scheduler
+  answers for. Pods bound with no such instant first (room seen free only as they
   bound, or bound over their share while the cluster was contended, as B0 and B1 do) are counted
   apart, not in it.
 - GPU allocated is GPU-time held by bound pods over capacity × run length; busy counts only the pods

@@ -164,18 +164,19 @@ type Outcomes struct {
 	// RoomToBind is, for each pod asking GPUs that was bound and whose Seen was recorded (more
 	// than 0) and came before its Bound, Bound − t, t the first instant with Seen ≤ t < Bound at
 	// which
-	//   - free room fitted it: some node had at least the pod's GPUs free (a node has
-	//     Run.NodeGPUs; what it held is from the pods' Node and their Bound ≤ t < Ended, Ended
-	//     NaN holding on), and
-	//   - its queue's share allowed it: the GPUs its queue's pods held at t plus the pod's were at
+	//   - free room fitted it and the rest of its gang: the nodes' free GPUs took, a pod on one
+	//     node, as many pods of its GPUs as its job's minimum less the job's pods holding at t,
+	//     and at least this one (a node has Run.NodeGPUs; what it held is from the pods' Node
+	//     and their Bound ≤ t < Ended, Ended NaN holding on), and
+	//   - its queue's share allowed them: the GPUs its queue's pods held at t plus theirs were at
 	//     most the queue's deserved GPUs at t, or the cluster was not contended at t (the queues
 	//     asked less than the cluster: then nobody's share holds anyone back). Deserved GPUs and
 	//     contention are the queue shares', computed exactly at the event times (submits, ends,
 	//     binds) rather than on the grid.
 	// It is the part of the wait a scheduler answers for once neither a full cluster nor the
 	// pod's share held it back. The room may have gone to another pod after t and the pod counts
-	// on from t all the same; each pod counts alone, so a gang's pod whose own room came before
-	// its siblings' counts the wait for theirs. Pods for which no such t came are not in it but
+	// on from t all the same. A gang's pod cannot bind before room for its whole minimum comes,
+	// under any gang scheduler, so its room is the gang's. Pods for which no such t came are not in it but
 	// in BoundWithoutRoom. N is 0 for a run without the nodes' record (Run.Nodes, NodeGPUs).
 	RoomToBind Stats
 	// BoundWithoutRoom counts the pods RoomToBind would measure for which no such t came before

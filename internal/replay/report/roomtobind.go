@@ -17,6 +17,8 @@ type roomEvent struct {
 	// bound to a node the record does not name, or a waiting pod's creation or bind, marked so
 	// that the sweep stops there).
 	node, queue int
+	// job is the index of the job one of whose pods starts or stops holding (held ≠ 0).
+	job int
 	// held is the GPUs the node and the queue start (+) or stop (−) holding; asked the GPUs the
 	// queue starts or stops asking.
 	held, asked int64
@@ -25,8 +27,10 @@ type roomEvent struct {
 // roomWaiter is a pod measured for room to bind.
 type roomWaiter struct {
 	seen, bound float64
-	queue       int
-	gpus        int64
+	queue, job  int
+	// minimum is its job's gang minimum: its pods bind together until that many hold.
+	minimum int
+	gpus    int64
 }
 
 // roomToBind measures, for the pods Outcomes.RoomToBind counts, the time from the first instant
@@ -45,6 +49,7 @@ func roomToBind(run Run, queues []queueSpec, index map[string]int) (Stats, int) 
 
 	nodeHeld := make([]int64, nodes)
 	queueHeld, asked := make([]int64, len(queues)), make([]int64, len(queues))
+	jobHolding := make([]int, len(run.Jobs))
 	var totalAsked int64
 	deserved, stale := []int64(nil), true
 	var waiting []roomWaiter
@@ -58,6 +63,12 @@ func roomToBind(run Run, queues []queueSpec, index map[string]int) (Stats, int) 
 				nodeHeld[ev.node] += ev.held
 			}
 			queueHeld[ev.queue] += ev.held
+			switch {
+			case ev.held > 0:
+				jobHolding[ev.job]++
+			case ev.held < 0:
+				jobHolding[ev.job]--
+			}
 			if ev.asked != 0 {
 				asked[ev.queue] += ev.asked
 				totalAsked += ev.asked
@@ -76,13 +87,15 @@ func roomToBind(run Run, queues []queueSpec, index map[string]int) (Stats, int) 
 			deserved, stale = divide.deserved(asked), false
 		}
 		contended := totalAsked >= int64(run.GPUs)
-		free := mostFree(nodeHeld, run.Nodes, run.NodeGPUs)
 		still := waiting[:0]
 		for _, p := range waiting {
+			// A gang's pod binds with the rest of its minimum: room for it is room for every
+			// pod of the gang not holding yet, and its queue's share must allow them all.
+			need := int64(max(1, p.minimum-jobHolding[p.job]))
 			switch {
 			case p.bound <= t:
 				without++
-			case free >= p.gpus && (!contended || queueHeld[p.queue]+p.gpus <= deserved[p.queue]):
+			case slots(nodeHeld, run.Nodes, run.NodeGPUs, p.gpus) >= need && (!contended || queueHeld[p.queue]+need*p.gpus <= deserved[p.queue]):
 				waits = append(waits, p.bound-t)
 			default:
 				still = append(still, p)
@@ -105,7 +118,7 @@ func roomEvents(run Run, index map[string]int) ([]roomEvent, []roomWaiter, int) 
 	}
 	var waiters []roomWaiter
 	nodes := map[string]int{}
-	for _, j := range run.Jobs {
+	for ji, j := range run.Jobs {
 		qi, gpus := index[queueOf(j)], int64(j.GPUs)
 		if asked := int64(j.Replicas) * gpus; asked > 0 && !math.IsNaN(j.Submit) {
 			add(roomEvent{at: j.Submit, node: -1, queue: qi, asked: asked})
@@ -116,7 +129,7 @@ func roomEvents(run Run, index map[string]int) ([]roomEvent, []roomWaiter, int) 
 				continue
 			}
 			if p.Seen > 0 && p.Seen < p.Bound && !math.IsInf(p.Bound, 0) {
-				waiters = append(waiters, roomWaiter{seen: p.Seen, bound: p.Bound, queue: qi, gpus: gpus})
+				waiters = append(waiters, roomWaiter{seen: p.Seen, bound: p.Bound, queue: qi, job: ji, minimum: minimum(j), gpus: gpus})
 				// Its creation and its bind are instants of the sweep, even if nothing else
 				// changed then (and it held nothing, ended as soon as bound).
 				add(roomEvent{at: p.Seen, node: -1, queue: qi})
@@ -132,21 +145,22 @@ func roomEvents(run Run, index map[string]int) ([]roomEvent, []roomWaiter, int) 
 				}
 				node = nodes[p.Node]
 			}
-			add(roomEvent{at: p.Bound, node: node, queue: qi, held: gpus})
-			add(roomEvent{at: p.Ended, node: node, queue: qi, held: -gpus})
+			add(roomEvent{at: p.Bound, node: node, queue: qi, job: ji, held: gpus})
+			add(roomEvent{at: p.Ended, node: node, queue: qi, job: ji, held: -gpus})
 		}
 	}
 	return events, waiters, len(nodes)
 }
 
-// mostFree is the most GPUs free on one node: a node no pod names holds nothing.
-func mostFree(held []int64, nodes, nodeGPUs int) int64 {
-	if len(held) < nodes {
-		return int64(nodeGPUs)
-	}
-	var most int64
+// slots is how many pods of gpus GPUs the nodes' free room takes, a pod on one node: a node no
+// pod names holds nothing.
+func slots(held []int64, nodes, nodeGPUs int, gpus int64) int64 {
+	var n int64
 	for _, h := range held {
-		most = max(most, int64(nodeGPUs)-h)
+		n += max(0, int64(nodeGPUs)-h) / gpus
 	}
-	return most
+	if len(held) < nodes {
+		n += int64(nodes-len(held)) * (int64(nodeGPUs) / gpus)
+	}
+	return n
 }

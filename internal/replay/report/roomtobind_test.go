@@ -139,3 +139,21 @@ func TestRoomToBindNotMeasured(t *testing.T) {
 	}
 	assert.Equal(t, 0, Analyze(cpu).RoomToBind.N, "measured without GPUs")
 }
+
+// A gang's pod has room when its whole minimum has: one free node is no room for a gang of two
+// whole nodes.
+func TestRoomToBindWaitsForTheWholeGang(t *testing.T) {
+	// Two nodes of 4 GPUs. a's x holds n0 from 0 to 50 and y holds n1 from 0 to 100. b's gang g
+	// of two pods of 4 GPUs, seen at 10, is bound at 110 to n0 and n1. Until 100 a asks 4 or 8
+	// and b 8: contended, b deserves 4, and 4 of 4 for one pod alone. From 100 b alone asks 8
+	// and deserves them.
+	x := single("x", "a", 0, placed("x-0", "n0", 0, 0, 50))
+	y := single("y", "a", 0, placed("y-0", "n1", 0, 0, 100))
+	g := gangJob("g", "b", 10, 4, []float64{110, 110}, 210,
+		placed("g-0", "n0", 10, 110, 210), placed("g-1", "n1", 10, 110, 210))
+	o := Analyze(Run{Config: "C", GPUs: 8, Nodes: 2, NodeGPUs: 4, End: 300, Jobs: []Job{x, y, g}})
+	// n0 is free from 50, n1 from 100: room for both pods, and a share that allows both, from
+	// 100, bound at 110: 10 each. A pod counted alone had room and share from 50: 60.
+	assert.Equal(t, 2, o.RoomToBind.N, "measured")
+	near(t, "room to bind of a gang", o.RoomToBind.Mean, 10)
+}
