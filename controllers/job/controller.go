@@ -456,9 +456,11 @@ func (r *Reconciler) failJob(ctx context.Context, job *batchv1alpha1.Job, reason
 }
 
 // passedToGroup are the annotations of a job that its PodGroup carries, for tephra-scheduler reads
-// them from the group: the SLA waiting time, and whether the job's pods may be moved to make whole
-// nodes for a waiting gang (a job that checkpoints, docs/consolidation.md).
-var passedToGroup = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation}
+// them from the group: the SLA waiting time, whether the job's pods may be moved to make whole
+// nodes for a waiting gang (a job that checkpoints, docs/consolidation.md), and the datasets its
+// pods read (docs/io.md).
+var passedToGroup = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation,
+	schedulingv1alpha1.DatasetsAnnotation, schedulingv1alpha1.DataLocalityAnnotation}
 
 func (r *Reconciler) workers() int {
 	if r.Workers > 0 {

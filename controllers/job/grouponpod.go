@@ -5,6 +5,7 @@ import (
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
+	"github.com/tephra-dev/tephra/internal/datasets"
 )
 
 // groupOnPod says whether a job's gang is carried by its one pod (schedulingv1alpha1.GroupOnPod)
@@ -30,16 +31,20 @@ func groupOnPod(job *batchv1alpha1.Job, groupObjects bool) bool {
 }
 
 // carryGroup makes a job's pod carry its group of one: the queue, and the job's annotations a
-// PodGroup would carry (passedToGroup).
+// PodGroup would carry (passedToGroup), but the job's datasets only when the pod declares none of
+// its own: a member's own declaration wins over its group's.
 func carryGroup(pod *corev1.Pod, job *batchv1alpha1.Job) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[schedulingv1alpha1.GroupOnPodAnnotation] = "true"
 	pod.Labels[schedulingv1alpha1.QueueLabel] = queueOf(job)
+	ownData := datasets.Declares(pod.Annotations)
 	for _, key := range passedToGroup {
-		if v, ok := job.Annotations[key]; ok {
-			pod.Annotations[key] = v
+		v, ok := job.Annotations[key]
+		if !ok || ownData && (key == schedulingv1alpha1.DatasetsAnnotation || key == schedulingv1alpha1.DataLocalityAnnotation) {
+			continue
 		}
+		pod.Annotations[key] = v
 	}
 }

@@ -44,6 +44,28 @@ func TestAOnePodJobsPodCarriesItsGroup(t *testing.T) {
 	}, f.events(), "no PodGroup is announced")
 }
 
+// A one-pod job's datasets go onto its pod unless the pod's template declares its own, which win.
+func TestAOnePodJobsDatasetsGoToItsPodUnlessItDeclaresItsOwn(t *testing.T) {
+	jobData := map[string]string{schedulingv1alpha1.DatasetsAnnotation: "coco", schedulingv1alpha1.DataLocalityAnnotation: "Required"}
+	f := newFixture(t, newStoredJob(onePod, func(j *batchv1alpha1.Job) { j.Annotations = jobData }))
+	f.reconcile(t)
+	pods := f.pods(t)
+	require.Len(t, pods, 1)
+	assert.Equal(t, "coco", pods[0].Annotations[schedulingv1alpha1.DatasetsAnnotation])
+	assert.Equal(t, "Required", pods[0].Annotations[schedulingv1alpha1.DataLocalityAnnotation])
+
+	f = newFixture(t, newStoredJob(onePod, func(j *batchv1alpha1.Job) {
+		j.Annotations = jobData
+		j.Spec.Tasks[0].Template.Annotations = map[string]string{schedulingv1alpha1.DatasetsAnnotation: "wiki"}
+	}))
+	f.reconcile(t)
+	pods = f.pods(t)
+	require.Len(t, pods, 1)
+	assert.Equal(t, "wiki", pods[0].Annotations[schedulingv1alpha1.DatasetsAnnotation])
+	_, locality := pods[0].Annotations[schedulingv1alpha1.DataLocalityAnnotation]
+	assert.False(t, locality, "the pod's own declaration is kept whole")
+}
+
 // What only a PodGroup object holds, or a second pod, gives a job its object again.
 func TestAJobThatNeedsAGroupObjectGetsOne(t *testing.T) {
 	seconds := int32(60)

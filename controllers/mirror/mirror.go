@@ -101,9 +101,11 @@ func SyncPodGroup(ctx context.Context, c client.Client, recorder events.EventRec
 }
 
 // passedAnnotations are the annotations of a Tephra PodGroup that a foreign group may carry
-// too, which no foreign API has a field for: its SLA waiting time (docs/elastic.md), and whether
-// its pods may be moved for a waiting gang (docs/consolidation.md).
-var passedAnnotations = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation}
+// too, which no foreign API has a field for: its SLA waiting time (docs/elastic.md), whether its
+// pods may be moved for a waiting gang (docs/consolidation.md), and the datasets they read
+// (docs/io.md).
+var passedAnnotations = []string{schedulingv1alpha1.SLAWaitingTimeAnnotation, schedulingv1alpha1.MovableAnnotation,
+	schedulingv1alpha1.DatasetsAnnotation, schedulingv1alpha1.DataLocalityAnnotation}
 
 // passAnnotations gives the mirror owner's passedAnnotations, removing those owner no longer has,
 // and says whether it changed anything.

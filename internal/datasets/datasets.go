@@ -11,8 +11,10 @@
 //
 // Names, not only claims: caches other than Fluid's, and data a job fetches itself, have no
 // claim to mount. Claims, not only names: a Fluid user mounts the claim already, and need declare
-// nothing more. A PodGroup's members, and a Tephra Job task's pods, carry the annotation from
-// their template.
+// nothing more. A Tephra Job task's pods carry the annotation from their template. A PodGroup (or
+// a Tephra Job, which passes it to its group) may carry both annotations for its members: a member
+// that declares neither reads its group's, so that a job whose pods all read the same data says so
+// once, and TephraGang weighs it when it chooses the group's domain.
 //
 // data.tephra.dev/locality says what the datasets are to placement: Preferred (the default), the
 // nodes that cache more of them score higher; Required, the pod runs only on a node that caches
@@ -26,13 +28,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
 
 const (
 	// Annotation lists, comma-separated, the names of the datasets a pod reads.
-	Annotation = "data.tephra.dev/datasets"
+	Annotation = v1alpha1.DatasetsAnnotation
 	// LocalityAnnotation is Preferred (the default) or Required.
-	LocalityAnnotation = "data.tephra.dev/locality"
+	LocalityAnnotation = v1alpha1.DataLocalityAnnotation
 	// NodeLabelPrefix prefixes a dataset's name in the label of the nodes that cache it
 	// (data.tephra.dev/<name>="true").
 	NodeLabelPrefix = "data.tephra.dev/"
@@ -92,26 +96,25 @@ func (d Demand) CachedOn(labels map[string]string) (cached int, missing []string
 // not exist (yet).
 type ClaimLabels func(namespace, name string) map[string]string
 
-// Of reads what the pod declares. claims reads the labels of the claims it mounts (nil: claims
-// are not read). An error says which declaration is malformed; the pod is then not placed by it,
-// and nothing else is read of it.
-func Of(pod *corev1.Pod, claims ClaimLabels) (Demand, error) {
-	d := Demand{Locality: Preferred}
-	switch l := Locality(pod.Annotations[LocalityAnnotation]); l {
-	case "", Preferred:
-	case Required:
-		d.Locality = Required
-	default:
-		return Demand{}, fmt.Errorf("%s: %q is neither %s nor %s", LocalityAnnotation, l, Preferred, Required)
+// Declares says whether annotations (a pod's or a group's) declare datasets or a locality.
+func Declares(annotations map[string]string) bool {
+	_, data := annotations[Annotation]
+	_, locality := annotations[LocalityAnnotation]
+	return data || locality
+}
+
+// Of reads what the pod declares: its own annotations, or, when they declare neither, those of
+// its group (group: the group's annotations, nil for none). claims reads the labels of the claims
+// it mounts (nil: claims are not read). An error says which declaration is malformed; the pod is
+// then not placed by it, and nothing else is read of it.
+func Of(pod *corev1.Pod, group map[string]string, claims ClaimLabels) (Demand, error) {
+	declaration, from := pod.Annotations, ""
+	if !Declares(declaration) && Declares(group) {
+		declaration, from = group, "its PodGroup's "
 	}
-	if list, ok := pod.Annotations[Annotation]; ok {
-		names, err := ParseNames(list)
-		if err != nil {
-			return Demand{}, err
-		}
-		for _, name := range names {
-			d.Datasets = append(d.Datasets, Dataset{Name: name, NodeLabel: NodeLabelPrefix + name})
-		}
+	d, err := declared(declaration)
+	if err != nil {
+		return Demand{}, fmt.Errorf("%s%w", from, err)
 	}
 	if claims != nil {
 		for _, v := range pod.Spec.Volumes {
@@ -124,7 +127,29 @@ func Of(pod *corev1.Pod, claims ClaimLabels) (Demand, error) {
 		}
 	}
 	if d.Locality == Required && d.None() {
-		return Demand{}, fmt.Errorf("%s: %s, but the pod declares no dataset (%s, or a Fluid dataset's claim)", LocalityAnnotation, Required, Annotation)
+		return Demand{}, fmt.Errorf("%s%s: %s, but the pod declares no dataset (%s, or a Fluid dataset's claim)", from, LocalityAnnotation, Required, Annotation)
+	}
+	return d, nil
+}
+
+// declared reads the locality and the named datasets of one declaration's annotations.
+func declared(annotations map[string]string) (Demand, error) {
+	d := Demand{Locality: Preferred}
+	switch l := Locality(annotations[LocalityAnnotation]); l {
+	case "", Preferred:
+	case Required:
+		d.Locality = Required
+	default:
+		return Demand{}, fmt.Errorf("%s: %q is neither %s nor %s", LocalityAnnotation, l, Preferred, Required)
+	}
+	if list, ok := annotations[Annotation]; ok {
+		names, err := ParseNames(list)
+		if err != nil {
+			return Demand{}, err
+		}
+		for _, name := range names {
+			d.Datasets = append(d.Datasets, Dataset{Name: name, NodeLabel: NodeLabelPrefix + name})
+		}
 	}
 	return d, nil
 }

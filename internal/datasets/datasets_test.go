@@ -30,7 +30,7 @@ func TestADemandIsTheNamesAndTheFluidClaims(t *testing.T) {
 		}
 		return nil
 	}
-	d, err := Of(podWith(map[string]string{Annotation: "coco, wiki"}, "imagenet", "scratch", "missing"), claims)
+	d, err := Of(podWith(map[string]string{Annotation: "coco, wiki"}, "imagenet", "scratch", "missing"), nil, claims)
 	require.NoError(t, err)
 	assert.Equal(t, Preferred, d.Locality, "the default")
 	assert.Equal(t, []Dataset{
@@ -43,7 +43,7 @@ func TestADemandIsTheNamesAndTheFluidClaims(t *testing.T) {
 	assert.Equal(t, 2, cached)
 	assert.Equal(t, []string{"wiki"}, missing)
 
-	none, err := Of(podWith(nil, "imagenet"), nil)
+	none, err := Of(podWith(nil, "imagenet"), nil, nil)
 	require.NoError(t, err)
 	assert.True(t, none.None(), "claims are not read without a reader")
 }
@@ -65,13 +65,13 @@ func TestBadDeclarationsAreRefused(t *testing.T) {
 		if annotations[1] != "" {
 			a[LocalityAnnotation] = annotations[1]
 		}
-		d, err := Of(podWith(a), nil)
+		d, err := Of(podWith(a), nil, nil)
 		if assert.Error(t, err, annotations) {
 			assert.Contains(t, err.Error(), want)
 		}
 		assert.True(t, d.None())
 	}
-	d, err := Of(podWith(map[string]string{Annotation: "imagenet", LocalityAnnotation: "Required"}), nil)
+	d, err := Of(podWith(map[string]string{Annotation: "imagenet", LocalityAnnotation: "Required"}), nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, Required, d.Locality)
 }
@@ -81,9 +81,36 @@ func TestFluidsLongLabelIsReadFromTheClaim(t *testing.T) {
 	claims := func(string, string) map[string]string {
 		return map[string]string{"fluid.io/s-5c4e1a2b-uid": "true"}
 	}
-	d, err := Of(podWith(nil, "a-dataset-whose-namespaced-name-is-too-long-for-a-label"), claims)
+	d, err := Of(podWith(nil, "a-dataset-whose-namespaced-name-is-too-long-for-a-label"), nil, claims)
 	require.NoError(t, err)
 	require.Len(t, d.Datasets, 1)
 	assert.Equal(t, "fluid.io/s-5c4e1a2b-uid", d.Datasets[0].NodeLabel)
 	assert.True(t, d.Datasets[0].CachedOn(map[string]string{"fluid.io/s-5c4e1a2b-uid": "true"}))
+}
+
+// A member that declares nothing reads its group's declaration; one that declares anything keeps
+// its own, whole; a malformed group declaration says it is the group's.
+func TestAMemberReadsItsGroupsDeclarationUnlessItHasItsOwn(t *testing.T) {
+	group := map[string]string{Annotation: "imagenet", LocalityAnnotation: "Required"}
+	d, err := Of(podWith(nil), group, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Required, d.Locality)
+	if assert.Len(t, d.Datasets, 1) {
+		assert.Equal(t, "data.tephra.dev/imagenet", d.Datasets[0].NodeLabel)
+	}
+
+	d, err = Of(podWith(map[string]string{Annotation: "coco"}), group, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Preferred, d.Locality, "the member's own declaration is read whole")
+	if assert.Len(t, d.Datasets, 1) {
+		assert.Equal(t, "coco", d.Datasets[0].Name)
+	}
+
+	_, err = Of(podWith(nil), map[string]string{Annotation: "Bad_Name!"}, nil)
+	if assert.Error(t, err) {
+		assert.Contains(t, err.Error(), "its PodGroup's data.tephra.dev/datasets")
+	}
+	d, err = Of(podWith(nil), map[string]string{"other": "x"}, nil)
+	require.NoError(t, err)
+	assert.True(t, d.None())
 }

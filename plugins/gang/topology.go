@@ -280,7 +280,7 @@ func nodesOf(nodes []fwk.NodeInfo, d *domain) []fwk.NodeInfo {
 // minimumNeedsOf is what the rest of a topology gang's minimum needs of a domain: its requests,
 // member by member, its members' data and the domains' bandwidth.
 func (g *groupManager) minimumNeedsOf(c *minimumCheck) minimumNeeds {
-	m := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod)}
+	m := minimumNeeds{need: c.need, missing: int(c.pg.Spec.MinMember) - c.count.placed, data: g.dataOf(c.pod, c.pg.Annotations)}
 	m.bandwidth, m.use = g.bandwidthOf(c.need, c.allowed)
 	if m.missing > 0 && len(c.count.unplaced) >= m.missing {
 		m.smallest = smallestRequests(c.unplacedRequests)
@@ -288,9 +288,10 @@ func (g *groupManager) minimumNeedsOf(c *minimumCheck) minimumNeeds {
 	return m
 }
 
-// dataOf is the datasets a member declares (internal/datasets); none when its declaration is
-// malformed, which TephraIO refuses with an event.
-func (g *groupManager) dataOf(pod *corev1.Pod) datasets.Demand {
+// dataOf is the datasets a member declares, or its group (group: the group's annotations) for it
+// (internal/datasets); none when the declaration is malformed, which TephraIO refuses with an
+// event.
+func (g *groupManager) dataOf(pod *corev1.Pod, group map[string]string) datasets.Demand {
 	var claims datasets.ClaimLabels
 	if g.claims != nil {
 		claims = func(namespace, name string) map[string]string {
@@ -301,7 +302,7 @@ func (g *groupManager) dataOf(pod *corev1.Pod) datasets.Demand {
 			return claim.Labels
 		}
 	}
-	d, err := datasets.Of(pod, claims)
+	d, err := datasets.Of(pod, group, claims)
 	if err != nil {
 		return datasets.Demand{}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/bandwidth"
 	"github.com/tephra-dev/tephra/internal/datasets"
+	"github.com/tephra-dev/tephra/internal/groups"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -61,6 +62,8 @@ type IO struct {
 	claims corelisters.PersistentVolumeClaimLister
 	// topologies give the domains' bandwidth: the default Topology's (nil in unit tests: none).
 	topologies schedulinglisters.TopologyLister
+	// podGroups are the groups whose declaration a member that declares nothing reads (nil: none).
+	podGroups schedulinglisters.PodGroupLister
 }
 
 var (
@@ -72,8 +75,9 @@ var (
 	_ fwk.SignPlugin        = &IO{}
 )
 
-// New builds the plugin on the scheduler's informers of claims (which VolumeBinding reads too)
-// and of Tephra's Topologies. It takes no args: the profile's score weight is what it weighs.
+// New builds the plugin on the scheduler's informers of claims (which VolumeBinding reads too),
+// of Tephra's Topologies and of the pod groups (Tephra's and upstream's, shared with TephraGang).
+// It takes no args: the profile's score weight is what it weighs.
 func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
@@ -84,9 +88,20 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	if err != nil {
 		return nil, err
 	}
-	p := &IO{handle: handle, claims: handle.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister(), topologies: topologies.Lister()}
+	podGroups := factory.Scheduling().V1alpha1().PodGroups()
+	groupRegistration, err := podGroups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return nil, err
+	}
+	up, err := setup.Upstream(handle)
+	if err != nil {
+		return nil, err
+	}
+	p := &IO{handle: handle, claims: handle.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister(), topologies: topologies.Lister(),
+		podGroups: groups.NewLister(podGroups.Lister(), nil, up.Lister())}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
-		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: registration}); err != nil {
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: registration},
+		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: groupRegistration}); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -141,13 +156,34 @@ var noDemand = &demand{}
 // noSignature is the signature fragment of a pod that reads no dataset, shared.
 var noSignature = []fwk.SignFragment{{Key: signerName, Value: ""}}
 
-// declaresNothing says, without allocating, that the pod declares no dataset, mounts no claim
-// and requests no bandwidth: most pods, for which every extension point has nothing to do.
-func declaresNothing(pod *corev1.Pod) bool {
-	if _, ok := pod.Annotations[datasets.Annotation]; ok {
-		return false
+// declaresNothing says that the pod declares no dataset, nor does its group for it, mounts no
+// claim and requests no bandwidth: most pods, for which every extension point has nothing to do.
+// It allocates nothing for a pod of no group or one that carries its group.
+func (p *IO) declaresNothing(pod *corev1.Pod) bool {
+	return podDeclaresNothing(pod) && p.groupDeclaration(pod) == nil
+}
+
+// groupDeclaration is the annotations of the pod's group when they declare datasets for it, nil
+// when they do not or it declares its own. A pod that carries its group of one (a one-pod Tephra
+// Job's) has its job's declaration on itself already.
+func (p *IO) groupDeclaration(pod *corev1.Pod) map[string]string {
+	if p.podGroups == nil || datasets.Declares(pod.Annotations) || pod.Annotations[v1alpha1.GroupOnPodAnnotation] == "true" {
+		return nil
 	}
-	if _, ok := pod.Annotations[datasets.LocalityAnnotation]; ok {
+	name, ok := v1alpha1.PodGroupNameOf(pod)
+	if !ok {
+		return nil
+	}
+	group, err := p.podGroups.PodGroups(pod.Namespace).Get(name)
+	if err != nil || !datasets.Declares(group.Annotations) {
+		return nil
+	}
+	return group.Annotations
+}
+
+// podDeclaresNothing is declaresNothing for the pod alone, without allocating.
+func podDeclaresNothing(pod *corev1.Pod) bool {
+	if datasets.Declares(pod.Annotations) {
 		return false
 	}
 	for i := range pod.Spec.Volumes {
@@ -158,9 +194,10 @@ func declaresNothing(pod *corev1.Pod) bool {
 	return bandwidth.Requests(pod) == nil
 }
 
-// demandOf reads what the pod declares, its claims from the scheduler's informer.
+// demandOf reads what the pod declares, or its group for it, its claims from the scheduler's
+// informer.
 func (p *IO) demandOf(pod *corev1.Pod) (datasets.Demand, error) {
-	return datasets.Of(pod, func(namespace, name string) map[string]string {
+	return datasets.Of(pod, p.groupDeclaration(pod), func(namespace, name string) map[string]string {
 		claim, err := p.claims.PersistentVolumeClaims(namespace).Get(name)
 		if err != nil {
 			return nil
@@ -173,7 +210,7 @@ func (p *IO) demandOf(pod *corev1.Pod) (datasets.Demand, error) {
 // A pod that requests bandwidth is not signed: where it may go depends on what the pods placed
 // before it took of their domains' bandwidth, which a signature cannot capture.
 func (p *IO) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if declaresNothing(pod) {
+	if p.declaresNothing(pod) {
 		return noSignature, nil
 	}
 	if len(bandwidth.Requests(pod)) > 0 {
@@ -199,7 +236,7 @@ func (p *IO) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *f
 // nothing would put it where its data is not, silently. Filter has nothing to do unless the pod
 // requires its data or requests bandwidth of a limited domain.
 func (p *IO) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if declaresNothing(pod) {
+	if p.declaresNothing(pod) {
 		state.Write(stateKey, noDemand)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -364,9 +401,13 @@ func read(state fwk.CycleState) (*demand, error) {
 // whose levels give the domains' bandwidth.
 const topologyEvent fwk.EventResource = "topologies.v1alpha1.scheduling.tephra.dev"
 
+// podGroupEvent is the cluster event resource of Tephra's PodGroups, whose annotations may
+// declare their members' datasets.
+const podGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.tephra.dev"
+
 // EventsToRegister says which events may let a pod that Filter rejected run: a node that now
 // caches its data (a new node, or a node's labels changed), a claim that is now a Fluid
-// dataset's, or the pod's own declaration fixed; for a pod that requests bandwidth, a pod that
+// dataset's, or the pod's own declaration, or its PodGroup's, fixed; for a pod that requests bandwidth, a pod that
 // requested some gone from its domain, or the Topology's bandwidths changed.
 func (p *IO) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
@@ -375,6 +416,7 @@ func (p *IO) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, erro
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: queueForClaimOfPod},
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: isSchedulableAfterDeclarationChange},
+		{Event: fwk.ClusterEvent{Resource: podGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: isSchedulableAfterGroupDeclarationChange},
 	}, nil
 }
 
@@ -453,6 +495,28 @@ func isSchedulableAfterDeclarationChange(_ klog.Logger, _ *corev1.Pod, oldObj, n
 	}
 	for _, key := range []string{datasets.Annotation, datasets.LocalityAnnotation} {
 		if prev.Annotations[key] != next.Annotations[key] {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterGroupDeclarationChange queues a pod that declares nothing itself when its
+// PodGroup's declaration of its members' datasets came or changed.
+func isSchedulableAfterGroupDeclarationChange(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	group, ok := newObj.(*v1alpha1.PodGroup)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected a PodGroup, got %T", newObj)
+	}
+	if name, in := v1alpha1.PodGroupNameOf(pod); !in || name != group.Name || group.Namespace != pod.Namespace || datasets.Declares(pod.Annotations) {
+		return fwk.QueueSkip, nil
+	}
+	var before map[string]string
+	if old, ok := oldObj.(*v1alpha1.PodGroup); ok {
+		before = old.Annotations
+	}
+	for _, key := range []string{datasets.Annotation, datasets.LocalityAnnotation} {
+		if before[key] != group.Annotations[key] {
 			return fwk.Queue, nil
 		}
 	}

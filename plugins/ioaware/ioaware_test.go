@@ -263,3 +263,34 @@ func TestABandwidthNoNodePublishesIsRefusedWithAnEvent(t *testing.T) {
 	require.Len(t, recorder.Events, 1)
 	assert.Contains(t, <-recorder.Events, "Warning BandwidthNotPublished")
 }
+
+// A member that declares nothing is placed by its PodGroup's declaration; one that declares its
+// own keeps it; a pod that carries its group of one is not looked up.
+func TestAMemberIsPlacedByItsGroupsDeclaration(t *testing.T) {
+	p, _ := newIO(t)
+	groups := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, groups.Add(&v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "team-a",
+		Annotations: map[string]string{datasets.Annotation: "coco", datasets.LocalityAnnotation: "Required"}}}))
+	p.podGroups = schedulinglisters.NewPodGroupLister(groups)
+	coco, none := node("coco", map[string]string{"data.tephra.dev/coco": "true"}), node("none", nil)
+
+	member := pod(nil)
+	member.Labels = map[string]string{v1alpha1.PodGroupLabel: "job"}
+	got, status := scores(t, p, member, coco, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{fwk.MaxScore, -1}, got, "the group requires coco")
+
+	own := pod(map[string]string{datasets.Annotation: "wiki"})
+	own.Labels = map[string]string{v1alpha1.PodGroupLabel: "job"}
+	got, status = scores(t, p, own, coco, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{0, 0}, got, "its own declaration, preferred, of data neither caches")
+
+	carried := pod(map[string]string{v1alpha1.GroupOnPodAnnotation: "true"})
+	carried.Labels = map[string]string{v1alpha1.PodGroupLabel: "job"}
+	assert.True(t, p.declaresNothing(carried))
+
+	other := pod(nil)
+	other.Labels = map[string]string{v1alpha1.PodGroupLabel: "another"}
+	assert.True(t, p.declaresNothing(other))
+}

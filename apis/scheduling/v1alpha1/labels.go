@@ -43,6 +43,13 @@ const (
 	// placed elsewhere, to make whole nodes for a gang that fits the cluster's free capacity but no
 	// set of nodes (docs/consolidation.md). A job that checkpoints says so with it.
 	MovableAnnotation = "scheduling.tephra.dev/movable"
+	// DatasetsAnnotation lists, comma-separated, the datasets a pod reads; on a PodGroup (or a
+	// Job, which passes it on), the datasets of its members that declare none themselves
+	// (internal/datasets, docs/io.md).
+	DatasetsAnnotation = "data.tephra.dev/datasets"
+	// DataLocalityAnnotation is Preferred (the default) or Required: whether a pod may run away
+	// from its datasets. On a PodGroup or a Job it goes with DatasetsAnnotation.
+	DataLocalityAnnotation = "data.tephra.dev/locality"
 	// GroupOnPodAnnotation, "true" on a pod with PodGroupLabel, says that the pod is its group's
 	// only member and carries the group itself: no PodGroup object exists for it, and Tephra reads
 	// the group from the pod (GroupOnPod). A Tephra Job of one pod that asks for nothing only a

@@ -19,7 +19,8 @@ import (
 //   - priorityClassName: spec.priorityClassName;
 //   - topology: the first key of spec.schedulingConstraints.topology, required (its domain must
 //     hold the whole group);
-//   - the annotations SLAWaitingTimeAnnotation and MovableAnnotation, which no upstream field has.
+//   - the annotations SLAWaitingTimeAnnotation, MovableAnnotation, DatasetsAnnotation and
+//     DataLocalityAnnotation, which no upstream field has.
 //
 // The group has the upstream PodGroup's UID, resourceVersion, generation and creation time, and a
 // controller reference to it (FromUpstreamPodGroup). Its status says only what the upstream
@@ -48,7 +49,7 @@ func FromUpstream(up *schedulingv1beta1.PodGroup, workload *schedulingv1beta1.Wo
 		spec.Topology = &PodGroupTopology{Required: c.Topology[0].Key}
 	}
 	var annotations map[string]string
-	for _, key := range []string{SLAWaitingTimeAnnotation, MovableAnnotation} {
+	for _, key := range []string{SLAWaitingTimeAnnotation, MovableAnnotation, DatasetsAnnotation, DataLocalityAnnotation} {
 		if v, has := up.Annotations[key]; has {
 			if annotations == nil {
 				annotations = map[string]string{}

@@ -80,9 +80,9 @@ func TestFromUpstream(t *testing.T) {
 // condition PodGroupInitiallyScheduled=True makes it Scheduled.
 func TestFromUpstreamAnnotationsAndStatus(t *testing.T) {
 	up := upstreamGang("urgent", 2, nil, "")
-	up.Annotations = map[string]string{SLAWaitingTimeAnnotation: "30s", MovableAnnotation: "true", "other": "x"}
+	up.Annotations = map[string]string{SLAWaitingTimeAnnotation: "30s", MovableAnnotation: "true", DatasetsAnnotation: "coco", DataLocalityAnnotation: "Required", "other": "x"}
 	group, _ := FromUpstream(up, nil)
-	assert.Equal(t, map[string]string{SLAWaitingTimeAnnotation: "30s", MovableAnnotation: "true"}, group.Annotations)
+	assert.Equal(t, map[string]string{SLAWaitingTimeAnnotation: "30s", MovableAnnotation: "true", DatasetsAnnotation: "coco", DataLocalityAnnotation: "Required"}, group.Annotations)
 
 	meta.SetStatusCondition(&up.Status.Conditions, metav1.Condition{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse, Reason: "Unschedulable"})
 	group, _ = FromUpstream(up, nil)
