@@ -66,6 +66,10 @@ type Configuration struct {
 	// DataLocality makes the pods of a job that reads a dataset declare it
 	// (data.tephra.dev/datasets), for TephraIO to place them where it is cached (docs/io.md).
 	DataLocality bool
+	// LocalityWait, in trace time, runs TephraIO with that localityWait (played at the speedup):
+	// how long a pod that prefers its data waits for a node that caches it; 0 keeps the shipped
+	// one, a negative one waits not at all.
+	LocalityWait time.Duration
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
 }
@@ -213,6 +217,17 @@ var Configurations = []*Configuration{
 		Gangs:        TephraJobs,
 		Queues:       true,
 		DataLocality: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			return nil
+		},
+	},
+	{
+		Name:         "Cip",
+		Title:        "Cio without the locality wait: a pod goes where its data is cached if such a node has room, else at once elsewhere",
+		Gangs:        TephraJobs,
+		Queues:       true,
+		DataLocality: true,
+		LocalityWait: -1,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},

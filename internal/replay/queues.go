@@ -21,6 +21,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/localcluster"
 	"github.com/tephra-dev/tephra/internal/replay/report"
 	"github.com/tephra-dev/tephra/internal/replay/trace"
+	"github.com/tephra-dev/tephra/plugins/ioaware"
 	queueplugin "github.com/tephra-dev/tephra/plugins/queue"
 )
 
@@ -204,9 +205,9 @@ func (c *Configuration) orderOf(speedup float64) queueOrder {
 
 // playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that
 // are times, played at the speedup: the reclaim minimum runtime, the first level of attained
-// service (an accelerator-hour of trace time), and, for Tephra's queues, the reclaim patience
-// limit (the configuration's, else the shipped one), so that a replay plays the limit a day of
-// the trace would meet.
+// service (an accelerator-hour of trace time), for Tephra's queues, the reclaim patience limit
+// (the configuration's, else the shipped one), and, where pods declare their data, the locality
+// wait, so that a replay plays the limits a day of the trace would meet.
 func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float64) {
 	set := func(plugin, arg string, value any) {
 		if o.SchedulerPluginArgs == nil {
@@ -226,6 +227,13 @@ func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float6
 			limit = c.ReclaimPatienceLimit
 		}
 		set("TephraQueue", "reclaimPatienceLimit", (time.Duration(float64(limit) / speedup)).Round(100*time.Millisecond).String())
+	}
+	if c.DataLocality {
+		wait := ioaware.DefaultLocalityWait
+		if c.LocalityWait != 0 {
+			wait = max(c.LocalityWait, 0)
+		}
+		set("TephraIO", "localityWait", (time.Duration(float64(wait) / speedup)).Round(100*time.Millisecond).String())
 	}
 	if c.LeastAttainedBound > 0 {
 		set("TephraGang", "attainedServiceFirstLevelSeconds", max(int64(math.Round(time.Hour.Seconds()/speedup)), 1))

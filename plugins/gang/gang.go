@@ -39,6 +39,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/plugins/internal/datawait"
 	"github.com/tephra-dev/tephra/plugins/internal/devices"
 	"github.com/tephra-dev/tephra/plugins/internal/queueorder"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
@@ -231,7 +232,9 @@ func (g *Gang) Filter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod
 
 // PostFilter releases a group whose member fits no node.
 func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if g.inPodGroupCycles(pod) {
+	// A pod waiting for a node that caches its data (datawait) is no gang to release or make
+	// room for.
+	if g.inPodGroupCycles(pod) || datawait.Marked(state) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	result, status := g.postFilter(ctx, state, pod, m)

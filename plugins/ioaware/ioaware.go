@@ -23,6 +23,7 @@ import (
 	"maps"
 	"math"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,7 @@ import (
 	"github.com/tephra-dev/tephra/internal/bandwidth"
 	"github.com/tephra-dev/tephra/internal/datasets"
 	"github.com/tephra-dev/tephra/internal/groups"
+	"github.com/tephra-dev/tephra/plugins/internal/datawait"
 	"github.com/tephra-dev/tephra/plugins/internal/setup"
 )
 
@@ -64,6 +66,8 @@ type IO struct {
 	topologies schedulinglisters.TopologyLister
 	// podGroups are the groups whose declaration a member that declares nothing reads (nil: none).
 	podGroups schedulinglisters.PodGroupLister
+	// waits are the pods that wait for a node that caches their data (nil: localityWait 0).
+	waits *localityWaits
 }
 
 var (
@@ -77,8 +81,12 @@ var (
 
 // New builds the plugin on the scheduler's informers of claims (which VolumeBinding reads too),
 // of Tephra's Topologies and of the pod groups (Tephra's and upstream's, shared with TephraGang).
-// It takes no args: the profile's score weight is what it weighs.
-func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// Its args say how long a pod waits for its data; the profile's score weight is what it weighs.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
 	factory, err := setup.Informers(handle.KubeConfig())
 	if err != nil {
 		return nil, err
@@ -99,6 +107,14 @@ func New(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, 
 	}
 	p := &IO{handle: handle, claims: handle.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister(), topologies: topologies.Lister(),
 		podGroups: groups.NewLister(podGroups.Lister(), nil, up.Lister())}
+	if args.LocalityWait.Duration > 0 {
+		p.waits = newLocalityWaits(args.LocalityWait.Duration, func(pod *corev1.Pod) {
+			handle.Activate(klog.FromContext(ctx), map[string]*corev1.Pod{pod.Namespace + "/" + pod.Name: pod})
+		})
+		if _, err := handle.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(p.waits.podHandler()); err != nil {
+			return nil, err
+		}
+	}
 	if err := setup.StartAndSync(ctx, Name, handle.KubeConfig(), factory,
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("topologies"), Registration: registration},
 		setup.Watch{Resource: v1alpha1.SchemeGroupVersion.WithResource("podgroups"), Registration: groupRegistration}); err != nil {
@@ -130,6 +146,9 @@ type demand struct {
 	requests bandwidth.Amounts
 	limits   []bandwidth.Limit
 	use      bandwidth.Use
+	// waitUntil is when the pod's wait for a node that caches its data ends; zero when it does
+	// not wait (localitywait.go).
+	waitUntil time.Time
 }
 
 func (d *demand) Clone() fwk.StateData {
@@ -220,6 +239,9 @@ func (p *IO) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *f
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
+	if p.waits != nil && d.Locality == datasets.Preferred && !d.None() {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods that prefer their data are not signable: whether TephraIO keeps one waiting for it depends on when it began to wait")
+	}
 	labels := make([]string, 0, len(d.Datasets)+1)
 	for _, ds := range d.Datasets {
 		labels = append(labels, ds.NodeLabel)
@@ -255,8 +277,11 @@ func (p *IO) PreFilter(_ context.Context, state fwk.CycleState, pod *corev1.Pod,
 		d.limits = p.limits()
 		d.use = bandwidth.UseOf(d.limits, nodes)
 	}
+	if d.waitUntil = p.waitsForData(pod, d, nodes); !d.waitUntil.IsZero() {
+		datawait.Mark(state)
+	}
 	state.Write(stateKey, d)
-	if d.Locality != datasets.Required && len(d.limits) == 0 {
+	if d.Locality != datasets.Required && len(d.limits) == 0 && d.waitUntil.IsZero() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -302,7 +327,11 @@ func (p *IO) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, node
 		klog.V(5).InfoS("Domain's bandwidth exceeded", "node", klog.KObj(node), "limit", exceeded)
 		return fwk.NewStatus(fwk.Unschedulable, "node(s) in a network domain whose bandwidth cannot carry the pod's IO requests (Topology default)")
 	}
-	if _, missing := d.CachedOn(node.Labels); len(missing) > 0 && d.Locality == datasets.Required {
+	_, missing := d.CachedOn(node.Labels)
+	if len(missing) > 0 && !d.waitUntil.IsZero() {
+		return p.waitingStatus(d)
+	}
+	if len(missing) > 0 && d.Locality == datasets.Required {
 		// One message for every node that lacks some of them, so that the pod's condition
 		// counts them on one line.
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) do not cache all the datasets the pod requires (%s; %s: %s)",
@@ -445,10 +474,10 @@ func queueIfRequestingBandwidth(_ klog.Logger, pod *corev1.Pod, _, _ any) (fwk.Q
 	return fwk.QueueSkip, nil
 }
 
-// isSchedulableAfterNodeChange queues a pod that requires its data when the node caches all of
-// it, and a pod that requests bandwidth for a new node, or one whose labels moved it to another
-// domain. Nothing of a node helps a pod whose declaration is malformed, nor one that only
-// prefers its data (Filter rejects none).
+// isSchedulableAfterNodeChange queues a pod that requires its data, or waits for it, when the
+// node caches all of it, and a pod that requests bandwidth for a new node, or one whose labels
+// moved it to another domain. Nothing of a node helps a pod whose declaration is malformed, nor
+// one that only prefers its data and does not wait for it (Filter rejects none).
 func (p *IO) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	node, ok := newObj.(*corev1.Node)
 	if !ok {
@@ -458,7 +487,7 @@ func (p *IO) isSchedulableAfterNodeChange(logger klog.Logger, pod *corev1.Pod, _
 		return fwk.Queue, nil
 	}
 	d, err := p.demandOf(pod)
-	if err != nil || d.Locality != datasets.Required {
+	if err != nil || (d.Locality != datasets.Required && (p.waits == nil || !p.waits.has(pod.UID))) {
 		return fwk.QueueSkip, nil
 	}
 	if _, missing := d.CachedOn(node.Labels); len(missing) > 0 {

@@ -3,12 +3,14 @@ package ioaware
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -19,6 +21,7 @@ import (
 	schedulinglisters "github.com/tephra-dev/tephra/apis/client/listers/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/datasets"
+	"github.com/tephra-dev/tephra/plugins/internal/datawait"
 )
 
 // fakeHandle gives the plugin the framework functions it calls; the rest of fwk.Handle is nil.
@@ -293,4 +296,86 @@ func TestAMemberIsPlacedByItsGroupsDeclaration(t *testing.T) {
 	other := pod(nil)
 	other.Labels = map[string]string{v1alpha1.PodGroupLabel: "another"}
 	assert.True(t, p.declaresNothing(other))
+}
+
+// A pod that prefers its data, with a node that caches it, is kept off the others until its wait
+// is over, counted from its first cycle; a gang's member, a pod whose data no node caches and a
+// pod that requires its data are not held by the wait; the PostFilter plugins see the cycle marked.
+func TestAPodThatPrefersItsDataWaitsForItAWhile(t *testing.T) {
+	p, _ := newIO(t)
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	p.waits = newLocalityWaits(5*time.Minute, nil)
+	p.waits.now = func() time.Time { return now }
+	coco, none := node("coco", map[string]string{"data.tephra.dev/coco": "true"}), node("none", nil)
+
+	reader := pod(map[string]string{datasets.Annotation: "coco"})
+	reader.UID = "reader"
+	state := framework.NewCycleState()
+	_, status := p.PreFilter(context.Background(), state, reader, []fwk.NodeInfo{coco, none})
+	require.True(t, status.IsSuccess(), status.Message())
+	assert.True(t, datawait.Marked(state))
+	assert.True(t, p.Filter(context.Background(), state, reader, coco).IsSuccess())
+	refused := p.Filter(context.Background(), state, reader, none)
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, refused.Code())
+	assert.Equal(t, "node(s) do not cache all the datasets the pod reads (coco); it waits up to 5m0s for a node that does (TephraIO localityWait)", refused.Message())
+
+	now = now.Add(4 * time.Minute)
+	got, status := scores(t, p, reader, coco, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{fwk.MaxScore, -1}, got, "still waiting after 4 minutes")
+	now = now.Add(time.Minute)
+	got, status = scores(t, p, reader, coco, none)
+	require.Nil(t, status)
+	assert.Equal(t, []int64{fwk.MaxScore, 0}, got, "the wait is over: any node, its data's scoring most")
+
+	member := pod(map[string]string{datasets.Annotation: "coco"})
+	member.UID, member.Labels = "member", map[string]string{v1alpha1.PodGroupLabel: "gang"}
+	got, _ = scores(t, p, member, coco, none)
+	assert.Equal(t, []int64{fwk.MaxScore, 0}, got, "a gang's member does not wait")
+
+	elsewhere := pod(map[string]string{datasets.Annotation: "wiki"})
+	elsewhere.UID = "elsewhere"
+	got, _ = scores(t, p, elsewhere, coco, none)
+	assert.Equal(t, []int64{0, 0}, got, "no node caches wiki: nothing to wait for")
+
+	p.waits.forget("reader")
+	assert.False(t, p.waits.has("reader"))
+}
+
+// localityWait defaults to 5 minutes; a negative one is refused.
+func TestLocalityWaitArgs(t *testing.T) {
+	args, err := ParseArgs(nil)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultLocalityWait, args.LocalityWait.Duration)
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"localityWait": "-1m"}`)})
+	assert.ErrorContains(t, err, "localityWait: -1m0s must not be negative")
+	_, err = ParseArgs(&runtime.Unknown{Raw: []byte(`{"localityWiat": "1m"}`)})
+	assert.Error(t, err, "a misspelled arg")
+}
+
+// A pod whose node selector keeps it off the nodes that cache its data does not wait for them;
+// when its wait is over, the pod is tried again.
+func TestALocalityWaitEndsAndIsNotBegunForNodesThePodCannotUse(t *testing.T) {
+	p, _ := newIO(t)
+	tried := make(chan string, 1)
+	p.waits = newLocalityWaits(50*time.Millisecond, func(pod *corev1.Pod) { tried <- pod.Name })
+	coco := node("coco", map[string]string{"data.tephra.dev/coco": "true", "pool": "a"})
+	other := node("other", map[string]string{"pool": "b"})
+
+	kept := pod(map[string]string{datasets.Annotation: "coco"})
+	kept.UID, kept.Spec.NodeSelector = "kept", map[string]string{"pool": "b"}
+	got, _ := scores(t, p, kept, coco, other)
+	assert.Equal(t, []int64{fwk.MaxScore, 0}, got, "its selector keeps it from coco: no wait")
+	assert.False(t, p.waits.has("kept"))
+
+	reader := pod(map[string]string{datasets.Annotation: "coco"})
+	reader.UID = "reader"
+	got, _ = scores(t, p, reader, coco, other)
+	assert.Equal(t, []int64{fwk.MaxScore, -1}, got)
+	select {
+	case name := <-tried:
+		assert.Equal(t, "train", name)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pod was not tried again when its wait was over")
+	}
 }

@@ -9,13 +9,19 @@ import (
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/plugins/internal/datawait"
 	"github.com/tephra-dev/tephra/plugins/internal/refusal"
 	"github.com/tephra-dev/tephra/plugins/queue/reclaim"
 )
 
 // PostFilter reclaims or preempts for a pod that fits no node. A system pod, which counts in no
-// queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue.
+// queue, preempts as under upstream's DefaultPreemption: lower-priority pods of any queue. A pod
+// that TephraIO keeps waiting for a node that caches its data waits by choice: nothing is evicted
+// for it, and its queue is not waiting for room (datawait).
 func (q *Queue) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if datawait.Marked(cs) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	result, status := q.postFilter(ctx, cs, pod, m)
 	if !status.IsSuccess() && !v1alpha1.IsSystemPod(pod) && q.ledger.Counts(pod) {
 		q.shareWaiters.add(q.queueNameOf(pod), pod)
