@@ -68,7 +68,7 @@ type Configuration struct {
 	DataLocality bool
 	// LocalityWait, in trace time, runs TephraIO with that localityWait (played at the speedup):
 	// how long a pod that prefers its data waits for a node that caches it; 0 keeps the shipped
-	// one, a negative one waits not at all.
+	// one.
 	LocalityWait time.Duration
 	// options shapes its control plane; dir is the control plane's directory.
 	options func(o *localcluster.Options, root, dir string) error
@@ -222,12 +222,12 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
-		Name:         "Cip",
-		Title:        "Cio without the locality wait: a pod goes where its data is cached if such a node has room, else at once elsewhere",
+		Name:         "Ciw",
+		Title:        "Cio with a locality wait of 5 minutes: a pod whose data is cached only on full nodes waits that long for one before it runs elsewhere",
 		Gangs:        TephraJobs,
 		Queues:       true,
 		DataLocality: true,
-		LocalityWait: -1,
+		LocalityWait: 5 * time.Minute,
 		options: func(o *localcluster.Options, _, _ string) error {
 			return nil
 		},

@@ -230,8 +230,8 @@ func (c *Configuration) playedPluginArgs(o *localcluster.Options, speedup float6
 	}
 	if c.DataLocality {
 		wait := ioaware.DefaultLocalityWait
-		if c.LocalityWait != 0 {
-			wait = max(c.LocalityWait, 0)
+		if c.LocalityWait > 0 {
+			wait = c.LocalityWait
 		}
 		set("TephraIO", "localityWait", (time.Duration(float64(wait) / speedup)).Round(100*time.Millisecond).String())
 	}

@@ -11,22 +11,23 @@ import (
 )
 
 // DefaultLocalityWait is how long a pod that prefers its data waits, at most, for a node that
-// caches it when the scheduler found room only elsewhere (docs/io.md).
-const DefaultLocalityWait = 5 * time.Minute
+// caches it when the scheduler found room only elsewhere: not at all. On the replayed data-reuse
+// trace a wait of 5 minutes saved few pulls and made the waits longer (docs/io.md).
+const DefaultLocalityWait time.Duration = 0
 
 // Args configure TephraIO, in the profile's pluginConfig:
 //
 //	pluginConfig:
 //	- name: TephraIO
 //	  args:
-//	    localityWait: 5m
+//	    localityWait: 2m
 type Args struct {
 	// LocalityWait is how long a pod that prefers its datasets (data.tephra.dev/locality unset or
 	// Preferred) waits for a node that caches them, once the scheduler found room for it only on
 	// nodes that do not: it holds that room meanwhile, and goes to a node that caches its data as
 	// soon as a pod there ends, or to the room it holds when the wait is over (delay scheduling).
-	// A gang's members are not held: TephraGang chooses their domain for their data. Default 5m
-	// (DefaultLocalityWait); 0: no wait.
+	// A gang's members are not held: TephraGang chooses their domain for their data. Default 0s
+	// (DefaultLocalityWait): no wait.
 	LocalityWait *metav1.Duration `json:"localityWait,omitempty"`
 }
 

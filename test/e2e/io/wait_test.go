@@ -15,11 +15,13 @@ import (
 	"github.com/tephra-dev/tephra/test/e2e/framework"
 )
 
-// A pod that prefers its data, when the one node that caches it is full and another is empty,
-// waits (the shipped localityWait is 5 minutes) rather than run on the empty node and pull its
-// data, and why says so; when room frees on the node that caches it, it binds there at once.
+// With TephraIO's localityWait (off as shipped) at 5 minutes, a pod that prefers its data, when
+// the one node that caches it is full and another is empty, waits rather than run on the empty
+// node and pull its data, and why says so; when room frees on the node that caches it, it binds
+// there at once.
 func TestAPodWaitsAWhileForTheNodeThatCachesItsData(t *testing.T) {
 	env := framework.Shared(t)
+	framework.WithSchedulerPluginArgs(t, env, "TephraIO", map[string]any{"localityWait": "5m"})
 	ns := env.Namespace(t)
 	pool := env.Pool(t, "io-wait", 2, 4)
 	nodes := poolNodes(t, env, pool)
