@@ -25,9 +25,10 @@ import (
 // (50 times per gang on upstream's 5000-node benchmark), and breaks ties at random.
 //
 // TephraGang offers its own topology choice there instead (chooseDomain, as for Tephra's
-// PodGroups): only domains whose free capacity holds the minimum, best fit first, so that whole
-// racks stay free for the next big gang; and when none does, it says why, level by level, and the
-// group goes to PodGroupPostFilter. It offers the best-fit domain alone, which is the choice
+// PodGroups): only domains whose free capacity holds the minimum, the one whose nodes cache most
+// of the group's data first (docs/io.md), then best fit, so that whole racks stay free for the
+// next big gang; and when none does, it says why, level by level, and the group goes to
+// PodGroupPostFilter. It offers the best-fit domain alone, which is the choice
 // TephraGang would make; a group whose cycle then finds it infeasible (a port or an affinity the
 // arithmetic does not see) is offered every domain that holds it in its next cycle.
 
@@ -35,10 +36,11 @@ import (
 // the scorer.
 const placementChoiceKey fwk.StateKey = Name + "/placements"
 
-// placementChoice is what the generator measured: the free share of each domain offered, by
-// placement name (less is a better fit).
+// placementChoice is what the generator measured of each domain offered, by placement name: how
+// much of the group's data its nodes cache (more is better) and its free share (less is a better
+// fit).
 type placementChoice struct {
-	free map[string]float64
+	data, free map[string]float64
 }
 
 func (c *placementChoice) Clone() fwk.StateData { return c }
@@ -69,7 +71,8 @@ func (n *narrowedGroups) mark(key groupKey) {
 }
 
 // generatePlacements offers the domains of an upstream PodGroup's topology constraint that hold
-// its minimum, best fit first; parent unchanged for a group without one.
+// its minimum, the one that caches most of its data first, then best fit; parent unchanged for a
+// group without one.
 func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupCycleState, group fwk.PodGroupInfo, parent *fwk.Placement) (*fwk.GeneratePlacementsResult, *fwk.Status) {
 	pg := group.GetPodGroup()
 	if pg == nil || pg.Spec.SchedulingConstraints == nil || len(pg.Spec.SchedulingConstraints.Topology) == 0 {
@@ -108,7 +111,8 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 		requests = g.requestsWithDevices(pods)
 		nodes = g.devices.WithDevices(nodes)
 	}
-	minimum := minimumNeeds{need: corev1.ResourceList{}, missing: minCount}
+	// Members share their template's declaration of their data, or the PodGroup's.
+	minimum := minimumNeeds{need: corev1.ResourceList{}, missing: minCount, data: g.dataOf(pods[0], pg.Annotations)}
 	for i := 0; i < minCount && i < len(requests); i++ {
 		addTo(minimum.need, requests[i])
 	}
@@ -125,13 +129,13 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 	}
 	values, byValue := domains.At(level, nodes)
 	type candidate struct {
-		value string
-		free  float64
+		value      string
+		data, free float64
 	}
 	var candidates []candidate
 	for _, v := range values {
 		if minimum.holds(byValue[v]) {
-			candidates = append(candidates, candidate{v, domains.FreeShare(byValue[v], total)})
+			candidates = append(candidates, candidate{v, minimum.dataIn(byValue[v]), domains.FreeShare(byValue[v], total)})
 		}
 	}
 	if len(candidates) == 0 {
@@ -139,7 +143,12 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 		_, why := chooseDomain(constraint, nodes, minimum, nil, nil)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(minimum.need), why))
 	}
-	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].free < candidates[j].free })
+	sort.SliceStable(candidates, func(i, j int) bool {
+		if candidates[i].data != candidates[j].data {
+			return candidates[i].data > candidates[j].data
+		}
+		return candidates[i].free < candidates[j].free
+	})
 	if !g.narrowed.take(groupKey{pg.Namespace, pg.Name}) {
 		candidates = candidates[:1]
 		g.narrowed.mark(groupKey{pg.Namespace, pg.Name})
@@ -151,7 +160,7 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 	for _, n := range parent.Nodes {
 		snapshot[n.Node().Name] = n
 	}
-	choice := &placementChoice{free: map[string]float64{}}
+	choice := &placementChoice{data: map[string]float64{}, free: map[string]float64{}}
 	placements := make([]*fwk.Placement, 0, len(candidates))
 	for _, c := range candidates {
 		name := level + "=" + c.value
@@ -160,7 +169,7 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 			members = append(members, snapshot[n.Node().Name])
 		}
 		placements = append(placements, &fwk.Placement{Name: name, Nodes: members})
-		choice.free[name] = c.free
+		choice.data[name], choice.free[name] = c.data, c.free
 	}
 	state.Write(placementChoiceKey, choice)
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
@@ -208,14 +217,16 @@ func (g *groupManager) scorePlacement(_ context.Context, _ fwk.PlacementCycleSta
 	return placed, nil
 }
 
-// normalizePlacementScores ranks the feasible placements: most pods placed, then the best fit
-// (least free capacity left, as measured when the placements were generated), then by name, so
-// that the choice never depends on chance. The best gets MaxScore, the worst MinScore.
+// normalizePlacementScores ranks the feasible placements: most pods placed, then most of the
+// group's data cached, then the best fit (least free capacity left), both as measured when the
+// placements were generated, then by name, so that the choice never depends on chance. The best
+// gets MaxScore, the worst MinScore.
 func (g *groupManager) normalizePlacementScores(_ context.Context, state fwk.PodGroupCycleState, _ fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
-	free := map[string]float64{}
+	choice := &placementChoice{}
 	if data, err := state.Read(placementChoiceKey); err == nil {
-		free = data.(*placementChoice).free
+		choice = data.(*placementChoice)
 	}
+	cached, free := choice.data, choice.free
 	order := make([]int, len(scores))
 	for i := range order {
 		order[i] = i
@@ -224,6 +235,9 @@ func (g *groupManager) normalizePlacementScores(_ context.Context, state fwk.Pod
 		x, y := scores[order[a]], scores[order[b]]
 		if x.Score != y.Score {
 			return x.Score > y.Score
+		}
+		if cx, cy := cached[x.Placement.Name], cached[y.Placement.Name]; cx != cy {
+			return cx > cy
 		}
 		if fx, fy := free[x.Placement.Name], free[y.Placement.Name]; fx != fy {
 			return fx < fy

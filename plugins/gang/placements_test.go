@@ -120,3 +120,33 @@ func TestPlacementScoresRankPodsThenFit(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int64{"rack=c": fwk.MaxScore, "rack=b": 50, "rack=a": fwk.MinScore}, got, "c and b place 4 pods, and c fits better; a places 3")
 }
+
+// A pod-group cycle of a group whose PodGroup declares its members' data is offered first the rack
+// that caches it, before the best fit; the scores rank cached data before fit too.
+func TestPlacementsOfferTheRackThatCachesTheDataFirst(t *testing.T) {
+	f := newFixture(t)
+	f.handle.snapshot = noGroupStates{}
+	nodes := []fwk.NodeInfo{
+		rackNode("a0", "a", "x", 4), rackNode("a1", "a", "x", 2),
+		rackNode("b0", "b", "x", 0), rackNode("b1", "b", "x", 0),
+		rackNode("c0", "c", "y", 1), rackNode("c1", "c", "y", 1),
+	}
+	for _, n := range nodes[2:4] {
+		n.Node().Labels["data.tephra.dev/wiki"] = "true"
+	}
+	gang := newUpstreamGroup(2, true)
+	gang.pg.Annotations = map[string]string{"data.tephra.dev/datasets": "wiki"}
+	state := framework.NewCycleState()
+	r, status := f.gang.GeneratePlacements(context.Background(), state, gang, &fwk.Placement{Nodes: nodes})
+	require.True(t, status.IsSuccess(), status.Message())
+	assert.Equal(t, []string{"rack=b"}, placementNames(r), "the rack that caches wiki, though a fits best")
+
+	scored := framework.NewCycleState()
+	scored.Write(placementChoiceKey, &placementChoice{
+		data: map[string]float64{"rack=b": 2},
+		free: map[string]float64{"rack=a": 0.1, "rack=b": 0.5},
+	})
+	scores := []fwk.PlacementScore{{Placement: &fwk.Placement{Name: "rack=a"}, Score: 2}, {Placement: &fwk.Placement{Name: "rack=b"}, Score: 2}}
+	require.True(t, f.gang.NormalizePlacementScore(context.Background(), scored, gang, scores).IsSuccess())
+	assert.Equal(t, fwk.MaxScore, scores[1].Score, "b caches the data")
+}

@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	upstreamv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/datasets"
@@ -67,4 +69,31 @@ func TestAGangLandsInTheRackThatCachesItsData(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, []string{"r3"}, domainsOf(t, env, ns, "reader", 4, rackLabel), "the rack that caches wiki")
+}
+
+// An upstream PodGroup that declares its members' data, once, on itself, lands in the rack that
+// caches it: with the GenericWorkload gate off TephraGang places it (chooseDomain), with it on
+// kube-scheduler's pod-group cycle tries the rack TephraGang offers first.
+func TestAnUpstreamGangLandsInTheRackThatCachesItsData(t *testing.T) {
+	env := framework.Shared(t)
+	poolEmpty(t, env)
+	ns := env.Namespace(t)
+	label := datasets.NodeLabelPrefix + "books"
+	labelRack(t, env, "r2", label, datasets.Cached)
+	t.Cleanup(func() { labelRack(t, env, "r2", label, "") })
+
+	_, err := env.Kube.SchedulingV1beta1().PodGroups(ns).Create(context.Background(), &upstreamv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "up", Namespace: ns, Annotations: map[string]string{datasets.Annotation: "books"}},
+		Spec: upstreamv1beta1.PodGroupSpec{
+			SchedulingPolicy:      upstreamv1beta1.PodGroupSchedulingPolicy{Gang: &upstreamv1beta1.GangSchedulingPolicy{MinCount: 4}},
+			SchedulingConstraints: &upstreamv1beta1.PodGroupSchedulingConstraints{Topology: []upstreamv1beta1.TopologyConstraint{{Key: rackLabel}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i := range 4 {
+		onePodOfCPU(t, env, ns, fmt.Sprintf("up-%d", i), func(p *corev1.Pod) {
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("up")}
+		})
+	}
+	assert.Equal(t, []string{"r2"}, boundRacks(t, env, ns, 4), "the rack that caches books, where best fit alone takes r0")
 }
