@@ -236,10 +236,10 @@ REPLAY_DATA_FLAGS := $(REPLAY_MIXED_FLAGS) --datasets-per-queue 3 --dataset-gb 1
 REPLAY_DATA_OUT ?= replay-data
 
 .PHONY: replay-data
-replay-data: ## Replay the mixed trace with datasets through C, Cio (data locality) and B1p, as docs/replay.md publishes it, about 15 min; writes $(REPLAY_DATA_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it).
+replay-data: ## Replay the mixed trace with datasets through C, Cio (data locality), Ciw (with a locality wait) and B1p, as docs/replay.md publishes it, about 20 min; writes $(REPLAY_DATA_OUT)/report.md (add REPLAY_FLAGS=--publish to publish it).
 	mkdir -p $(REPLAY_DATA_OUT)
 	$(GO) run ./cmd/tephra-replay --generate $(REPLAY_DATA_OUT)/data-reuse.csv $(REPLAY_DATA_FLAGS)
-	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_DATA_OUT)/data-reuse.csv --nodes 16 --node-gpus 8 --node-cache-gb 2000 --configs C,Cio,B1p --out $(REPLAY_DATA_OUT) --publish-as data-reuse $(REPLAY_FLAGS)
+	$(GO) run ./cmd/tephra-replay --trace $(REPLAY_DATA_OUT)/data-reuse.csv --nodes 16 --node-gpus 8 --node-cache-gb 2000 --configs C,Cio,Ciw,B1p --out $(REPLAY_DATA_OUT) --publish-as data-reuse $(REPLAY_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: ## Smoke-run the benchmark: 100 nodes, a few hundred pods, all configurations; fails unless each completes.
