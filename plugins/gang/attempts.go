@@ -36,7 +36,7 @@ func (g *groupManager) fail(logger klog.Logger, key groupKey, pg *v1alpha1.PodGr
 		s.markFailed(attempt)
 		// The next attempt chooses its domain again, from what is free then, and starts with a
 		// pilot.
-		s.domain, s.subGroupDomains = nil, nil
+		s.domain, s.subGroupDomains, s.subGroupsLeft = nil, nil, nil
 		s.pilot, s.pilotName, s.admitted, s.piloted = "", "", false, true
 		if attempt == s.attempt {
 			for uid := range s.waiting {

@@ -67,8 +67,11 @@ func (g *groupManager) unreserve(ctx context.Context, state fwk.CycleState, pod 
 	if err != nil || stale {
 		return
 	}
-	if count.minimumBound(pg) {
-		return // the gang runs; this member retries on its own
+	if count.minimumBound(pg) && ownSubGroupWhole(pg, pod, count.boundBySubGroup) {
+		// The gang runs, and so does this member's sub-group: it retries on its own. A member of
+		// a sub-group not bound whole (one above the group's minimum of sub-groups, placed as a
+		// gang of its own) fails its sub-group's attempt.
+		return
 	}
 	reason := "unreserve"
 	msg := fmt.Sprintf("%s: %d of %d pods of pod group %s could be placed; releasing them", v1alpha1.ReasonNotEnoughResources, count.placed, pg.Spec.MinMember, key)

@@ -271,6 +271,9 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		// this member may complete. Once the minimum is placed none waits (Permit allows them
 		// all), so a member tried while the minimum's binds are in flight is counted below, and
 		// held back as elastic if another group's minimum is pending.
+		if left := leftOut(pod, key, view.subGroupsLeft); left != nil {
+			return nil, left
+		}
 		return onDomain(view.reserved, subGroupDomain(pod, view.assigned, view.subGroupDomains)), nil
 	}
 	if view.unfit != "" {
@@ -281,8 +284,9 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 		return nil, fwk.NewStatus(fwk.Unschedulable, view.unfit)
 	}
 	count := g.countMembers(key, pg, nil)
-	if count.placedMeets(pg) {
-		// The minimum runs: this member is elastic.
+	if count.placedMeets(pg) && ownSubGroupWhole(pg, pod, count.placedBySubGroup) {
+		// The minimum runs, and so does this member's sub-group: it is elastic. (A sub-group
+		// above the group's minimum of sub-groups is placed as a minimum of its own.)
 		return g.decideElastic(key, pod, nodes, constraint, view)
 	}
 	g.groups.with(key, func(s *groupState) {
@@ -308,6 +312,7 @@ type preFilterView struct {
 	reserved        []string
 	assigned        *domain
 	subGroupDomains map[string]*domain
+	subGroupsLeft   sets.Set[string]
 	inAttempt       bool
 }
 
@@ -322,7 +327,7 @@ func (g *groupManager) viewForPreFilter(key groupKey, pg *v1alpha1.PodGroup, now
 		if len(pg.Spec.SubGroups) > 0 {
 			// A group whose spec no longer has sub-groups (a Job's task some of whose pods
 			// succeeded) places by its own domain alone.
-			v.subGroupDomains = s.subGroupDomains
+			v.subGroupDomains, v.subGroupsLeft = s.subGroupDomains, s.subGroupsLeft
 		}
 		v.inAttempt = len(s.waiting) > 0 || len(s.assumed) > 0
 	})
@@ -430,30 +435,6 @@ func (g *groupManager) cannotFit(ctx context.Context, c *minimumCheck, msg strin
 	return g.unfit(c.key, msg, c.freed)
 }
 
-// placeSubGroups narrows the nodes of a group with sub-groups to its domain. The group's domain
-// and its sub-groups' are chosen together, before any member is placed (subgroups.go).
-func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk.Status {
-	if !c.inAttempt || (c.assigned == nil && c.subGroupDomains == nil) {
-		a, problem, why := g.assignSubGroups(c.pg, c.constraint, c.count, c.allowed)
-		if problem != "" {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, c.key, problem))
-		}
-		if why != "" {
-			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, c.key, why))
-		}
-		c.assigned, c.subGroupDomains = a.Group, a.SubGroups
-		if c.subGroupDomains == nil {
-			c.subGroupDomains = map[string]*domain{}
-		}
-		g.groups.with(c.key, func(s *groupState) { s.domain, s.subGroupDomains = c.assigned, c.subGroupDomains })
-		klog.FromContext(ctx).V(4).Info("Sub-groups assigned", "podGroup", c.key.String(), "domain", c.assigned.String(), "subGroups", describeSubGroupDomains(c.subGroupDomains))
-	}
-	if c.assigned != nil {
-		c.nodes = nodesOf(c.nodes, c.assigned)
-	}
-	return nil
-}
-
 // placeInDomain narrows the nodes of a topology gang to its domain. The whole minimum goes to
 // one domain, chosen before any member is placed: member by member, a gang would strand
 // half-placed in a domain too small for it.
@@ -467,7 +448,7 @@ func (g *groupManager) placeInDomain(ctx context.Context, c *minimumCheck) *fwk.
 		if why != "" {
 			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, c.key, formatRequests(c.need), why))
 		}
-		g.groups.with(c.key, func(s *groupState) { s.domain, s.subGroupDomains = c.assigned, nil })
+		g.groups.with(c.key, func(s *groupState) { s.domain, s.subGroupDomains, s.subGroupsLeft = c.assigned, nil, nil })
 	}
 	if c.assigned != nil {
 		c.nodes = nodesOf(c.nodes, c.assigned)

@@ -129,7 +129,7 @@ func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
 	if len(short) > 0 {
 		return fmt.Sprintf("pod group %s/%s: %s (minTaskMember)", pg.Namespace, pg.Name, strings.Join(short, ", "))
 	}
-	if whole, want := wholeSubGroups(pg, c.existingBySubGroup), len(pg.Spec.SubGroups); whole < want {
+	if whole, want := wholeSubGroups(pg, c.existingBySubGroup), v1alpha1.MinSubGroupsOf(&pg.Spec); whole < want {
 		for _, sub := range pg.Spec.SubGroups {
 			if have := c.existingBySubGroup[sub.Name]; have < int(sub.MinMember) {
 				short = append(short, fmt.Sprintf("%s has %d of %d", sub.Name, have, sub.MinMember))
@@ -140,21 +140,51 @@ func (c memberCount) shortOf(pg *v1alpha1.PodGroup) string {
 	return ""
 }
 
-// subGroupsPlaced says whether every sub-group of pg has its minimum placed (true without
-// sub-groups); subGroupsBound, bound.
+// subGroupsMet says whether count (members per sub-group, placed or bound) makes up the group's
+// minimum of sub-groups (spec.minSubGroups, else all) with no sub-group in part: at least that
+// many hold their minimum, and every other holds none. A sub-group above the minimum is placed
+// whole or not at all, as a gang of its own. True without sub-groups.
+func subGroupsMet(pg *v1alpha1.PodGroup, count map[string]int) bool {
+	whole := 0
+	for _, sub := range pg.Spec.SubGroups {
+		switch have := count[sub.Name]; {
+		case have >= int(sub.MinMember):
+			whole++
+		case have > 0:
+			return false
+		}
+	}
+	return whole >= v1alpha1.MinSubGroupsOf(&pg.Spec)
+}
+
+// subGroupsPlaced says whether the placed members meet the group's sub-groups (subGroupsMet);
+// subGroupsBound, the bound ones.
 func (c memberCount) subGroupsPlaced(pg *v1alpha1.PodGroup) bool {
-	return wholeSubGroups(pg, c.placedBySubGroup) == len(pg.Spec.SubGroups)
+	return subGroupsMet(pg, c.placedBySubGroup)
 }
 
 func (c memberCount) subGroupsBound(pg *v1alpha1.PodGroup) bool {
-	return wholeSubGroups(pg, c.boundBySubGroup) == len(pg.Spec.SubGroups)
+	return subGroupsMet(pg, c.boundBySubGroup)
 }
 
-// minimumBound says whether the group's minimum of members, and every sub-group's, is bound:
-// its attempt has nothing left to roll back. (Task minimums are not counted: a member that
-// completes one binds on its own.)
+// minimumBound says whether the group's minimum of members, and of sub-groups, is bound with no
+// sub-group bound in part: its attempt has nothing left to roll back. (Task minimums are not
+// counted: a member that completes one binds on its own.)
 func (c memberCount) minimumBound(pg *v1alpha1.PodGroup) bool {
 	return c.bound >= int(pg.Spec.MinMember) && c.subGroupsBound(pg)
+}
+
+// ownSubGroupWhole says whether count (members per sub-group, placed or bound) holds the
+// minimum of pod's sub-group (true for a pod of no sub-group of pg): a member of such a
+// sub-group is above its minimum, and binds on its own.
+func ownSubGroupWhole(pg *v1alpha1.PodGroup, pod *corev1.Pod, count map[string]int) bool {
+	name := v1alpha1.SubGroupOf(pod)
+	for _, sub := range pg.Spec.SubGroups {
+		if sub.Name == name {
+			return count[name] >= int(sub.MinMember)
+		}
+	}
+	return true
 }
 
 // wholeSubGroups counts the sub-groups of pg that count holds at least the minimum of.
@@ -169,7 +199,7 @@ func wholeSubGroups(pg *v1alpha1.PodGroup, count map[string]int) int {
 }
 
 // placedMeets says whether the placed members make up the group's minimum, every task's, and
-// the minimum of every one of its sub-groups.
+// its minimum of sub-groups with none placed in part (subGroupsMet).
 func (c memberCount) placedMeets(pg *v1alpha1.PodGroup) bool {
 	if c.placed < int(pg.Spec.MinMember) {
 		return false

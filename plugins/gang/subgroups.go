@@ -1,12 +1,15 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -72,15 +75,72 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 			Exclusive: sub.Exclusive,
 		})
 	}
-	want := len(pg.Spec.SubGroups) - whole
-	if want <= 0 {
-		return &subgroups.Assignment{}, "", ""
+	minimum := v1alpha1.MinSubGroupsOf(&pg.Spec)
+	if whole+len(needs) < minimum {
+		return nil, "", fmt.Sprintf("%d of the %d sub-groups it needs have the members to be whole", whole+len(needs), minimum)
 	}
-	if len(needs) < want {
-		return nil, "", fmt.Sprintf("%d of the %d sub-groups it needs have the members to be whole", whole+len(needs), len(pg.Spec.SubGroups))
+	// Those short of their minimum that are not needs now have too few members to be whole.
+	var short []string
+	for _, sub := range pg.Spec.SubGroups {
+		if count.placedBySubGroup[sub.Name] < int(sub.MinMember) && !slices.ContainsFunc(needs, func(n subgroups.Need) bool { return n.Name == sub.Name }) {
+			short = append(short, sub.Name)
+		}
 	}
-	a, why = subgroups.Assign(group, nodes, placed, needs, want)
+	if len(needs) == 0 {
+		return &subgroups.Assignment{Left: short}, "", ""
+	}
+	// Above the group's minimum of sub-groups (the group runs), a sub-group is placed whole or
+	// not at all: at least one of them must fit.
+	a, why = subgroups.Assign(group, nodes, placed, needs, max(minimum-whole, 1))
+	if a != nil {
+		a.Left = append(a.Left, short...)
+	}
 	return a, "", why
+}
+
+// placeSubGroups narrows the nodes of a group with sub-groups to its domain. The group's domain
+// and its sub-groups' are chosen together, before any member is placed; a member of a sub-group
+// left out of the assignment (the group needs fewer sub-groups than it has, and this one does
+// not fit now) is refused until the attempt is over.
+func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk.Status {
+	if !c.inAttempt || (c.assigned == nil && c.subGroupDomains == nil) {
+		a, problem, why := g.assignSubGroups(c.pg, c.constraint, c.count, c.allowed)
+		if problem != "" {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, c.key, problem))
+		}
+		if why != "" {
+			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, c.key, why))
+		}
+		c.assigned, c.subGroupDomains, c.subGroupsLeft = a.Group, a.SubGroups, sets.New(a.Left...)
+		if c.subGroupDomains == nil {
+			c.subGroupDomains = map[string]*domain{}
+		}
+		g.groups.with(c.key, func(s *groupState) {
+			s.domain, s.subGroupDomains, s.subGroupsLeft = c.assigned, c.subGroupDomains, c.subGroupsLeft
+		})
+		klog.FromContext(ctx).V(4).Info("Sub-groups assigned", "podGroup", c.key.String(), "domain", c.assigned.String(),
+			"subGroups", describeSubGroupDomains(c.subGroupDomains), "left", a.Left)
+	}
+	if left := leftOut(c.pod, c.key, c.subGroupsLeft); left != nil {
+		return left
+	}
+	if c.assigned != nil {
+		c.nodes = nodesOf(c.nodes, c.assigned)
+	}
+	return nil
+}
+
+// leftOut refuses a member of a sub-group that the group's attempt leaves out (left): the group
+// runs with fewer sub-groups than it has, and this one is placed whole, as a gang of its own,
+// once it fits. UnschedulableAndUnresolvable: no eviction is made for it, and the attempt under
+// way is not failed for it (PostFilter); capacity freed brings it back (hints.go).
+func leftOut(pod *corev1.Pod, key groupKey, left sets.Set[string]) *fwk.Status {
+	sub := v1alpha1.SubGroupOf(pod)
+	if !left.Has(sub) {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: sub-group %s of pod group %s waits: the group's minimum of sub-groups is placed without it, and it is placed whole once it fits",
+		v1alpha1.ReasonNotEnoughResources, sub, key))
 }
 
 // subGroupDomain is where a member of a group with sub-groups may go: its sub-group's domain,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // groupKey is namespace/name of a PodGroup.
@@ -69,6 +70,9 @@ type groupState struct {
 	// subGroupDomains are the domains its sub-groups were assigned to in the group's domain
 	// (subgroups.go), by sub-group; a sub-group without one uses the group's.
 	subGroupDomains map[string]*domain
+	// subGroupsLeft are the sub-groups its attempt leaves out: the group runs with fewer
+	// sub-groups than it has (spec.minSubGroups), and these did not fit (subgroups.go).
+	subGroupsLeft sets.Set[string]
 	// elasticWaiting: elastic members of the group were held back for another group's minimum.
 	elasticWaiting bool
 	// lastActive is when a member of the minimum last passed PreEnqueue or reached PreFilter. A

@@ -83,6 +83,16 @@ type SubGroup struct {
 	Exclusive bool `json:"exclusive,omitempty"`
 }
 
+// MinSubGroupsOf is how many of the group's sub-groups must have their minimum placed for the
+// group to run: spec.minSubGroups, else all of them (0 without sub-groups).
+func MinSubGroupsOf(spec *PodGroupSpec) int {
+	n := len(spec.SubGroups)
+	if spec.MinSubGroups != nil && int(*spec.MinSubGroups) >= 1 && int(*spec.MinSubGroups) < n {
+		return int(*spec.MinSubGroups)
+	}
+	return n
+}
+
 // DisruptionMode is what preemption and reclaim take of a group whose minimum runs.
 type DisruptionMode string
 
@@ -94,6 +104,7 @@ const (
 )
 
 // PodGroupSpec says how many pods of a group must be placed together.
+// +kubebuilder:validation:XValidation:rule="!has(self.minSubGroups) || (has(self.subGroups) && self.minSubGroups <= size(self.subGroups))",message="minSubGroups must not exceed the number of subGroups: the group cannot run more sub-groups than it has",fieldPath=".minSubGroups"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode != 'Single' || (has(self.subGroups) && size(self.subGroups) > 0)",message="disruptionMode Single disrupts one sub-group at a time: it needs subGroups",fieldPath=".disruptionMode"
 type PodGroupSpec struct {
 	// MinMember is how many of the group's pods must be placed at once; none is bound before
@@ -155,13 +166,23 @@ type PodGroupSpec struct {
 	// SubGroups divide the group into gangs of its own pods (docs/gang.md, "Gangs of gangs"): a
 	// pod belongs to the sub-group its label scheduling.tephra.dev/subgroup names. Each sub-group
 	// is placed all or nothing, at least its minMember at once and in one domain of its own
-	// topology; the group's topology bounds them all. The group runs when every sub-group has
-	// its minimum placed, and its own minMember and minTaskMember are met.
+	// topology; the group's topology bounds them all. The group runs when minSubGroups of them
+	// (all by default) have their minimum placed, and its own minMember and minTaskMember are met.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	// +optional
 	SubGroups []SubGroup `json:"subGroups,omitempty"`
+
+	// MinSubGroups is how many of the sub-groups must have their minimum placed for the group to
+	// run (upstream's CompositePodGroup gang.minGroupCount). Omitted: all of them. The others are
+	// placed later, each whole as a gang of its own in the group's domain, when room comes; none
+	// is ever placed in part. At least 1, at most the number of subGroups; minMember should not
+	// ask more pods than that many sub-groups hold.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	// +optional
+	MinSubGroups *int32 `json:"minSubGroups,omitempty"`
 
 	// DisruptionMode says what preemption and reclaim take of the group once its minimum runs:
 	// All (the default) the whole group, Single one sub-group, whose pods their controller
@@ -207,6 +228,10 @@ type PodGroupStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// WholeSubGroups counts the sub-groups whose minimum runs (or has succeeded), against
+	// spec.minSubGroups (all sub-groups when unset).
+	// +optional
+	WholeSubGroups int32 `json:"wholeSubGroups,omitempty"`
 	// SubGroups counts the members of each of spec.subGroups, in their order.
 	// +listType=map
 	// +listMapKey=name

@@ -114,6 +114,11 @@ func (in *PodGroupSpec) DeepCopyInto(out *PodGroupSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.MinSubGroups != nil {
+		in, out := &in.MinSubGroups, &out.MinSubGroups
+		*out = new(int32)
+		**out = **in
+	}
 	if in.RuntimeEstimateSeconds != nil {
 		in, out := &in.RuntimeEstimateSeconds, &out.RuntimeEstimateSeconds
 		*out = new(int32)

@@ -45,11 +45,15 @@ type Need struct {
 type Assignment struct {
 	Group     *domains.Domain
 	SubGroups map[string]*domains.Domain
+	// Left are the sub-groups of the needs that did not fit (when minSubGroups of them did):
+	// none of their members is placed in this attempt.
+	Left []string
 }
 
 // Assign chooses the group's domain and its sub-groups' domains in it, so that at least
 // minSubGroups of needs fit whole (needs lists the sub-groups still short of their minimum;
-// those already whole need nothing). The group's domain is tried at each level of its
+// those already whole need nothing). It fits as many of the needs as the domain holds; those
+// it does not are Left. The group's domain is tried at each level of its
 // constraint, narrowest first, best fit first (the domain left with the least free capacity,
 // so that whole blocks stay free for the next big gang); in it, sub-groups are fitted largest
 // first, each into the best-fit domain of its own levels, against the capacity the sub-groups
@@ -85,15 +89,24 @@ func Assign(group *topology.Constraint, nodes []fwk.NodeInfo, placed map[string]
 		// Said of the domain that came closest: the one that holds the most sub-groups.
 		var closest string
 		closestFitted := -1
+		// A domain that holds every need wins; else the one that holds the most of them, at
+		// least minSubGroups (the group runs with fewer sub-groups, the others come later).
+		var most *Assignment
 		for _, v := range values {
 			d := domains.Of(level, v, byValue[v])
 			a, fitted, why := assignWithin(d, byValue[v], placed, ordered, minSubGroups, total)
-			if a != nil {
+			if a != nil && len(a.Left) == 0 {
 				return a, ""
+			}
+			if a != nil && (most == nil || len(a.Left) < len(most.Left)) {
+				most = a
 			}
 			if fitted > closestFitted {
 				closest, closestFitted = fmt.Sprintf("no %s domain holds them (the closest, %s: %s)", level, d, why), fitted
 			}
+		}
+		if most != nil {
+			return most, ""
 		}
 		whys = append(whys, closest)
 	}
@@ -123,6 +136,7 @@ func assignWithin(d *domains.Domain, nodes []fwk.NodeInfo, placed map[string]int
 		sub, why := fitSubGroup(n, available, placed, free, total)
 		if why != "" {
 			short = append(short, fmt.Sprintf("sub-group %s: %s", n.Name, why))
+			a.Left = append(a.Left, n.Name)
 			continue
 		}
 		if sub != nil {

@@ -119,8 +119,28 @@ func TestAssignNeedsOnlyMinSubGroups(t *testing.T) {
 	a, why := Assign(inBlock, nodes, nil, replicas(3, 8), 2)
 	require.Empty(t, why)
 	assert.Len(t, a.SubGroups, 2)
+	assert.Equal(t, []string{"replica-2"}, a.Left, "the replica that does not fit is left for later")
 	_, why = Assign(inBlock, nodes, nil, replicas(3, 8), 3)
 	assert.Contains(t, why, "2 of the 3 sub-groups it needs fit")
+}
+
+// With a minimum of sub-groups below their number, the domain that holds the most of them wins
+// over the better fit that holds only the minimum; every one that fits is assigned.
+func TestAssignPrefersTheDomainThatHoldsMoreSubGroups(t *testing.T) {
+	// Block x (best fit, 16 free) holds 2 replicas of 8; block y (24 free) holds all 3.
+	nodes := cluster(rack("x1", "x", 8), rack("x2", "x", 8), rack("y1", "y", 8), rack("y2", "y", 8), rack("y3", "y", 8))
+	a, why := Assign(inBlock, nodes, nil, replicas(3, 8), 2)
+	require.Empty(t, why)
+	assert.Equal(t, "block=y", a.Group.String())
+	assert.Len(t, a.SubGroups, 3)
+	assert.Empty(t, a.Left)
+
+	// Only x: two of the three, the third left.
+	nodes = cluster(rack("x1", "x", 8), rack("x2", "x", 8), rack("y1", "y", 4))
+	a, why = Assign(inBlock, nodes, nil, replicas(3, 8), 2)
+	require.Empty(t, why)
+	assert.Equal(t, "block=x", a.Group.String())
+	assert.Equal(t, []string{"replica-2"}, a.Left)
 }
 
 // A preferred level falls back to the next wider one, and without a required one to the
