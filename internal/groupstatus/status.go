@@ -147,6 +147,12 @@ func Desired(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, hold Hold, j
 	}
 	status.Running, status.Succeeded, status.Failed = counts.running, counts.succeeded, counts.failed
 	status.SubGroups = subGroups
+	status.WholeSubGroups = 0
+	for _, sub := range subGroups {
+		if sub.Whole {
+			status.WholeSubGroups++
+		}
+	}
 
 	scheduled := scheduledCondition(counts, minMember, minimums.run, hasRun)
 	unschedulable := unschedulableCondition(group, pods, counts, status.Phase, scheduled.Status == metav1.ConditionTrue)
@@ -237,8 +243,9 @@ func subGroupStatuses(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod) []s
 	return out
 }
 
-// subGroupMinimums says whether the minimums of all a group's sub-groups run (or
-// have succeeded), and whether they exist; both hold for a group without sub-groups.
+// subGroupMinimums says whether the minimums of the group's minimum of sub-groups
+// (spec.minSubGroups, else all) run (or have succeeded), and whether they exist; both hold for a
+// group without sub-groups.
 type subGroupMinimums struct{ run, exist bool }
 
 func subGroupMinimumsOf(group *schedulingv1alpha1.PodGroup, subGroups []schedulingv1alpha1.SubGroupStatus) subGroupMinimums {
@@ -251,7 +258,7 @@ func subGroupMinimumsOf(group *schedulingv1alpha1.PodGroup, subGroups []scheduli
 			exist++
 		}
 	}
-	want := len(group.Spec.SubGroups)
+	want := schedulingv1alpha1.MinSubGroupsOf(&group.Spec)
 	return subGroupMinimums{run: run >= want, exist: exist >= want}
 }
 
@@ -403,7 +410,7 @@ func missingMembers(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, c mem
 				perSubGroup[schedulingv1alpha1.SubGroupOf(&pods[i])]++
 			}
 		}
-		whole, want := 0, len(group.Spec.SubGroups)
+		whole, want := 0, schedulingv1alpha1.MinSubGroupsOf(&group.Spec)
 		var lacking []string
 		for _, sub := range group.Spec.SubGroups {
 			if have, need := perSubGroup[sub.Name], max(sub.MinMember, 1); have >= need {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -483,4 +484,28 @@ func TestPhaseOfAGroupItsQueueHolds(t *testing.T) {
 	assert.Equal(t, Desired(pg, pods(corev1.PodPending, corev1.PodPending), hold, "").Phase, Phase(pg, waiting, hold), "as Desired decides it")
 	waiting[0].Status.Phase = corev1.PodRunning
 	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, Phase(pg, waiting, hold), "a member runs: it is past its queue's hold")
+}
+
+// A group that needs fewer sub-groups than it has runs once that many run whole, and counts them.
+func TestAMinimumOfSubGroupsRunsTheGroup(t *testing.T) {
+	pg := group(2, nil)
+	pg.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "a", MinMember: 2}, {Name: "b", MinMember: 2}, {Name: "c", MinMember: 2}}
+	pg.Spec.MinSubGroups = ptr.To[int32](2)
+	members := []corev1.Pod{
+		member("a0", corev1.PodRunning, inSubGroup("a")), member("a1", corev1.PodRunning, inSubGroup("a")),
+		member("b0", corev1.PodPending, inSubGroup("b")), member("b1", corev1.PodPending, inSubGroup("b")),
+		member("c0", corev1.PodPending, inSubGroup("c")),
+	}
+	status := Desired(pg, members, Hold{}, "")
+	assert.Equal(t, schedulingv1alpha1.PodGroupInqueue, status.Phase, "a and b have their pods; c, short of one, is not needed")
+	assert.Equal(t, int32(1), status.WholeSubGroups)
+
+	members[2].Status.Phase, members[3].Status.Phase = corev1.PodRunning, corev1.PodRunning
+	status = Desired(pg, members, Hold{}, "")
+	assert.Equal(t, schedulingv1alpha1.PodGroupRunning, status.Phase, "2 of the 3 sub-groups run")
+	assert.Equal(t, int32(2), status.WholeSubGroups)
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(status.Conditions, "Scheduled").Status)
+
+	pg.Spec.MinSubGroups = nil
+	assert.NotEqual(t, schedulingv1alpha1.PodGroupRunning, Desired(pg, members, Hold{}, "").Phase, "all three are needed by default")
 }

@@ -314,7 +314,7 @@ type subGroupFacts struct {
 }
 
 func subGroupFactsOf(group *schedulingv1alpha1.PodGroup, members []corev1.Pod) subGroupFacts {
-	f := subGroupFacts{placed: true, exist: true, needed: len(group.Spec.SubGroups)}
+	f := subGroupFacts{placed: true, exist: true, needed: schedulingv1alpha1.MinSubGroupsOf(&group.Spec)}
 	if len(group.Spec.SubGroups) == 0 {
 		return f
 	}
@@ -331,6 +331,7 @@ func subGroupFactsOf(group *schedulingv1alpha1.PodGroup, members []corev1.Pod) s
 		}
 	}
 	placedWhole := 0
+	var waiting []string
 	for _, sub := range group.Spec.SubGroups {
 		minMember := max(int(sub.MinMember), 1)
 		line := fmt.Sprintf("sub-group %s: %d of minMember %d placed, %d waiting", sub.Name, placedBy[sub.Name], minMember, liveBy[sub.Name]-placedBy[sub.Name])
@@ -340,12 +341,20 @@ func subGroupFactsOf(group *schedulingv1alpha1.PodGroup, members []corev1.Pod) s
 			f.existing++
 		case liveBy[sub.Name] >= minMember:
 			f.existing++
+			waiting = append(waiting, sub.Name)
 		default:
 			line += fmt.Sprintf(", %d missing", minMember-liveBy[sub.Name])
 		}
 		f.lines = append(f.lines, line)
 	}
 	f.placed, f.exist = placedWhole >= f.needed, f.existing >= f.needed
+	if f.needed < len(group.Spec.SubGroups) {
+		line := fmt.Sprintf("sub-groups: %d whole of the %d of %d it needs (minSubGroups)", placedWhole, f.needed, len(group.Spec.SubGroups))
+		if f.placed && len(waiting) > 0 {
+			line += fmt.Sprintf("; above the minimum, waiting to be placed whole: %s", strings.Join(waiting, ", "))
+		}
+		f.lines = append(f.lines, line)
+	}
 	return f
 }
 

@@ -141,6 +141,13 @@ func TestWhyCountsEachSubGroup(t *testing.T) {
 	assert.Equal(t, "1 of the 2 sub-groups its minimum needs have their members; the scheduler places none until they exist", v.Reason)
 	assert.Contains(t, v.Details, "sub-group prefill: 1 of minMember 1 placed, 1 waiting")
 	assert.Contains(t, v.Details, "sub-group decode: 0 of minMember 3 placed, 2 waiting, 1 missing")
+
+	// A group that needs one of its sub-groups runs with prefill, and names those waiting above it.
+	f := subGroupFactsOf(&schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinSubGroups: ptr.To[int32](1),
+		SubGroups: []schedulingv1alpha1.SubGroup{{Name: "prefill", MinMember: 1}, {Name: "decode", MinMember: 2}}}},
+		[]corev1.Pod{*member("p0", "prefill", "node-1"), *member("d0", "decode", ""), *member("d1", "decode", "")})
+	assert.True(t, f.placed)
+	assert.Contains(t, f.lines, "sub-groups: 1 whole of the 1 of 2 it needs (minSubGroups); above the minimum, waiting to be placed whole: decode")
 }
 
 // `kubectl tephra job NAME` shows the sub-groups of the job's PodGroup as its status counts them.
