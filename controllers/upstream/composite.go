@@ -7,7 +7,7 @@ package upstream
 //
 //   - a CompositePodGroup with the gang policy gets one Tephra PodGroup of its name, controlled by
 //     it: a sub-group per child (its name, the child's gang.minCount, the child's topology), a
-//     minMember of their sum, the composite's topology, priority class, queue label (or its
+//     minMember of their sum (see minGroupCount below), the composite's topology, priority class, queue label (or its
 //     Workload's) and disruptionMode (upstream's default is Single);
 //   - its children get no mirror of their own;
 //   - the children's pods get Tephra's labels, scheduling.tephra.dev/pod-group (the composite)
@@ -15,10 +15,14 @@ package upstream
 //     spec.schedulingGroup: a pod the adapter has not labelled yet names a group that has no
 //     mirror, and waits (PodGroupNotFound) rather than being placed alone.
 //
+// gang.minGroupCount becomes the mirror's minSubGroups when it is below the number of children:
+// the group runs once that many children have their minCount placed, the others are placed whole
+// when room comes; the mirror's minMember is the sum of the smallest minCounts that many
+// children make up.
+//
 // What Tephra does not translate is refused with an event on the CompositePodGroup: the basic
-// policy (children scheduled independently), nested composites, and a minGroupCount below the
-// number of children (Tephra needs every sub-group). A composite waits with an event until
-// minGroupCount children exist.
+// policy (children scheduled independently) and nested composites. A composite waits with an
+// event until minGroupCount children exist.
 
 import (
 	"context"
@@ -33,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -170,8 +175,8 @@ func (r *CompositeReconciler) compositeSpec(ctx context.Context, composite *upst
 			"%s: %d of the %d child PodGroups that gang.minGroupCount needs exist", schedulingv1alpha1.ReasonWaitingForMembers, len(children), gang.MinGroupCount)
 		return nil, "", nil
 	}
-	if len(children) > int(gang.MinGroupCount) {
-		return nil, fmt.Sprintf("gang.minGroupCount is %d and it has %d child PodGroups; Tephra places every child (a minimum of children below their number is not supported yet)", gang.MinGroupCount, len(children)), nil
+	if gang.MinGroupCount < 1 {
+		return nil, fmt.Sprintf("spec.schedulingPolicy.gang.minGroupCount is %d; it must be at least 1", gang.MinGroupCount), nil
 	}
 	spec := &schedulingv1alpha1.PodGroupSpec{PriorityClassName: composite.Spec.PriorityClassName, DisruptionMode: schedulingv1alpha1.DisruptionSingle}
 	if d := composite.Spec.DisruptionMode; d != nil && d.All != nil {
@@ -196,7 +201,10 @@ func (r *CompositeReconciler) compositeSpec(ctx context.Context, composite *upst
 			sub.Topology = &schedulingv1alpha1.PodGroupTopology{Required: c.Topology[0].Key}
 		}
 		spec.SubGroups = append(spec.SubGroups, sub)
-		spec.MinMember += size
+	}
+	spec.MinMember = minMemberOf(spec.SubGroups, int(gang.MinGroupCount))
+	if int(gang.MinGroupCount) < len(children) {
+		spec.MinSubGroups = ptr.To(gang.MinGroupCount)
 	}
 	workload := ""
 	if composite.Spec.WorkloadRef != nil {
@@ -208,6 +216,21 @@ func (r *CompositeReconciler) compositeSpec(ctx context.Context, composite *upst
 	}
 	spec.Queue = queue
 	return spec, "", nil
+}
+
+// minMemberOf is the fewest pods that minSubGroups of subGroups make up: the sum of the smallest
+// minimums, so that the group's minMember never asks more than its minimum of sub-groups holds.
+func minMemberOf(subGroups []schedulingv1alpha1.SubGroup, minSubGroups int) int32 {
+	sizes := make([]int32, 0, len(subGroups))
+	for _, sub := range subGroups {
+		sizes = append(sizes, sub.MinMember)
+	}
+	slices.Sort(sizes)
+	total := int32(0)
+	for _, size := range sizes[:min(minSubGroups, len(sizes))] {
+		total += size
+	}
+	return total
 }
 
 // labelPods gives the pods of the children, not yet bound, Tephra's labels naming the composite's

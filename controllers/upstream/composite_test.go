@@ -107,6 +107,22 @@ func TestACompositeIsOnePodGroupWithASubGroupPerChild(t *testing.T) {
 	assert.Equal(t, schedulingv1alpha1.DisruptionAll, mirror.Spec.DisruptionMode)
 }
 
+// A minGroupCount below the number of children is the mirror's minSubGroups, and its minMember
+// the smallest minCounts that many children make up.
+func TestACompositeOfFewerChildrenThanItHasRunsWithThem(t *testing.T) {
+	r, _, rec := setupComposite(t, composite("c", 2, nil),
+		child("c-a", "c", 4, ""), child("c-b", "c", 2, ""), child("c-c", "c", 3, ""))
+	ctx := context.Background()
+	_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}})
+	require.NoError(t, err)
+	var mirror schedulingv1alpha1.PodGroup
+	require.NoError(t, r.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "c"}, &mirror))
+	assert.Equal(t, ptr.To[int32](2), mirror.Spec.MinSubGroups)
+	assert.Equal(t, int32(5), mirror.Spec.MinMember, "c-b (2) and c-c (3)")
+	assert.Len(t, mirror.Spec.SubGroups, 3)
+	assert.NotContains(t, drain(rec), "Warning")
+}
+
 // What Tephra does not translate is said in an event, and nothing is mirrored; a composite short
 // of children waits for them.
 func TestACompositeTephraCannotPlaceSaysWhy(t *testing.T) {
@@ -128,10 +144,10 @@ func TestACompositeTephraCannotPlaceSaysWhy(t *testing.T) {
 		children: []client.Object{child("c-a", "c", 1, "")},
 		want:     "it is nested in CompositePodGroup top",
 	}, {
-		name:     "more children than minGroupCount",
-		cpg:      composite("c", 1, nil),
-		children: []client.Object{child("c-a", "c", 1, ""), child("c-b", "c", 1, "")},
-		want:     "gang.minGroupCount is 1 and it has 2 child PodGroups",
+		name:     "minGroupCount 0",
+		cpg:      composite("c", 0, nil),
+		children: []client.Object{child("c-a", "c", 1, "")},
+		want:     "spec.schedulingPolicy.gang.minGroupCount is 0; it must be at least 1",
 	}, {
 		name:     "children still to come",
 		cpg:      composite("c", 3, nil),
