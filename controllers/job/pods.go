@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
@@ -185,7 +186,7 @@ func podGroupSpec(job *batchv1alpha1.Job, spec *jobSpec, need map[string]int32, 
 	if out.MinMember < 1 {
 		return out, false
 	}
-	out.SubGroups = subGroupsOf(spec, need)
+	out.SubGroups, out.MinSubGroups = subGroupsOf(spec, need)
 	if len(out.SubGroups) > 0 {
 		// Without sub-groups left to place (their pods succeeded) the group can only go whole,
 		// and the PodGroup refuses Single.
@@ -257,9 +258,9 @@ func (m *machine) forceStuck(p *plan) {
 // subGroupsOf is the sub-groups of the tasks that split their pods (spec.tasks[].subGroups)
 // and whose whole minimum is still to be placed. A task some of whose pods succeeded needs only
 // the pods still to run, which no longer make whole sub-groups: its pods are then counted by the
-// task's minimum alone.
-func subGroupsOf(spec *jobSpec, need map[string]int32) []schedulingv1alpha1.SubGroup {
-	var out []schedulingv1alpha1.SubGroup
+// task's minimum alone. minSubGroups is the group's minimum of them when a task sets one (the
+// job's only task with sub-groups), else nil: all.
+func subGroupsOf(spec *jobSpec, need map[string]int32) (out []schedulingv1alpha1.SubGroup, minSubGroups *int32) {
 	for i := range spec.tasks {
 		t := &spec.tasks[i]
 		sg := t.spec.SubGroups
@@ -273,8 +274,14 @@ func subGroupsOf(spec *jobSpec, need map[string]int32) []schedulingv1alpha1.SubG
 		for k := range t.replicas / sg.Size {
 			out = append(out, schedulingv1alpha1.SubGroup{Name: SubGroupName(t.name, k), MinMember: minMember, Topology: sg.Topology.DeepCopy()})
 		}
+		if sg.MinSubGroups != nil && *sg.MinSubGroups < t.replicas/sg.Size {
+			minSubGroups = ptr.To(*sg.MinSubGroups)
+		}
 	}
-	return out
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, minSubGroups
 }
 
 // deletePods deletes pods by name and UID: a pod of the same name created since is not touched.

@@ -96,6 +96,17 @@ func TestPodGroupSpec(t *testing.T) {
 			},
 		},
 	}, {
+		name: "a minimum of sub-groups: the task's minimum is their pods",
+		job: newJob(func(j *batchv1alpha1.Job) {
+			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinSubGroups: ptr.To[int32](1)}
+		}),
+		want: &schedulingv1alpha1.PodGroupSpec{
+			MinMember: 4, MinTaskMember: map[string]int32{"ps": 2, "worker": 2}, Queue: "default",
+			MinResources: corev1.ResourceList{"cpu": cpu("6"), "memory": cpu("4Gi")},
+			SubGroups:    []schedulingv1alpha1.SubGroup{{Name: "worker-0", MinMember: 2}, {Name: "worker-1", MinMember: 2}},
+			MinSubGroups: ptr.To[int32](1),
+		},
+	}, {
 		name: "a sub-group minMember below its size",
 		job: newJob(func(j *batchv1alpha1.Job) {
 			j.Spec.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinMember: ptr.To[int32](1)}

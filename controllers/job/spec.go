@@ -16,7 +16,8 @@ type taskView struct {
 	name string
 	// replicas is never negative.
 	replicas int32
-	// min is how many of the task's pods must run at once: minAvailable, defaulting to replicas.
+	// min is how many of the task's pods must run at once: minAvailable, defaulting to replicas
+	// (to subGroups.minSubGroups × size when set).
 	min int32
 	// hasTaskMinimum says whether min is a per-task minimum for the PodGroup's minTaskMember:
 	// when the task sets minAvailable, or when the job's minimum takes every task's (it does by
@@ -74,6 +75,14 @@ func viewSpec(job *batchv1alpha1.Job) jobSpec {
 			t.maxRetry = spec.MaxRetry
 		}
 		t.min = t.replicas
+		if sg := spec.SubGroups; sg != nil && sg.MinSubGroups != nil && sg.Size > 0 {
+			// The task runs with minSubGroups of its sub-groups: their pods are its minimum.
+			if n := t.replicas / sg.Size; *sg.MinSubGroups > n || *sg.MinSubGroups < 1 {
+				problems = append(problems, fmt.Sprintf("task %s: subGroups.minSubGroups %d is not between 1 and its %d sub-groups", spec.Name, *sg.MinSubGroups, n))
+			} else {
+				t.min = *sg.MinSubGroups * sg.Size
+			}
+		}
 		if spec.MinAvailable != nil {
 			t.min = max(*spec.MinAvailable, 0)
 			if t.min > t.replicas {

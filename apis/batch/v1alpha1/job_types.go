@@ -108,7 +108,8 @@ type DependsOn struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.replicas) || self.minAvailable <= self.replicas",message="task minAvailable must not exceed its replicas",fieldPath=".minAvailable"
 // +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !has(self.dependsOn.name) || !(self.name in self.dependsOn.name)",message="a task cannot depend on itself",fieldPath=".dependsOn.name"
 // +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.replicas) || self.replicas % self.subGroups.size == 0",message="task replicas must be a multiple of subGroups.size",fieldPath=".subGroups.size"
-// +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.minAvailable) || !has(self.replicas) || self.minAvailable == self.replicas",message="a task with subGroups runs all of them: its minAvailable, if set, must equal its replicas",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.minAvailable) || !has(self.replicas) || self.minAvailable == (has(self.subGroups.minSubGroups) ? self.subGroups.minSubGroups * self.subGroups.size : self.replicas)",message="a task with subGroups runs all of them (or subGroups.minSubGroups of them): its minAvailable, if set, must equal its replicas (or minSubGroups × size)",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || !has(self.subGroups.minSubGroups) || (has(self.replicas) && self.subGroups.minSubGroups <= self.replicas / self.subGroups.size)",message="subGroups.minSubGroups must not exceed the task's number of sub-groups (replicas / subGroups.size)",fieldPath=".subGroups.minSubGroups"
 // +kubebuilder:validation:XValidation:rule="!has(self.subGroups) || size(self.name) <= 59",message="a task with subGroups has a name of at most 59 characters: its sub-groups are named <task>-<k>",fieldPath=".name"
 type TaskSpec struct {
 	// Name of the task, unique in the Job; part of its pods' names.
@@ -149,9 +150,18 @@ type TaskSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minMember) || self.minMember <= self.size",message="subGroups.minMember must not exceed subGroups.size: a sub-group cannot run more pods than it has",fieldPath=".minMember"
 type TaskSubGroups struct {
 	// Size is how many of the task's pods make one sub-group. The task's replicas must be a
-	// multiple of it; every sub-group must have its minimum for the job to run.
+	// multiple of it; every sub-group must have its minimum for the job to run, unless
+	// minSubGroups says fewer.
 	// +kubebuilder:validation:Minimum=1
 	Size int32 `json:"size"`
+	// MinSubGroups is how many of the task's sub-groups must run for the job to run: the job
+	// starts once that many are placed whole, and the others are placed later, each whole, when
+	// room comes (upstream's CompositePodGroup minGroupCount). Defaults to all of them (replicas
+	// / size); the task's minimum of pods is then minSubGroups × size. Only one task of a job
+	// may set it, and none other may have subGroups.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinSubGroups *int32 `json:"minSubGroups,omitempty"`
 	// MinMember is how many pods of each sub-group must run at once. Defaults to size.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
@@ -177,6 +187,7 @@ type TaskSubGroups struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()",message="minSuccess must not exceed the total replicas of the job's tasks",fieldPath=".minSuccess"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.map(t, has(t.subGroups) && has(t.replicas) && t.subGroups.size > 0 ? t.replicas / t.subGroups.size : 0).sum() <= 128",message="the job's tasks make more than 128 sub-groups",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || !has(self.tasks) || !self.tasks.exists(t, has(t.subGroups))",message="a job whose tasks have subGroups runs all of them: minAvailable cannot be set",fieldPath=".minAvailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.tasks) || !self.tasks.exists(t, has(t.subGroups) && has(t.subGroups.minSubGroups)) || self.tasks.filter(t, has(t.subGroups)).size() == 1",message="a task with subGroups.minSubGroups must be the job's only task with subGroups",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.disruptionMode) || self.disruptionMode != 'Single' || (has(self.tasks) && self.tasks.exists(t, has(t.subGroups)))",message="disruptionMode Single disrupts one sub-group at a time: it needs a task with subGroups",fieldPath=".disruptionMode"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",message="dependsOn names a task that is not in the job",fieldPath=".tasks"
 // +kubebuilder:validation:XValidation:rule="!has(self.tasks) || !self.tasks.exists(t, has(t.dependsOn) && has(t.dependsOn.name)) || [lists.range(32).filter(i, i < size(self.tasks))].all(ix, [self.tasks.map(t, ix.filter(j, has(t.dependsOn) && has(t.dependsOn.name) && self.tasks[j].name != t.name && self.tasks[j].name in t.dependsOn.name))].all(succ, [ix.map(i, ix.map(j, i == j || j in succ[i]))].all(r1, [r1.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r1[k][j])))[0])].all(r2, [r2 == r1 ? r2 : r2.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r2[k][j])))[0])].all(r4, [r4 == r2 ? r4 : r4.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r4[k][j])))[0])].all(r8, [r8 == r4 ? r8 : r8.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r8[k][j])))[0])].all(r16, [r16 == r8 ? r16 : r16.map(row, [ix.filter(k, row[k])].map(s, ix.map(j, s.exists(k, r16[k][j])))[0])].all(r32, !ix.exists(i, succ[i].exists(j, r32[j][i]))))))))))",message="dependsOn must not form a cycle: tasks that wait for each other would never start",fieldPath=".tasks"
