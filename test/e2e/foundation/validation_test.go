@@ -137,6 +137,20 @@ func TestInvalidPodGroupsAreRejected(t *testing.T) {
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, DisruptionMode: schedulingv1alpha1.DisruptionSingle},
 		want:    []string{"spec.disruptionMode", "disruptionMode Single disrupts one sub-group at a time: it needs subGroups"},
 	}, {
+		mistake: "minSubGroups above the number of sub-groups",
+		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2, MinSubGroups: ptr.To[int32](3),
+			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "a", MinMember: 1}, {Name: "b", MinMember: 1}}},
+		want: []string{"spec.minSubGroups", "minSubGroups must not exceed the number of subGroups"},
+	}, {
+		mistake: "minSubGroups without sub-groups",
+		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, MinSubGroups: ptr.To[int32](1)},
+		want:    []string{"spec.minSubGroups", "minSubGroups must not exceed the number of subGroups"},
+	}, {
+		mistake: "minSubGroups 0",
+		spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, MinSubGroups: ptr.To[int32](0),
+			SubGroups: []schedulingv1alpha1.SubGroup{{Name: "a", MinMember: 1}}},
+		want: []string{"spec.minSubGroups", "should be greater than or equal to 1"},
+	}, {
 		mistake: "queue that is not a valid name",
 		spec:    schedulingv1alpha1.PodGroupSpec{MinMember: 1, Queue: "Team A"},
 		want:    []string{"spec.queue", "should match"},

@@ -244,6 +244,28 @@ func TestInvalidJobsAreRejected(t *testing.T) {
 		}),
 		want: []string{"spec.tasks[1].minAvailable", "a task with subGroups runs all of them"},
 	}, {
+		mistake: "a minimum of sub-groups above their number",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas = 4
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinSubGroups: ptr.To[int32](3)}
+		}),
+		want: []string{"spec.tasks[1].subGroups.minSubGroups", "subGroups.minSubGroups must not exceed the task's number of sub-groups"},
+	}, {
+		mistake: "a minimum of sub-groups of 0",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas = 4
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinSubGroups: ptr.To[int32](0)}
+		}),
+		want: []string{"spec.tasks[1].subGroups.minSubGroups", "should be greater than or equal to 1"},
+	}, {
+		mistake: "a minimum of sub-groups beside another task's sub-groups",
+		spec: with(func(s *batchv1alpha1.JobSpec) {
+			s.Tasks[1].Replicas = 4
+			s.Tasks[1].SubGroups = &batchv1alpha1.TaskSubGroups{Size: 2, MinSubGroups: ptr.To[int32](1)}
+			s.Tasks[0].SubGroups = &batchv1alpha1.TaskSubGroups{Size: s.Tasks[0].Replicas}
+		}),
+		want: []string{"spec.tasks", "a task with subGroups.minSubGroups must be the job's only task with subGroups"},
+	}, {
 		mistake: "a job minimum with sub-groups",
 		spec: with(func(s *batchv1alpha1.JobSpec) {
 			s.MinAvailable = ptr.To[int32](2)
