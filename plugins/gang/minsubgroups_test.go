@@ -42,9 +42,13 @@ func TestAMinimumOfSubGroupsRunsWithThoseThatFit(t *testing.T) {
 		racks[v1alpha1.SubGroupOf(pod)] = result.NodeNames.UnsortedList()[0]
 		if i < len(first)-1 {
 			assert.Equal(t, fwk.Wait, f.permit(t, pod).Code(), "%s waits for the second replica", pod.Name)
-			// While the attempt is under way, r2 is still left out.
+			// While the attempt is under way, r2 is still left out, and its PostFilter (which
+			// the framework runs after any PreFilter refusal) does not fail the attempt.
 			_, status := f.gang.PreFilter(ctx, nil, members[2][1], nodes)
 			assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+			_, status = f.gang.PostFilter(ctx, nil, members[2][1], nil)
+			assert.Equal(t, fwk.Unschedulable, status.Code())
+			assert.Empty(t, status.Message(), "the attempt goes on")
 		}
 	}
 	assert.ElementsMatch(t, []string{"x1", "x2"}, []string{racks["r0"], racks["r1"]})

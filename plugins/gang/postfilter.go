@@ -45,10 +45,16 @@ func (g *groupManager) decidePostFilter(ctx context.Context, state fwk.CycleStat
 		// which tried it again at once: every 10 ms while the backoff lasted.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	settled := false
+	settled, left := false, false
 	g.groups.with(key, func(s *groupState) {
 		settled = s.stalled && len(s.assumed) == 0 && s.keptUnfit(now, g.groups.freed.Load()) != ""
+		left = s.subGroupsLeft.Has(v1alpha1.SubGroupOf(pod))
 	})
+	if left {
+		// Its sub-group is left out of the attempt under way (subgroups.go, leftOut): the
+		// attempt places the others, and is not failed for it.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
 	if settled {
 		// The member was refused with its group's kept verdict, and the member that made it found
 		// nothing of the group placed here: nothing has happened since (an event would have
