@@ -220,6 +220,11 @@ func (r *run) units(candidates []fwk.PodInfo) []*unit {
 			if n, ok := spareByTask[task]; ok {
 				taskSpare = n
 			}
+			if elastic && !r.spareInSubGroup(e.Group, pod) {
+				// Its group runs above minMember, but its sub-group runs no more than its
+				// minimum: the pod goes only with its sub-group (or its group), never alone.
+				elastic, spare, members = false, 0, r.boundMembers(e.Group)
+			}
 			if elastic && taskSpare == 0 {
 				// Its group runs above minMember, but its task runs no more than its
 				// minTaskMember: the pod is part of the minimum (a job's only master), never
@@ -325,15 +330,10 @@ func sortLeastImportantFirst(units []*unit) {
 // minTaskMember, how many of the task's may go before the task's minimum breaks; otherwise it
 // returns all its bound members, which go together.
 func (r *run) gangUnit(group string) (elastic bool, spare int, members []*corev1.Pod, spareByTask map[string]int) {
-	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
-	var bound []*corev1.Pod
+	bound := r.boundMembers(group)
 	byTask := map[string]int{}
-	for _, obj := range objs {
-		// Victims of the last preemptions are on their way out already: they are not spare.
-		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !r.going[pod.UID] {
-			bound = append(bound, pod)
-			byTask[v1alpha1.TaskOf(pod)]++
-		}
+	for _, pod := range bound {
+		byTask[v1alpha1.TaskOf(pod)]++
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(group)
 	if pg, err := r.podGroups.PodGroups(ns).Get(name); err == nil && len(bound) > int(pg.Spec.MinMember) {
@@ -344,6 +344,43 @@ func (r *run) gangUnit(group string) (elastic bool, spare int, members []*corev1
 		return true, len(bound) - int(pg.Spec.MinMember), nil, spareByTask
 	}
 	return false, 0, bound, nil
+}
+
+// boundMembers lists a group's bound members, but for the victims of the last preemptions, on
+// their way out already.
+func (r *run) boundMembers(group string) []*corev1.Pod {
+	objs, _ := r.members.ByIndex(setup.PodGroupIndex, group)
+	var bound []*corev1.Pod
+	for _, obj := range objs {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !r.going[pod.UID] {
+			bound = append(bound, pod)
+		}
+	}
+	return bound
+}
+
+// spareInSubGroup says whether pod's sub-group runs more members than its minimum (true for a pod
+// of no sub-group of its group): only then may the pod go alone as elastic. Sub-groups are placed
+// whole and go whole: a group above its minMember because it runs more sub-groups than its
+// minSubGroups has no pod to spare in them.
+func (r *run) spareInSubGroup(group string, pod *corev1.Pod) bool {
+	ns, name, _ := cache.SplitMetaNamespaceKey(group)
+	pg, err := r.podGroups.PodGroups(ns).Get(name)
+	if err != nil {
+		return true
+	}
+	sub := v1alpha1.SubGroupOf(pod)
+	i := slices.IndexFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub })
+	if i < 0 {
+		return true
+	}
+	bound := 0
+	for _, m := range r.boundMembers(group) {
+		if v1alpha1.SubGroupOf(m) == sub {
+			bound++
+		}
+	}
+	return bound > int(pg.Spec.SubGroups[i].MinMember)
 }
 
 // disruptedTogether narrows the bound members of a running minimum to those that go with pod: its
