@@ -259,6 +259,9 @@ func (g *groupManager) decidePreFilter(ctx context.Context, state fwk.CycleState
 	if problem != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, key, problem))
 	}
+	if status := unknownSubGroup(pg, pod, key); status != nil {
+		return nil, status
+	}
 	view := g.viewForPreFilter(key, pg, now, freed)
 	if _, refused := admission.Refused(state); refused && view.reserved != nil && view.waiting == 0 {
 		// Its queue turned it away in this cycle: no nodes are held for it meanwhile, as they

@@ -115,3 +115,16 @@ func TestSubGroupsMet(t *testing.T) {
 	assert.False(t, subGroupsMet(pg, map[string]int{"a": 2, "b": 2}), "all are needed by default")
 	assert.True(t, subGroupsMet(&v1alpha1.PodGroup{}, nil), "no sub-groups")
 }
+
+// A member whose sub-group is not in its group's spec (yet) waits: placed, it would be alone.
+func TestAMemberOfASubGroupTheGroupLacksWaits(t *testing.T) {
+	f := newFixture(t)
+	members := replicaGroup(t, f, 2, 2, minTwoOfThree, func(pg *v1alpha1.PodGroup) {
+		pg.Spec.MinSubGroups = nil
+		pg.Spec.SubGroups = pg.Spec.SubGroups[:1]
+		pg.Spec.MinMember = 2
+	})
+	_, status := f.gang.PreFilter(context.Background(), nil, members[1][0], []fwk.NodeInfo{rackNode("x1", "x1", "x", 0)})
+	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
+	assert.Equal(t, "WaitingForMembers: sub-group r1 is not one of the subGroups of pod group ns/train; the pod waits for it", status.Message())
+}

@@ -130,6 +130,19 @@ func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk
 	return nil
 }
 
+// unknownSubGroup refuses a member whose sub-group label names none of the sub-groups of its
+// group, which has some: its sub-group is not in the group's spec yet (a composite's child the
+// adapter has not added to its mirror), and placed before it is, the member would be placed
+// alone, not with its sub-group. A change of the group brings it back (hints.go).
+func unknownSubGroup(pg *v1alpha1.PodGroup, pod *corev1.Pod, key groupKey) *fwk.Status {
+	sub := v1alpha1.SubGroupOf(pod)
+	if sub == "" || len(pg.Spec.SubGroups) == 0 || slices.ContainsFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub }) {
+		return nil
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: sub-group %s is not one of the subGroups of pod group %s; the pod waits for it",
+		v1alpha1.ReasonWaitingForMembers, sub, key))
+}
+
 // leftOut refuses a member of a sub-group that the group's attempt leaves out (left): the group
 // runs with fewer sub-groups than it has, and this one is placed whole, as a gang of its own,
 // once it fits. UnschedulableAndUnresolvable: no eviction is made for it, and the attempt under
