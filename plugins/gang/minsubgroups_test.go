@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,15 +117,21 @@ func TestSubGroupsMet(t *testing.T) {
 	assert.True(t, subGroupsMet(&v1alpha1.PodGroup{}, nil), "no sub-groups")
 }
 
-// A member whose sub-group is not in its group's spec (yet) waits: placed, it would be alone.
-func TestAMemberOfASubGroupTheGroupLacksWaits(t *testing.T) {
+// A composite child's member whose child is not in the mirror's spec (yet) waits: placed, it
+// would be alone. A pod of a sub-group its group no longer lists, not a composite's, does not.
+func TestAMemberOfAChildTheMirrorLacksWaits(t *testing.T) {
 	f := newFixture(t)
 	members := replicaGroup(t, f, 2, 2, minTwoOfThree, func(pg *v1alpha1.PodGroup) {
 		pg.Spec.MinSubGroups = nil
 		pg.Spec.SubGroups = pg.Spec.SubGroups[:1]
 		pg.Spec.MinMember = 2
 	})
-	_, status := f.gang.PreFilter(context.Background(), nil, members[1][0], []fwk.NodeInfo{rackNode("x1", "x1", "x", 0)})
+	nodes := []fwk.NodeInfo{rackNode("x1", "x1", "x", 0)}
+	_, status := f.gang.PreFilter(context.Background(), nil, members[1][0], nodes)
+	assert.NotEqual(t, "WaitingForMembers", strings.SplitN(status.Message(), ":", 2)[0], "%v", status)
+
+	members[1][0].Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("r1")}
+	_, status = f.gang.PreFilter(context.Background(), nil, members[1][0], nodes)
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, "WaitingForMembers: sub-group r1 is not one of the subGroups of pod group ns/train; the pod waits for it", status.Message())
 }

@@ -130,13 +130,17 @@ func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk
 	return nil
 }
 
-// unknownSubGroup refuses a member whose sub-group label names none of the sub-groups of its
-// group, which has some: its sub-group is not in the group's spec yet (a composite's child the
-// adapter has not added to its mirror), and placed before it is, the member would be placed
-// alone, not with its sub-group. A change of the group brings it back (hints.go).
+// unknownSubGroup refuses a member of an upstream composite's child (its sub-group label names
+// the child PodGroup its spec.schedulingGroup names) that the composite's mirror does not list
+// among its subGroups yet: the adapter labels a new child's pods before it adds the child to the
+// mirror, and placed meanwhile the member would be placed alone, not with its child. A change of
+// the group brings it back (hints.go). (A Tephra Job's pods of a task whose sub-groups its group
+// no longer lists, some of them having succeeded, are placed by the task's minimum instead.)
 func unknownSubGroup(pg *v1alpha1.PodGroup, pod *corev1.Pod, key groupKey) *fwk.Status {
 	sub := v1alpha1.SubGroupOf(pod)
-	if sub == "" || len(pg.Spec.SubGroups) == 0 || slices.ContainsFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub }) {
+	child := pod.Spec.SchedulingGroup
+	if sub == "" || child == nil || child.PodGroupName == nil || *child.PodGroupName != sub || len(pg.Spec.SubGroups) == 0 ||
+		slices.ContainsFunc(pg.Spec.SubGroups, func(s v1alpha1.SubGroup) bool { return s.Name == sub }) {
 		return nil
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: sub-group %s is not one of the subGroups of pod group %s; the pod waits for it",
