@@ -128,14 +128,10 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 		}
 	}
 	values, byValue := domains.At(level, nodes)
-	type candidate struct {
-		value      string
-		data, free float64
-	}
-	var candidates []candidate
+	var candidates []domainCandidate
 	for _, v := range values {
 		if minimum.holds(byValue[v]) {
-			candidates = append(candidates, candidate{v, minimum.dataIn(byValue[v]), domains.FreeShare(byValue[v], total)})
+			candidates = append(candidates, domainCandidate{v, minimum.dataIn(byValue[v]), domains.FreeShare(byValue[v], total)})
 		}
 	}
 	if len(candidates) == 0 {
@@ -143,12 +139,7 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 		_, why := chooseDomain(constraint, nodes, minimum, nil, nil)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the minimum of pod group %s needs %s: %s", v1alpha1.ReasonNotEnoughResources, key, formatRequests(minimum.need), why))
 	}
-	sort.SliceStable(candidates, func(i, j int) bool {
-		if candidates[i].data != candidates[j].data {
-			return candidates[i].data > candidates[j].data
-		}
-		return candidates[i].free < candidates[j].free
-	})
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].before(candidates[j]) })
 	if !g.narrowed.take(groupKey{pg.Namespace, pg.Name}) {
 		candidates = candidates[:1]
 		g.narrowed.mark(groupKey{pg.Namespace, pg.Name})
@@ -173,6 +164,21 @@ func (g *groupManager) generatePlacements(_ context.Context, state fwk.PodGroupC
 	}
 	state.Write(placementChoiceKey, choice)
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
+}
+
+// domainCandidate is a domain that holds a group's minimum: how much of the group's data its
+// nodes cache, and its free share.
+type domainCandidate struct {
+	value      string
+	data, free float64
+}
+
+// before says whether c is offered before o: more of the data cached, then the better fit.
+func (c domainCandidate) before(o domainCandidate) bool {
+	if c.data != o.data {
+		return c.data > o.data
+	}
+	return c.free < o.free
 }
 
 // placementOfPlaced offers the one domain the group's placed members are in.
