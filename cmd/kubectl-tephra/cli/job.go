@@ -413,14 +413,16 @@ func (o *Options) printEvents(events []corev1.Event, now time.Time) {
 	_ = t.flush()
 }
 
-// printSubGroups shows a group's sub-groups as the PodGroup controller counted them.
+// printSubGroups shows a group's sub-groups as the PodGroup controller counted them, and how many
+// of them are whole against how many the group needs (minSubGroups).
 func (o *Options) printSubGroups(group *schedulingv1alpha1.PodGroup) error {
 	// What preemption and reclaim take of the group once it runs: a replica, or all of it.
 	disruption := "All (preemption and reclaim take the whole group)"
 	if group.Spec.DisruptionMode == schedulingv1alpha1.DisruptionSingle {
 		disruption = "Single (preemption and reclaim take one sub-group; the others run on)"
 	}
-	o.printf("Sub-groups (disruption: %s):\n", disruption)
+	o.printf("Sub-groups (%d whole of the %d of %d it needs; disruption: %s):\n",
+		group.Status.WholeSubGroups, schedulingv1alpha1.MinSubGroupsOf(&group.Spec), len(group.Spec.SubGroups), disruption)
 	minOf := map[string]int32{}
 	for _, sub := range group.Spec.SubGroups {
 		minOf[sub.Name] = max(sub.MinMember, 1)

@@ -157,22 +157,22 @@ func TestDescribeJobShowsSubGroups(t *testing.T) {
 	}}
 	group := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4, SubGroups: []schedulingv1alpha1.SubGroup{{Name: "replica-0", MinMember: 2}, {Name: "replica-1", MinMember: 2}}},
-		Status: schedulingv1alpha1.PodGroupStatus{SubGroups: []schedulingv1alpha1.SubGroupStatus{
+		Status: schedulingv1alpha1.PodGroupStatus{WholeSubGroups: 1, SubGroups: []schedulingv1alpha1.SubGroupStatus{
 			{Name: "replica-0", Running: 2, Whole: true}, {Name: "replica-1", Pending: 1, Failed: 1},
 		}},
 	}
 	o, out := testOptions(nil, job, group)
 	o.Flags.Namespace = ptr.To("ns")
 	require.NoError(t, o.describeJob("train"))
-	assert.Contains(t, out.String(), `Sub-groups (disruption: All (preemption and reclaim take the whole group)):
+	assert.Contains(t, out.String(), `Sub-groups (1 whole of the 2 of 2 it needs; disruption: All (preemption and reclaim take the whole group)):
   NAME        MIN   PENDING   RUNNING   SUCCEEDED   FAILED   WHOLE
   replica-0   2     0         2         0           0        true
   replica-1   2     1         0         0           1        false
 `)
 
-	group.Spec.DisruptionMode = schedulingv1alpha1.DisruptionSingle
+	group.Spec.DisruptionMode, group.Spec.MinSubGroups = schedulingv1alpha1.DisruptionSingle, ptr.To[int32](1)
 	o, out = testOptions(nil, job, group)
 	o.Flags.Namespace = ptr.To("ns")
 	require.NoError(t, o.describeJob("train"))
-	assert.Contains(t, out.String(), "Sub-groups (disruption: Single (preemption and reclaim take one sub-group; the others run on)):\n")
+	assert.Contains(t, out.String(), "Sub-groups (1 whole of the 1 of 2 it needs; disruption: Single (preemption and reclaim take one sub-group; the others run on)):\n")
 }
