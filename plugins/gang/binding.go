@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -38,6 +39,8 @@ func (g *groupManager) unreserve(ctx context.Context, state fwk.CycleState, pod 
 	}
 	pg, err := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	wasWaiting, stale := false, false
+	var left sets.Set[string]
+	defer func() { g.retryLeftOut(klog.FromContext(ctx), key, left) }()
 	var failing uint64
 	var count memberCount
 	g.groups.with(key, func(s *groupState) {
@@ -59,6 +62,7 @@ func (g *groupManager) unreserve(ctx context.Context, state fwk.CycleState, pod 
 		delete(s.waiting, pod.UID)
 		delete(s.attemptOf, pod.UID)
 		delete(s.allowed, pod.UID)
+		left = s.takeLeftOutOnceSettled()
 		if err == nil && !stale {
 			count = g.countMembersLocked(s, key, pg, nil)
 		}
@@ -172,14 +176,17 @@ func (g *groupManager) postBind(ctx context.Context, state fwk.CycleState, pod *
 	pg, _ := g.podGroups.PodGroups(key.namespace).Get(key.name)
 	members, _ := g.members.ByIndex(podGroupIndex, key.String())
 	var first time.Time
+	var left sets.Set[string]
 	observe, rollback := false, false
 	g.shares.forget(pod.UID)
+	defer func() { g.retryLeftOut(klog.FromContext(ctx), key, left) }()
 	g.groups.with(key, func(s *groupState) {
 		attempt, allowed := s.allowed[pod.UID]
 		delete(s.assumed, pod.UID)
 		delete(s.attemptOf, pod.UID)
 		delete(s.allowed, pod.UID)
 		s.bound[pod.UID] = attempt
+		left = s.takeLeftOutOnceSettled()
 		// Bound after its attempt failed (it was past PreBind when a sibling's bind failed): it
 		// is rolled back unless the group's minimum is bound anyway.
 		if allowed && s.hasFailed(attempt) && pg != nil && !g.countMembersLocked(s, key, pg, nil).minimumBound(pg) {

@@ -135,3 +135,55 @@ func TestAMemberOfAChildTheMirrorLacksWaits(t *testing.T) {
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	assert.Equal(t, "WaitingForMembers: sub-group r1 is not one of the subGroups of pod group ns/train; the pod waits for it", status.Message())
 }
+
+// A sub-group short of members when the group's attempt began is left out of it, and so are its
+// members created while the attempt goes on. Once the attempt's members are bound, nothing else
+// may happen in the cluster: the left-out members are brought back then, and the sub-group is
+// placed whole in a rack of its own.
+func TestASubGroupLeftOutOfAnAttemptIsTriedOnceTheAttemptIsBound(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	members := replicaGroup(t, f, 3, 2, minTwoOfThree)
+	f.gang.queueRunning.Store(true) // the scheduling queue has begun: pods may be activated
+	late := members[2][1]
+	require.NoError(t, f.pods.Delete(late))
+	nodes := []fwk.NodeInfo{rackNode("x1", "x1", "x", 0), rackNode("x2", "x2", "x", 0), rackNode("x3", "x3", "x", 0)}
+
+	first := append(append([]*corev1.Pod{}, members[0]...), members[1]...)
+	racks := map[string]string{}
+	for i, pod := range first {
+		result, status := f.gang.PreFilter(ctx, nil, pod, nodes)
+		require.True(t, status.IsSuccess(), "%s: %v", pod.Name, status)
+		racks[pod.Name] = result.NodeNames.UnsortedList()[0]
+		if i < len(first)-1 {
+			require.Equal(t, fwk.Wait, f.permit(t, pod).Code())
+		}
+		if i == 0 {
+			// r2's second pod is created while the attempt goes on: r2 stays left out of it.
+			require.NoError(t, f.pods.Add(late))
+			for _, pod := range members[2] {
+				_, status := f.gang.PreFilter(ctx, nil, pod, nodes)
+				assert.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%s: %v", pod.Name, status)
+				assert.Contains(t, status.Message(), "sub-group r2 of pod group ns/train waits")
+			}
+		}
+	}
+	require.True(t, f.permit(t, first[len(first)-1]).IsSuccess())
+	f.handle.takeActivated()
+	for i, pod := range first {
+		f.bind(t, pod, racks[pod.Name])
+		f.gang.PostBind(ctx, nil, pod, racks[pod.Name])
+		if i < len(first)-1 {
+			assert.Empty(t, f.handle.takeActivated(), "binds of the attempt are under way")
+		}
+	}
+	assert.ElementsMatch(t, []string{"ns/r2-0", "ns/r2-1"}, f.handle.takeActivated(),
+		"the attempt is bound: the sub-group it left out is tried again")
+
+	nodes = []fwk.NodeInfo{rackNode("x1", "x1", "x", 4), rackNode("x2", "x2", "x", 4), rackNode("x3", "x3", "x", 0)}
+	for _, pod := range members[2] {
+		result, status := f.gang.PreFilter(ctx, nil, pod, nodes)
+		require.True(t, status.IsSuccess(), "%s: %v", pod.Name, status)
+		assert.Equal(t, []string{"x3"}, result.NodeNames.UnsortedList(), "%s goes to the rack left free", pod.Name)
+	}
+}

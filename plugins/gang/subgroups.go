@@ -150,7 +150,8 @@ func unknownSubGroup(pg *v1alpha1.PodGroup, pod *corev1.Pod, key groupKey) *fwk.
 // leftOut refuses a member of a sub-group that the group's attempt leaves out (left): the group
 // runs with fewer sub-groups than it has, and this one is placed whole, as a gang of its own,
 // once it fits. UnschedulableAndUnresolvable: no eviction is made for it, and the attempt under
-// way is not failed for it (PostFilter); capacity freed brings it back (hints.go).
+// way is not failed for it (PostFilter). The attempt's end brings it back (retryLeftOut), and so
+// does capacity freed (hints.go).
 func leftOut(pod *corev1.Pod, key groupKey, left sets.Set[string]) *fwk.Status {
 	sub := v1alpha1.SubGroupOf(pod)
 	if !left.Has(sub) {
@@ -158,6 +159,36 @@ func leftOut(pod *corev1.Pod, key groupKey, left sets.Set[string]) *fwk.Status {
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: sub-group %s of pod group %s waits: the group's minimum of sub-groups is placed without it, and it is placed whole once it fits",
 		v1alpha1.ReasonNotEnoughResources, sub, key))
+}
+
+// takeLeftOutOnceSettled returns, and forgets, the sub-groups the group's last attempt left out,
+// once none of its members waits at Permit or is on its way to bind: the attempt is over. Under
+// the group's lock.
+func (s *groupState) takeLeftOutOnceSettled() sets.Set[string] {
+	if len(s.waiting) > 0 || len(s.assumed) > 0 || s.subGroupsLeft.Len() == 0 {
+		return nil
+	}
+	left := s.subGroupsLeft
+	s.subGroupsLeft = nil
+	return left
+}
+
+// retryLeftOut brings back the pending members of the sub-groups an attempt that is over left out
+// (takeLeftOutOnceSettled). They were refused UnschedulableAndUnresolvable while it went on, each
+// waiting for an event that lets its sub-group fit; but the sub-group may fit already (it lacked
+// members when the attempt began, and they came meanwhile), and then no event comes: seen in
+// TestSingleTakesAReplicaAboveTheMinimumNotTheJob (test/e2e/topology), where the fourth replica
+// of a running Job never started.
+func (g *groupManager) retryLeftOut(logger klog.Logger, key groupKey, left sets.Set[string]) {
+	if left.Len() == 0 || !g.queueRunning.Load() {
+		return
+	}
+	pods := g.pendingMembers(key, "")
+	maps.DeleteFunc(pods, func(_ string, pod *corev1.Pod) bool { return !left.Has(v1alpha1.SubGroupOf(pod)) })
+	if len(pods) > 0 {
+		logger.V(4).Info("Retrying sub-groups left out of an attempt that is over", "podGroup", key.String(), "subGroups", sets.List(left), "pods", len(pods))
+		g.handle.Activate(logger, pods)
+	}
 }
 
 // subGroupDomain is where a member of a group with sub-groups may go: its sub-group's domain,
