@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/tephra-dev/tephra/apis/batch/v1alpha1"
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
@@ -55,19 +56,7 @@ func TestSingleDisruptsOneSubGroupAndAllTheWholeGroup(t *testing.T) {
 			before := liveUIDs(t, env, ns, "train")
 			require.Len(t, before, 16)
 
-			_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "urgent", Namespace: ns},
-				Spec: corev1.PodSpec{
-					SchedulerName: schedulingv1alpha1.SchedulerName, PriorityClassName: "sub-high",
-					RestartPolicy: corev1.RestartPolicyNever,
-					NodeSelector:  map[string]string{framework.PoolLabel: pool},
-					Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-					}}},
-				},
-			}, metav1.CreateOptions{})
-			require.NoError(t, err)
-			env.WaitPod(t, ns, "urgent", 2*time.Minute, "the urgent pod bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+			bindUrgentPod(t, env, ns)
 
 			// What went: the pods whose UIDs are no longer live.
 			var gone map[string]bool
@@ -138,6 +127,25 @@ func waitReplicasRunning(t *testing.T, env *framework.Env, ns, job string, want 
 	})
 }
 
+// bindUrgentPod creates a pod of high priority that needs a whole node of the pool (4 CPUs), and
+// waits until it is bound: on a full pool, by preempting.
+func bindUrgentPod(t *testing.T, env *framework.Env, ns string) {
+	t.Helper()
+	_, err := env.Kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "urgent", Namespace: ns},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulingv1alpha1.SchedulerName, PriorityClassName: "sub-high",
+			RestartPolicy: corev1.RestartPolicyNever,
+			NodeSelector:  map[string]string{framework.PoolLabel: pool},
+			Containers: []corev1.Container{{Name: "work", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	env.WaitPod(t, ns, "urgent", 2*time.Minute, "the urgent pod bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+}
+
 // liveUIDs maps the job's pods not being deleted to their UIDs.
 func liveUIDs(t *testing.T, env *framework.Env, ns, job string) map[string]types.UID {
 	t.Helper()
@@ -150,4 +158,61 @@ func liveUIDs(t *testing.T, env *framework.Env, ns, job string) map[string]types
 		}
 	}
 	return out
+}
+
+// The same Job needing 3 of its 4 replicas (subGroups.minSubGroups), disruptionMode Single: a
+// pod of higher priority that needs a node takes one replica, the one above the minimum, and
+// not the job: the other 12 pods run on, and the group stays Running with 3 whole replicas while
+// the pod runs. When it ends, the fourth replica comes back whole to one rack.
+func TestSingleTakesAReplicaAboveTheMinimumNotTheJob(t *testing.T) {
+	env := framework.Shared(t)
+	framework.PriorityClass(t, env, "sub-low", 10)
+	framework.PriorityClass(t, env, "sub-high", 1000)
+	poolEmpty(t, env)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	job := rackJob(ns, "train", schedulingv1alpha1.DisruptionSingle)
+	job.Spec.Tasks[0].SubGroups.MinSubGroups = ptr.To[int32](3)
+	_, err := env.Tephra.BatchV1alpha1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitReplicasRunning(t, env, ns, "train", 16)
+	before := liveUIDs(t, env, ns, "train")
+	require.Len(t, before, 16)
+
+	bindUrgentPod(t, env, ns)
+
+	framework.Eventually(t, time.Minute, "one replica taken, the group running with 3 whole", func() (bool, string) {
+		bound, _, err := boundBySubGroup(ctx, env, ns, "train")
+		if err != nil {
+			return false, err.Error()
+		}
+		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		whole := 0
+		for _, n := range bound {
+			if n == 4 {
+				whole++
+			}
+		}
+		return whole == 3 && pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.WholeSubGroups == 3,
+			fmt.Sprintf("bound %v, group %s with %d whole", bound, pg.Status.Phase, pg.Status.WholeSubGroups)
+	})
+	now := liveUIDs(t, env, ns, "train")
+	kept := 0
+	for name, uid := range before {
+		if now[name] == uid {
+			kept++
+		}
+	}
+	assert.Equal(t, 12, kept, "the 12 pods of the other replicas run on")
+
+	require.NoError(t, env.Kube.CoreV1().Pods(ns).Delete(ctx, "urgent", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	waitReplicasRunning(t, env, ns, "train", 16)
+	_, racks, err := boundBySubGroup(ctx, env, ns, "train")
+	require.NoError(t, err)
+	for sub, in := range racks {
+		assert.Len(t, in, 1, "replica %s is in one rack", sub)
+	}
 }
