@@ -31,7 +31,8 @@ const (
 type readyVerdict struct {
 	// timeout is the group's ready timeout; 0 when it has none.
 	timeout time.Duration
-	// ready: the minimum (minMember, and each task's minTaskMember) is Running or succeeded now,
+	// ready: the minimum (minMember, each task's minTaskMember, and minSubGroups sub-groups
+	// whole) is Running or succeeded now,
 	// or was once since the group last missed its timeout (PodsReady True): the timeout covers a
 	// group's start, and lost pods of a group that has run are its Job's policies' business.
 	ready bool
@@ -59,7 +60,7 @@ func decideReady(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, defaultT
 		return v
 	}
 	minMember := groupstatus.MinMemberOf(group)
-	byTask := map[string]int32{}
+	byTask, bySubGroup := map[string]int32{}, map[string]int32{}
 	var bound []*corev1.Pod
 	for i := range pods {
 		pod := &pods[i]
@@ -69,6 +70,7 @@ func decideReady(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, defaultT
 		if pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodSucceeded {
 			v.placed++
 			byTask[schedulingv1alpha1.TaskOf(pod)]++
+			bySubGroup[schedulingv1alpha1.SubGroupOf(pod)]++
 		}
 		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
 			continue
@@ -83,6 +85,17 @@ func decideReady(group *schedulingv1alpha1.PodGroup, pods []corev1.Pod, defaultT
 		if byTask[task] < want {
 			ready = false
 		}
+	}
+	// With sub-groups, the minimum is that many of them whole (minSubGroups, else all): minMember
+	// pods Running across more sub-groups, none whole, run nothing a job can use.
+	whole := 0
+	for _, sub := range group.Spec.SubGroups {
+		if bySubGroup[sub.Name] >= sub.MinMember {
+			whole++
+		}
+	}
+	if whole < schedulingv1alpha1.MinSubGroupsOf(&group.Spec) {
+		ready = false
 	}
 	// A group that had no PodsReady condition yet but has run (Scheduled True: the timeout was
 	// configured while it ran) has started too.

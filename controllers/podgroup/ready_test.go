@@ -106,6 +106,38 @@ func TestDecideReady(t *testing.T) {
 		},
 		at: start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
 	}, {
+		name: "minMember Running but fewer sub-groups whole than minSubGroups is not ready",
+		group: func() *schedulingv1alpha1.PodGroup {
+			g := readyGroup(4, 10)
+			g.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "r0", MinMember: 2}, {Name: "r1", MinMember: 2}, {Name: "r2", MinMember: 2}}
+			g.Spec.MinSubGroups = ptr.To[int32](2)
+			return g
+		}(),
+		pods: []corev1.Pod{
+			member("a0", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
+			member("a1", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
+			member("b0", corev1.PodRunning, inSubGroup("r1"), boundAtTime(start)),
+			member("c0", corev1.PodRunning, inSubGroup("r2"), boundAtTime(start)),
+			member("b1", corev1.PodPending, inSubGroup("r1"), boundAtTime(start)),
+		},
+		at: start.Add(11 * time.Second), evict: []string{"a0", "a1", "b0", "c0", "b1"}, conditionR: ReasonUnready, evictions: 1,
+	}, {
+		name: "minSubGroups sub-groups whole is ready, the others not yet",
+		group: func() *schedulingv1alpha1.PodGroup {
+			g := readyGroup(4, 10)
+			g.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "r0", MinMember: 2}, {Name: "r1", MinMember: 2}, {Name: "r2", MinMember: 2}}
+			g.Spec.MinSubGroups = ptr.To[int32](2)
+			return g
+		}(),
+		pods: []corev1.Pod{
+			member("a0", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
+			member("a1", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
+			member("b0", corev1.PodRunning, inSubGroup("r1"), boundAtTime(start)),
+			member("b1", corev1.PodRunning, inSubGroup("r1"), boundAtTime(start)),
+			member("c0", corev1.PodPending, inSubGroup("r2")),
+		},
+		at: start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
+	}, {
 		name: "a task short of its minTaskMember is not ready",
 		group: func() *schedulingv1alpha1.PodGroup {
 			g := readyGroup(2, 10)
@@ -258,6 +290,10 @@ func member(name string, phase corev1.PodPhase, opts ...func(*corev1.Pod)) corev
 
 func inTask(task string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Labels[schedulingv1alpha1.TaskLabel] = task }
+}
+
+func inSubGroup(sub string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Labels[schedulingv1alpha1.SubGroupLabel] = sub }
 }
 
 func deleting(p *corev1.Pod) { p.DeletionTimestamp = &t0 }
