@@ -37,6 +37,14 @@ func rescheduledFalseAfterBind(created, started time.Time) func(*corev1.Pod) {
 	}
 }
 
+// twoOfThreeReplicas is a group with a ready timeout of 10 s that needs 2 of its 3 sub-groups of 2.
+func twoOfThreeReplicas() *schedulingv1alpha1.PodGroup {
+	g := readyGroup(4, 10)
+	g.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "r0", MinMember: 2}, {Name: "r1", MinMember: 2}, {Name: "r2", MinMember: 2}}
+	g.Spec.MinSubGroups = ptr.To[int32](2)
+	return g
+}
+
 func readyGroup(minMember int32, timeoutSeconds int32) *schedulingv1alpha1.PodGroup {
 	g := group(minMember, nil)
 	g.Spec.ReadyTimeoutSeconds = ptr.To(timeoutSeconds)
@@ -106,13 +114,8 @@ func TestDecideReady(t *testing.T) {
 		},
 		at: start.Add(time.Hour), ready: true, conditionR: ReasonMinimumReady,
 	}, {
-		name: "minMember Running but fewer sub-groups whole than minSubGroups is not ready",
-		group: func() *schedulingv1alpha1.PodGroup {
-			g := readyGroup(4, 10)
-			g.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "r0", MinMember: 2}, {Name: "r1", MinMember: 2}, {Name: "r2", MinMember: 2}}
-			g.Spec.MinSubGroups = ptr.To[int32](2)
-			return g
-		}(),
+		name:  "minMember Running but fewer sub-groups whole than minSubGroups is not ready",
+		group: twoOfThreeReplicas(),
 		pods: []corev1.Pod{
 			member("a0", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
 			member("a1", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
@@ -122,13 +125,8 @@ func TestDecideReady(t *testing.T) {
 		},
 		at: start.Add(11 * time.Second), evict: []string{"a0", "a1", "b0", "c0", "b1"}, conditionR: ReasonUnready, evictions: 1,
 	}, {
-		name: "minSubGroups sub-groups whole is ready, the others not yet",
-		group: func() *schedulingv1alpha1.PodGroup {
-			g := readyGroup(4, 10)
-			g.Spec.SubGroups = []schedulingv1alpha1.SubGroup{{Name: "r0", MinMember: 2}, {Name: "r1", MinMember: 2}, {Name: "r2", MinMember: 2}}
-			g.Spec.MinSubGroups = ptr.To[int32](2)
-			return g
-		}(),
+		name:  "minSubGroups sub-groups whole is ready, the others not yet",
+		group: twoOfThreeReplicas(),
 		pods: []corev1.Pod{
 			member("a0", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),
 			member("a1", corev1.PodRunning, inSubGroup("r0"), boundAtTime(start)),

@@ -182,22 +182,11 @@ func TestSingleTakesAReplicaAboveTheMinimumNotTheJob(t *testing.T) {
 	bindUrgentPod(t, env, ns)
 
 	framework.Eventually(t, time.Minute, "one replica taken, the group running with 3 whole", func() (bool, string) {
-		bound, _, err := boundBySubGroup(ctx, env, ns, "train")
+		whole, pg, state, err := wholeReplicas(ctx, env, ns, "train")
 		if err != nil {
 			return false, err.Error()
 		}
-		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		whole := 0
-		for _, n := range bound {
-			if n == 4 {
-				whole++
-			}
-		}
-		return whole == 3 && pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.WholeSubGroups == 3,
-			fmt.Sprintf("bound %v, group %s with %d whole", bound, pg.Status.Phase, pg.Status.WholeSubGroups)
+		return whole == 3 && pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.WholeSubGroups == 3, state
 	})
 	now := liveUIDs(t, env, ns, "train")
 	kept := 0

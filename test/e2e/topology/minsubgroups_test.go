@@ -43,6 +43,25 @@ func boundBySubGroup(ctx context.Context, env *framework.Env, ns, job string) (m
 	return bound, racks, nil
 }
 
+// wholeReplicas reads a Job's replicas of 4 pods: how many have all 4 bound, and its PodGroup.
+// state describes both, for a wait's last word.
+func wholeReplicas(ctx context.Context, env *framework.Env, ns, job string) (whole int, pg *schedulingv1alpha1.PodGroup, state string, err error) {
+	bound, _, err := boundBySubGroup(ctx, env, ns, job)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	pg, err = env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, job, metav1.GetOptions{})
+	if err != nil {
+		return 0, nil, "", err
+	}
+	for _, n := range bound {
+		if n == 4 {
+			whole++
+		}
+	}
+	return whole, pg, fmt.Sprintf("bound %v, group %s with %d whole", bound, pg.Status.Phase, pg.Status.WholeSubGroups), nil
+}
+
 // A Job of 4 replicas of 4 pods of 3 CPUs (a rack holds one replica: one pod a node), each
 // replica required in one rack, that needs 3 of them (subGroups.minSubGroups). Two nodes of rack
 // r3 have 2 CPUs free: r3 holds 2 pods of a replica, not 4. The job runs with 3 replicas, one a
@@ -74,11 +93,7 @@ func TestAMinimumOfSubGroupsRunsAndTheRestComeWhole(t *testing.T) {
 	require.NoError(t, err)
 
 	framework.Eventually(t, 2*time.Minute, "3 replicas bound, the job and its group running", func() (bool, string) {
-		bound, _, err := boundBySubGroup(ctx, env, ns, "train")
-		if err != nil {
-			return false, err.Error()
-		}
-		pg, err := env.Tephra.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		whole, pg, state, err := wholeReplicas(ctx, env, ns, "train")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -86,15 +101,9 @@ func TestAMinimumOfSubGroupsRunsAndTheRestComeWhole(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		whole := 0
-		for _, n := range bound {
-			if n == 4 {
-				whole++
-			}
-		}
 		return whole == 3 && pg.Status.Phase == schedulingv1alpha1.PodGroupRunning && pg.Status.WholeSubGroups == 3 &&
 				j.Status.State.Phase == batchv1alpha1.JobRunning,
-			fmt.Sprintf("bound %v, group %s with %d whole, job %s", bound, pg.Status.Phase, pg.Status.WholeSubGroups, j.Status.State.Phase)
+			fmt.Sprintf("%s, job %s", state, j.Status.State.Phase)
 	})
 	// The fourth stays whole: none of its pods is bound while r3 has room for 2 of them only.
 	time.Sleep(5 * time.Second)
