@@ -112,7 +112,7 @@ func Make(p Problem) (Plan, Verdict, string) {
 	if s.fitsWithoutMoves() {
 		return Plan{}, FitsAlready, "the minimum fits the nodes' free room already"
 	}
-	if short := s.shortInTotal(); short != "" {
+	if short := s.shortInTotal(s.members); short != "" {
 		return Plan{}, ShortInTotal, "the cluster's free capacity does not hold the minimum: " + short
 	}
 	for i, member := range s.members {
@@ -144,6 +144,19 @@ type search struct {
 	gangNodes, receivers map[string]bool
 	spent                map[string]int
 	moves                []Move
+	// within, when set, are the only nodes members may be placed on (a sub-group's domain), and
+	// kept the nodes no moved pod may go to (the domains of the sub-groups).
+	within, kept map[string]bool
+}
+
+// mayHoldMembers says whether the search may place members on the node.
+func (s *search) mayHoldMembers(n Node) bool {
+	return n.ForGang && !s.receivers[n.Name] && (s.within == nil || s.within[n.Name])
+}
+
+// mayReceive says whether the search may place moved pods on the node.
+func (s *search) mayReceive(n Node) bool {
+	return n.Receives && !s.gangNodes[n.Name] && !s.kept[n.Name]
 }
 
 func newSearch(p Problem) *search {
@@ -166,12 +179,18 @@ func newSearch(p Problem) *search {
 	for _, i := range order {
 		s.onNode[p.Movable[i].Node] = append(s.onNode[p.Movable[i].Node], i)
 	}
-	s.members = slices.Clone(p.Members)
-	sort.SliceStable(s.members, func(i, j int) bool { return s.share(s.members[i]) > s.share(s.members[j]) })
-	if p.Need > 0 && p.Need < len(s.members) {
-		s.members = s.members[:p.Need]
-	}
+	s.members = s.largestOf(p.Members, p.Need)
 	return s
+}
+
+// largestOf returns the need largest of members, largest first (all of them when need is 0).
+func (s *search) largestOf(members []quota.Amounts, need int) []quota.Amounts {
+	out := slices.Clone(members)
+	sort.SliceStable(out, func(i, j int) bool { return s.share(out[i]) > s.share(out[j]) })
+	if need > 0 && need < len(out) {
+		out = out[:need]
+	}
+	return out
 }
 
 // share is how much of the emptiest node a request takes, summed over its resources: the order
@@ -219,11 +238,11 @@ func (s *search) fitsWithoutMoves() bool {
 	return true
 }
 
-// shortInTotal says which resources of the minimum exceed the free room of every node the
+// shortInTotal says which resources of the members exceed the free room of every node the
 // members or the moved pods may use, summed ("" if none do): moving pods never adds to it.
-func (s *search) shortInTotal() string {
+func (s *search) shortInTotal(members []quota.Amounts) string {
 	need, free := quota.Amounts{}, quota.Amounts{}
-	for _, m := range s.members {
+	for _, m := range members {
 		need.Add(m)
 	}
 	for _, n := range s.nodes {
@@ -264,7 +283,7 @@ func (s *search) bestNodeFor(member quota.Amounts) (candidate, string) {
 	var options []option
 	left := s.p.MaxMoves - len(s.moves)
 	for _, n := range s.nodes {
-		if !n.ForGang || s.receivers[n.Name] {
+		if !s.mayHoldMembers(n) {
 			continue
 		}
 		if fits(member, s.free[n.Name]) {
@@ -388,7 +407,7 @@ func (s *search) destinations(from string, victims []int, member quota.Amounts) 
 	}
 	couldTakeMember := map[string]bool{}
 	for _, n := range s.nodes {
-		if !n.ForGang || s.receivers[n.Name] {
+		if !s.mayHoldMembers(n) {
 			continue
 		}
 		potential := s.free[n.Name].Clone()
@@ -415,7 +434,7 @@ func (s *search) destinations(from string, victims []int, member quota.Amounts) 
 			return s.share(roomOf(a)) < s.share(roomOf(b))
 		}
 		for _, n := range s.nodes {
-			if n.Name == from || !n.Receives || s.gangNodes[n.Name] || (pod.MayRunOn != nil && !pod.MayRunOn(n.Name)) || !fits(pod.Requests, roomOf(n.Name)) {
+			if n.Name == from || !s.mayReceive(n) || (pod.MayRunOn != nil && !pod.MayRunOn(n.Name)) || !fits(pod.Requests, roomOf(n.Name)) {
 				continue
 			}
 			if best == "" || better(n.Name, best) {
