@@ -3,6 +3,8 @@ package gang
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/capacity"
 	"github.com/tephra-dev/tephra/internal/quota"
+	"github.com/tephra-dev/tephra/internal/topology"
 	"github.com/tephra-dev/tephra/plugins/consolidation"
 	"github.com/tephra-dev/tephra/plugins/internal/admission"
 )
@@ -41,6 +44,12 @@ type fragmented struct {
 	members []corev1.ResourceList
 	missing int
 	need    corev1.ResourceList
+	// subGroups, for a group with sub-groups, are those short of their minimum, of which
+	// subGroupsNeeded must be made whole, in one domain of group (its topology, nil: none) each
+	// (consolidate_subgroups.go).
+	subGroups       []fragmentedSubGroup
+	subGroupsNeeded int
+	group           *topology.Constraint
 }
 
 func (f *fragmented) Clone() fwk.StateData { return f }
@@ -100,7 +109,7 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	}
 	logger := klog.FromContext(ctx)
 	frag := data.(*fragmented)
-	plan, verdict, why := consolidation.Make(g.consolidationProblem(key, member, frag, infos))
+	plan, forSubGroups, verdict, why := g.planConsolidation(key, member, frag, infos)
 	if verdict != consolidation.Planned || len(plan.Nodes) == 0 {
 		logger.V(2).Info("No pods are moved for a pod group that fits the free capacity but no set of nodes", "podGroup", key.String(), "why", why)
 		return ""
@@ -121,9 +130,12 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 	for i, m := range plan.Moves {
 		names[i] = m.Pod.Name
 	}
-	msg := fmt.Sprintf("%s: the minimum of pod group %s fits in the cluster's free capacity but on no set of nodes; moving %d pods that may move (%s) "+
-		"to make nodes %s whole for it, which are reserved for it until its minimum runs (at most %v)",
-		v1alpha1.ReasonConsolidating, key, len(plan.Moves), strings.Join(names, ", "), strings.Join(plan.Nodes, ", "), hold.Round(time.Second))
+	what := fmt.Sprintf("the minimum of pod group %s fits in the cluster's free capacity but on no set of nodes", key)
+	if forSubGroups != "" {
+		what = fmt.Sprintf("the sub-groups of pod group %s fit in the cluster's free capacity but on no set of domains", key)
+	}
+	msg := fmt.Sprintf("%s: %s; moving %d pods that may move (%s) to make nodes %s whole for it%s, which are reserved for it until its minimum runs (at most %v)",
+		v1alpha1.ReasonConsolidating, what, len(plan.Moves), strings.Join(names, ", "), strings.Join(plan.Nodes, ", "), forSubGroups, hold.Round(time.Second))
 	logger.V(2).Info("Moving pods to make whole nodes for a pod group", "podGroup", key.String(), "pods", names, "nodes", plan.Nodes)
 	g.groupEvent(pg, corev1.EventTypeNormal, v1alpha1.ReasonConsolidating, msg)
 	mover := &consolidation.Mover{Client: g.handle.ClientSet(), Recorder: g.handle.EventRecorder()}
@@ -133,6 +145,26 @@ func (g *groupManager) consolidate(ctx context.Context, state fwk.CycleState, ke
 		mover.Move(klog.NewContext(ctx, logger), key.String(), plan)
 	}()
 	return msg
+}
+
+// planConsolidation asks the planner for the moves that make the group's minimum fit: whole nodes
+// for its members, or, for a group with sub-groups, a domain for each sub-group it needs, then
+// named in forSubGroups (" (sub-group a in rack=r0, …)").
+func (g *groupManager) planConsolidation(key groupKey, member *corev1.Pod, frag *fragmented, infos []fwk.NodeInfo) (plan consolidation.Plan, forSubGroups string, verdict consolidation.Verdict, why string) {
+	problem := g.consolidationProblem(key, member, frag, infos)
+	if len(frag.subGroups) == 0 {
+		plan, verdict, why = consolidation.Make(problem)
+		return plan, "", verdict, why
+	}
+	sub, verdict, why := g.planSubGroups(problem, frag, infos)
+	if verdict != consolidation.Planned {
+		return consolidation.Plan{}, "", verdict, why
+	}
+	parts := make([]string, 0, len(sub.Domains))
+	for _, name := range slices.Sorted(maps.Keys(sub.Domains)) {
+		parts = append(parts, fmt.Sprintf("%s in %s", name, sub.Domains[name]))
+	}
+	return sub.Plan, " (sub-group " + strings.Join(parts, ", ") + ")", verdict, ""
 }
 
 // endConsolidation gives back the nodes reserved for a group by its plan of the given time if it

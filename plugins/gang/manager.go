@@ -380,7 +380,7 @@ func (g *groupManager) decideMinimum(ctx context.Context, state fwk.CycleState, 
 	var status *fwk.Status
 	switch {
 	case c.subGrouped:
-		status = g.placeSubGroups(ctx, c)
+		status = g.placeSubGroups(ctx, state, c)
 	case c.constraint != nil:
 		status = g.placeInDomain(ctx, c)
 	}

@@ -102,13 +102,15 @@ func (g *groupManager) assignSubGroups(pg *v1alpha1.PodGroup, group *topology.Co
 // and its sub-groups' are chosen together, before any member is placed; a member of a sub-group
 // left out of the assignment (the group needs fewer sub-groups than it has, and this one does
 // not fit now) is refused until the attempt is over.
-func (g *groupManager) placeSubGroups(ctx context.Context, c *minimumCheck) *fwk.Status {
+func (g *groupManager) placeSubGroups(ctx context.Context, state fwk.CycleState, c *minimumCheck) *fwk.Status {
 	if !c.inAttempt || (c.assigned == nil && c.subGroupDomains == nil) {
 		a, problem, why := g.assignSubGroups(c.pg, c.constraint, c.count, c.allowed)
 		if problem != "" {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s: pod group %s: %s", v1alpha1.ReasonInvalidPodGroup, c.key, problem))
 		}
 		if why != "" {
+			// PostFilter may move pods to make domains whole for them (consolidate_subgroups.go).
+			g.markSubGroupsFragmented(state, c)
 			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the sub-groups of pod group %s do not fit: %s", v1alpha1.ReasonNotEnoughResources, c.key, why))
 		}
 		c.assigned, c.subGroupDomains, c.subGroupsLeft = a.Group, a.SubGroups, sets.New(a.Left...)
