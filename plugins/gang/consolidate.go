@@ -259,8 +259,9 @@ type movablePods struct {
 	g        *groupManager
 	gang     groupKey
 	priority int32
-	// spare is the planner's: per group (namespace/name), and per task of a group with a
-	// minTaskMember (namespace/name/task), how many of its pods run above its minimum.
+	// spare is the planner's: per group (namespace/name), per task of a group with a
+	// minTaskMember (namespace/name/task) and per sub-group (subGroupBudget), how many of its
+	// pods run above its minimum.
 	spare map[string]int
 	// elastic caches, per group, whether its pods run above its minimum.
 	elastic map[groupKey]bool
@@ -300,6 +301,15 @@ func (m *movablePods) pod(pod *corev1.Pod, nodes map[string]*corev1.Node) (conso
 			return consolidation.Pod{}, false
 		}
 		budgets = []string{group.String()}
+		if len(pg.Spec.SubGroups) > 0 {
+			// A pod goes alone only when its sub-group runs above its own minimum, as reclaim
+			// takes it: a sub-group is whole or not at all.
+			sub := subGroupBudget(group, v1alpha1.SubGroupOf(pod))
+			if m.spare[sub] <= 0 {
+				return consolidation.Pod{}, false
+			}
+			budgets = append(budgets, sub)
+		}
 		if _, ok := pg.Spec.MinTaskMember[v1alpha1.TaskOf(pod)]; ok {
 			task := group.String() + "/" + v1alpha1.TaskOf(pod)
 			if m.spare[task] <= 0 {
@@ -326,12 +336,13 @@ func (m *movablePods) isElastic(key groupKey, pg *v1alpha1.PodGroup) bool {
 		m.elastic = map[groupKey]bool{}
 	}
 	objs, _ := m.g.members.ByIndex(podGroupIndex, key.String())
-	bound, byTask := 0, map[string]int{}
+	bound, byTask, bySubGroup := 0, map[string]int{}, map[string]int{}
 	for _, obj := range objs {
 		if pod := obj.(*corev1.Pod); pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil &&
 			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 			bound++
 			byTask[v1alpha1.TaskOf(pod)]++
+			bySubGroup[v1alpha1.SubGroupOf(pod)]++
 		}
 	}
 	elastic := bound > int(pg.Spec.MinMember)
@@ -341,6 +352,14 @@ func (m *movablePods) isElastic(key groupKey, pg *v1alpha1.PodGroup) bool {
 		for task, want := range pg.Spec.MinTaskMember {
 			m.spare[key.String()+"/"+task] = byTask[task] - int(want)
 		}
+		for _, sub := range pg.Spec.SubGroups {
+			m.spare[subGroupBudget(key, sub.Name)] = bySubGroup[sub.Name] - int(sub.MinMember)
+		}
 	}
 	return elastic
+}
+
+// subGroupBudget names the planner's budget of a sub-group's pods above its own minimum.
+func subGroupBudget(group groupKey, sub string) string {
+	return group.String() + "/subgroup:" + sub
 }

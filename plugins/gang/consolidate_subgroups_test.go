@@ -16,6 +16,7 @@ import (
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 )
@@ -133,4 +134,39 @@ func TestNothingMovesForSubGroupsWithoutMovablePods(t *testing.T) {
 		_, _, held := f.gang.groups.reservedFor(info.Node().Name)
 		assert.False(t, held)
 	}
+}
+
+// A pod of a group with sub-groups moves as elastic only when its own sub-group runs above its
+// minimum, as reclaim takes it: a group of two whole sub-groups of 4 that needs one of them runs
+// 4 pods above its minMember, but none of them moves alone; a group of one sub-group of 8 pods
+// with a minimum of 4 gives 4.
+func TestElasticPodsOfSubGroupsMoveWithinTheirSubGroupsSpare(t *testing.T) {
+	inSubGroups := func(subOf func(node int) string) func(int, *corev1.Pod) {
+		return func(node int, pod *corev1.Pod) {
+			if node >= 2 {
+				pod.Labels = map[string]string{v1alpha1.PodGroupLabel: "elastic", v1alpha1.SubGroupLabel: subOf(node)}
+			}
+		}
+	}
+	elastic := func(t *testing.T, f *fragmentedFixture, subs ...string) {
+		pg := f.group(t, "elastic", 4, nil, f.now.Add(-time.Hour))
+		pg.Spec.MinSubGroups = ptr.To[int32](1)
+		for _, sub := range subs {
+			pg.Spec.SubGroups = append(pg.Spec.SubGroups, v1alpha1.SubGroup{Name: sub, MinMember: 4})
+		}
+		require.NoError(t, f.groups.Update(pg))
+		obj, _, _ := f.groups.GetByKey("ns/wide")
+		wide := obj.(*v1alpha1.PodGroup).DeepCopy()
+		wide.Spec.MinMember = 1
+		require.NoError(t, f.groups.Update(wide))
+	}
+
+	f := newFragmented(t, inSubGroups(func(node int) string { return fmt.Sprintf("s%d", node) }))
+	elastic(t, f, "s2", "s3")
+	assert.NotContains(t, f.tryMember(t), "Consolidating", "both sub-groups run their minimum only")
+
+	f = newFragmented(t, inSubGroups(func(int) string { return "s" }))
+	elastic(t, f, "s")
+	assert.Contains(t, f.tryMember(t), "Consolidating", "one member of 8 needs 4 moves, and the sub-group runs 4 above its minimum")
+	require.Eventually(t, func() bool { return len(f.remaining(t)) == 12 }, 10*time.Second, 10*time.Millisecond)
 }
