@@ -123,6 +123,12 @@ func (p *fragmentedPool) taint(t *testing.T, node string, on bool) {
 // replicaSet creates a ReplicaSet of four one-GPU pods, declared movable or not.
 func (p *fragmentedPool) replicaSet(t *testing.T, name string, movable bool) {
 	t.Helper()
+	p.replicaSetOf(t, name, 4, movable)
+}
+
+// replicaSetOf creates a ReplicaSet of one-GPU pods, declared movable or not.
+func (p *fragmentedPool) replicaSetOf(t *testing.T, name string, replicas int32, movable bool) {
+	t.Helper()
 	one := *resource.NewQuantity(1, resource.DecimalSI)
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, "e2e.tephra.dev/filler": "true"}},
@@ -138,7 +144,7 @@ func (p *fragmentedPool) replicaSet(t *testing.T, name string, movable bool) {
 	}
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns},
-		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: template},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: template},
 	}
 	_, err := p.env.Kube.AppsV1().ReplicaSets(p.ns).Create(context.Background(), rs, metav1.CreateOptions{})
 	require.NoError(t, err)
