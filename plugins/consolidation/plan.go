@@ -144,9 +144,10 @@ type search struct {
 	gangNodes, receivers map[string]bool
 	spent                map[string]int
 	moves                []Move
-	// within, when set, are the only nodes members may be placed on (a sub-group's domain), and
-	// kept the nodes no moved pod may go to (the domains of the sub-groups).
-	within, kept map[string]bool
+	// within, when set, are the only nodes members may be placed on (a sub-group's domain), kept
+	// the nodes no moved pod may go to (the domains of the sub-groups), and wanted those that
+	// moved pods go to last (the domains the sub-groups still to plan may take).
+	within, kept, wanted map[string]bool
 }
 
 // mayHoldMembers says whether the search may place members on the node.
@@ -427,6 +428,9 @@ func (s *search) destinations(from string, victims []int, member quota.Amounts) 
 		better := func(a, b string) bool {
 			if couldTakeMember[a] != couldTakeMember[b] {
 				return !couldTakeMember[a]
+			}
+			if s.wanted[a] != s.wanted[b] {
+				return !s.wanted[a]
 			}
 			if s.receivers[a] != s.receivers[b] {
 				return s.receivers[a]

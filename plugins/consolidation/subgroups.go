@@ -62,8 +62,9 @@ type SubGroupPlan struct {
 // each, or says why there are none. The sub-groups are planned exclusive ones first, then largest
 // first, each into the domain that takes its members with the fewest moves (Make's search, with
 // the members kept to that domain and the moved pods kept out of it and out of the domains of the
-// sub-groups before it). A domain that received moved pods is chosen for no later sub-group, and
-// one chosen for an exclusive sub-group for no other. Sub-groups beyond those needed are not
+// sub-groups before it, and sent last to the domains the sub-groups after it may take). A domain
+// that received moved pods is chosen for no later sub-group, and one chosen for an exclusive
+// sub-group for no other. Sub-groups beyond those needed are not
 // planned for: they come whole later, when room comes.
 func MakeForSubGroups(p SubGroupProblem) (SubGroupPlan, Verdict, string) {
 	s := newSearch(Problem{Nodes: p.Nodes, Movable: p.Movable, Spare: p.Spare, MaxMoves: p.MaxMoves})
@@ -78,9 +79,19 @@ func MakeForSubGroups(p SubGroupProblem) (SubGroupPlan, Verdict, string) {
 	// kept are the nodes of the domains chosen so far, exclusive those of exclusive sub-groups'.
 	kept, exclusive := map[string]bool{}, map[string]bool{}
 	var whys []string
-	for _, sub := range s.subGroupOrder(p.SubGroups) {
+	order := s.subGroupOrder(p.SubGroups)
+	for k, sub := range order {
 		if len(plan.Domains) == need {
 			break
+		}
+		// The pods moved for this one go last to the domains those after it may take.
+		s.wanted = map[string]bool{}
+		for _, later := range order[k+1:] {
+			for _, d := range later.Domains {
+				for _, node := range d.Nodes {
+					s.wanted[node] = true
+				}
+			}
 		}
 		members := s.largestOf(sub.Members, sub.Need)
 		best, bestDomain, why := s.bestDomainFor(sub, members, kept, exclusive)
@@ -88,7 +99,7 @@ func MakeForSubGroups(p SubGroupProblem) (SubGroupPlan, Verdict, string) {
 			whys = append(whys, fmt.Sprintf("sub-group %s: %s", sub.Name, why))
 			continue
 		}
-		best.within, best.kept = nil, nil
+		best.within, best.kept, best.wanted = nil, nil, nil
 		s = best
 		plan.Domains[sub.Name] = bestDomain.Name
 		for _, node := range bestDomain.Nodes {

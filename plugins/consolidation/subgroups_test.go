@@ -126,3 +126,21 @@ func TestSubGroupsThatFitOrAreShortInTotalGetNoPlan(t *testing.T) {
 	})
 	assert.Equal(t, ShortInTotal, verdict)
 }
+
+// The pods moved for one sub-group go first to nodes no later sub-group may take: racks a and b
+// are the group's (its block), rack c is not, and rack-a's pods go to rack-c, so that rack-b
+// stays for the second replica.
+func TestMovedPodsGoOutsideTheDomainsLaterSubGroupsMayTake(t *testing.T) {
+	nodes, pods, domains := racks([][2]int{{1, 1}, {1, 1}, {1, 1}})
+	inBlock := domains[:2]
+	subs := []SubGroup{
+		{Name: "replica-0", Members: members(4, 2), Domains: inBlock},
+		{Name: "replica-1", Members: members(4, 2), Domains: inBlock},
+	}
+	plan, verdict, why := MakeForSubGroups(SubGroupProblem{SubGroups: subs, Nodes: nodes, Movable: pods, MaxMoves: 8})
+	require.Equal(t, Planned, verdict, why)
+	assert.Equal(t, map[string]string{"replica-0": "rack-a", "replica-1": "rack-b"}, plan.Domains)
+	for pod, to := range movedTo(plan) {
+		assert.Contains(t, []string{"c0", "c1"}, to, "%s goes to the rack outside the block", pod)
+	}
+}
