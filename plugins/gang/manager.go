@@ -474,8 +474,8 @@ func (g *groupManager) checkMinimumFits(ctx context.Context, state fwk.CycleStat
 		if fit := membersThatFit(smallest, c.nodes, missing); fit < missing {
 			if c.constraint == nil && !c.subGrouped && !slices.ContainsFunc(c.count.unplaced, devices.UsesDevices) {
 				// It fits in total: PostFilter may move pods to make whole nodes for it
-				// (consolidate.go). Not for a topology gang or one with sub-groups, nor one that claims devices,
-				// whose domains and devices the planner does not see.
+				// (consolidate.go). Not for a topology gang, nor one that claims devices, whose domains and
+				// devices the planner does not see; one with sub-groups is marked by placeSubGroups.
 				markFragmented(state, c.unplacedRequests, missing, c.need)
 			}
 			return g.cannotFit(ctx, c, fmt.Sprintf("%s: the minimum of pod group %s needs %d more pods, and the nodes' free capacity holds at most %d of them (each asks at least %s)",
