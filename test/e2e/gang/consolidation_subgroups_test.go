@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,24 +56,7 @@ func newFragmentedRacks(t *testing.T, name string) (*fragmentedPool, map[string]
 	}
 	for i, node := range p.nodes {
 		rs := fmt.Sprintf("rs-%d", i)
-		p.taint(t, node, false)
-		p.replicaSetOf(t, rs, 1, true)
-		framework.Eventually(t, 2*time.Minute, fmt.Sprintf("%s's pod bound on %s", rs, node), func() (bool, string) {
-			pods := p.pods(t, rs)
-			on := 0
-			for _, pod := range pods {
-				switch pod.Spec.NodeName {
-				case node:
-					on++
-				case "":
-				default:
-					// Placed before the scheduler saw the taints change: its ReplicaSet makes another.
-					_ = p.env.Kube.CoreV1().Pods(p.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
-				}
-			}
-			return on == 1 && len(pods) == 1, fmt.Sprintf("%d of %d on %s", on, len(pods), node)
-		})
-		p.taint(t, node, true)
+		p.fillNode(t, node, rs, 1, true)
 	}
 	for _, node := range p.nodes {
 		p.taint(t, node, false)
@@ -139,17 +121,7 @@ func TestSubGroupsStartAfterMovablePodsAreMovedOutOfTheirRacks(t *testing.T) {
 	require.Len(t, racks["r1"], 1, "replica r1 is whole in one rack: %v", racks["r1"])
 	assert.NotEqual(t, racks["r0"], racks["r1"], "a rack holds one replica")
 
-	framework.Eventually(t, 2*time.Minute, "the moved pods' replacements bound", func() (bool, string) {
-		fillers := p.fillers(t)
-		bound := 0
-		for _, pod := range fillers {
-			if pod.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return len(fillers) == 6 && bound == 6, fmt.Sprintf("%d of %d bound", bound, len(fillers))
-	})
-	fillers := p.fillers(t)
+	fillers := p.waitFillersBound(t, 6)
 	moved := 0
 	for uid, node := range p.placed {
 		pod, stayed := fillers[uid]
@@ -171,22 +143,7 @@ func TestSubGroupsStartAfterMovablePodsAreMovedOutOfTheirRacks(t *testing.T) {
 	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(fillerRacks))), 1, "the ReplicaSets' pods all run in the third rack: %v", fillerRacks)
 
 	consolidating := fmt.Sprintf("Consolidating: the sub-groups of pod group %s/replicas fit in the cluster's free capacity but on no set of domains; moving 4 pods", p.ns)
-	var events string
-	var moves []corev1.Event
-	framework.Eventually(t, 30*time.Second, "the Consolidating event and 4 "+schedulingv1alpha1.ReasonMovedForGang+" events", func() (bool, string) {
-		events = p.env.Events(p.ns, "replicas")
-		list, err := p.env.Kube.CoreV1().Events(p.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + schedulingv1alpha1.ReasonMovedForGang})
-		if err != nil {
-			return false, err.Error()
-		}
-		moves = nil
-		for _, e := range list.Items {
-			if e.InvolvedObject.Kind == "Pod" && p.movableUIDs[e.InvolvedObject.UID] {
-				moves = append(moves, e)
-			}
-		}
-		return strings.Contains(events, consolidating) && len(moves) >= 4, fmt.Sprintf("%d moved pods' events; the group's: %s", len(moves), events)
-	})
+	events, moves := framework.WaitForMoves(t, p.env, p.ns, "replicas", consolidating, func(uid types.UID) bool { return p.movableUIDs[uid] }, 4)
 	assert.Contains(t, events, fmt.Sprintf("(sub-group r0 in %s=", rackLabel))
 	for _, e := range moves {
 		assert.Contains(t, e.Message, fmt.Sprintf("evicted to make room for pod group %s/replicas", p.ns))

@@ -68,25 +68,7 @@ func newFragmentedPool(t *testing.T, name string, movable [4]bool) *fragmentedPo
 	require.NoError(t, err)
 	p.nodes = nodes
 	for i, node := range nodes {
-		p.taint(t, node, false)
-		p.replicaSet(t, fmt.Sprintf("rs-%d", i), movable[i])
-		framework.Eventually(t, 2*time.Minute, fmt.Sprintf("rs-%d's four pods bound on %s", i, node), func() (bool, string) {
-			pods := p.pods(t, fmt.Sprintf("rs-%d", i))
-			on := 0
-			for _, pod := range pods {
-				switch pod.Spec.NodeName {
-				case node:
-					on++
-				case "":
-				default:
-					// Placed before the scheduler saw the taints change (its node and pod
-					// informers are not ordered with each other): its ReplicaSet makes another.
-					_ = p.env.Kube.CoreV1().Pods(p.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
-				}
-			}
-			return on == 4 && len(pods) == 4, fmt.Sprintf("%d of %d on %s", on, len(pods), node)
-		})
-		p.taint(t, node, true)
+		p.fillNode(t, node, fmt.Sprintf("rs-%d", i), 4, movable[i])
 	}
 	for _, node := range nodes {
 		p.taint(t, node, false)
@@ -120,12 +102,6 @@ func (p *fragmentedPool) taint(t *testing.T, node string, on bool) {
 	require.NoError(t, err)
 }
 
-// replicaSet creates a ReplicaSet of four one-GPU pods, declared movable or not.
-func (p *fragmentedPool) replicaSet(t *testing.T, name string, movable bool) {
-	t.Helper()
-	p.replicaSetOf(t, name, 4, movable)
-}
-
 // replicaSetOf creates a ReplicaSet of one-GPU pods, declared movable or not.
 func (p *fragmentedPool) replicaSetOf(t *testing.T, name string, replicas int32, movable bool) {
 	t.Helper()
@@ -148,6 +124,31 @@ func (p *fragmentedPool) replicaSetOf(t *testing.T, name string, replicas int32,
 	}
 	_, err := p.env.Kube.AppsV1().ReplicaSets(p.ns).Create(context.Background(), rs, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// fillNode runs a ReplicaSet of replicas pods on node alone: the other nodes of the pool are
+// tainted, and the node is tainted again once they are bound there.
+func (p *fragmentedPool) fillNode(t *testing.T, node, rs string, replicas int32, movable bool) {
+	t.Helper()
+	p.taint(t, node, false)
+	p.replicaSetOf(t, rs, replicas, movable)
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("%s's %d pods bound on %s", rs, replicas, node), func() (bool, string) {
+		pods := p.pods(t, rs)
+		on := 0
+		for _, pod := range pods {
+			switch pod.Spec.NodeName {
+			case node:
+				on++
+			case "":
+			default:
+				// Placed before the scheduler saw the taints change (its node and pod informers
+				// are not ordered with each other): its ReplicaSet makes another.
+				_ = p.env.Kube.CoreV1().Pods(p.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+			}
+		}
+		return on == int(replicas) && len(pods) == int(replicas), fmt.Sprintf("%d of %d on %s", on, len(pods), node)
+	})
+	p.taint(t, node, true)
 }
 
 // pods lists the live pods of a ReplicaSet.
@@ -174,6 +175,24 @@ func (p *fragmentedPool) gang(t *testing.T) {
 			},
 		})
 	}
+}
+
+// waitFillersBound waits until the pool's ReplicaSets have n pods, every one bound (the moved
+// pods replaced), and returns them.
+func (p *fragmentedPool) waitFillersBound(t *testing.T, n int) map[types.UID]corev1.Pod {
+	t.Helper()
+	var fillers map[types.UID]corev1.Pod
+	framework.Eventually(t, 2*time.Minute, "the moved pods' replacements bound", func() (bool, string) {
+		fillers = p.fillers(t)
+		bound := 0
+		for _, pod := range fillers {
+			if pod.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return len(fillers) == n && bound == n, fmt.Sprintf("%d of %d bound", bound, len(fillers))
+	})
+	return fillers
 }
 
 // fillers are the ReplicaSets' live pods, by UID.
@@ -223,17 +242,7 @@ func TestGangStartsAfterMovablePodsAreMoved(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{p.nodes[2]: true, p.nodes[3]: true}, gangNodes, "the gang runs on the nodes made whole, one member each")
 
-	framework.Eventually(t, 2*time.Minute, "the moved pods' replacements bound", func() (bool, string) {
-		fillers := p.fillers(t)
-		bound := 0
-		for _, pod := range fillers {
-			if pod.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return len(fillers) == 16 && bound == 16, fmt.Sprintf("%d of %d bound", bound, len(fillers))
-	})
-	fillers := p.fillers(t)
+	fillers := p.waitFillersBound(t, 16)
 	for uid, node := range p.placed {
 		pod, stayed := fillers[uid]
 		if p.movableUIDs[uid] {
@@ -248,25 +257,8 @@ func TestGangStartsAfterMovablePodsAreMoved(t *testing.T) {
 		assert.False(t, gangNodes[pod.Spec.NodeName], "pod %s runs on %s, off the gang's nodes", pod.Name, pod.Spec.NodeName)
 	}
 
-	// The recorder writes each event from a goroutine of its own after the eviction or status it
-	// goes with: wait for the group's and the 8 moved pods' before checking them.
 	consolidating := fmt.Sprintf("Consolidating: the minimum of pod group %s/wide fits in the cluster's free capacity but on no set of nodes; moving 8 pods", p.ns)
-	var events string
-	var moves []corev1.Event
-	framework.Eventually(t, 30*time.Second, "the Consolidating event and 8 "+schedulingv1alpha1.ReasonMovedForGang+" events", func() (bool, string) {
-		events = p.env.Events(p.ns, "wide")
-		list, err := p.env.Kube.CoreV1().Events(p.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + schedulingv1alpha1.ReasonMovedForGang})
-		if err != nil {
-			return false, err.Error()
-		}
-		moves = nil
-		for _, e := range list.Items {
-			if e.InvolvedObject.Kind == "Pod" && p.movableUIDs[e.InvolvedObject.UID] {
-				moves = append(moves, e)
-			}
-		}
-		return strings.Contains(events, consolidating) && len(moves) >= 8, fmt.Sprintf("%d moved pods' events; the group's: %s", len(moves), events)
-	})
+	events, moves := framework.WaitForMoves(t, p.env, p.ns, "wide", consolidating, func(uid types.UID) bool { return p.movableUIDs[uid] }, 8)
 	assert.Contains(t, events, consolidating)
 	for _, e := range moves {
 		assert.Contains(t, e.Message, fmt.Sprintf("evicted to make room for pod group %s/wide, which fits in the cluster's free capacity but on no set of nodes; the pod declared itself movable", p.ns))

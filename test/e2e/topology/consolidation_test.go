@@ -208,20 +208,11 @@ func TestAJobsReplicasStartAfterMovablePodsAreMovedOutOfTheirRacks(t *testing.T)
 	}
 
 	consolidating := fmt.Sprintf("Consolidating: the sub-groups of pod group %s/replicas fit in the cluster's free capacity but on no set of domains; moving 8 pods", ns)
-	framework.Eventually(t, 30*time.Second, "the Consolidating event and 8 "+schedulingv1alpha1.ReasonMovedForGang+" events", func() (bool, string) {
-		events := env.Events(ns, "replicas")
-		list, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + schedulingv1alpha1.ReasonMovedForGang})
-		if err != nil {
-			return false, err.Error()
-		}
-		moves := 0
-		for _, e := range list.Items {
-			if _, ok := placed[e.InvolvedObject.UID]; ok && strings.Contains(e.Message, fmt.Sprintf("evicted to make room for pod group %s/replicas", ns)) {
-				moves++
-			}
-		}
-		return strings.Contains(events, consolidating) && moves == 8, fmt.Sprintf("%d moved pods' events; the group's: %s", moves, events)
-	})
+	_, moves := framework.WaitForMoves(t, env, ns, "replicas", consolidating, func(uid types.UID) bool { _, ok := placed[uid]; return ok }, 8)
+	assert.Len(t, moves, 8, "each moved pod has an event")
+	for _, e := range moves {
+		assert.Contains(t, e.Message, fmt.Sprintf("evicted to make room for pod group %s/replicas", ns))
+	}
 	framework.Eventually(t, time.Minute, "the job running", func() (bool, string) {
 		j, err := env.Tephra.BatchV1alpha1().Jobs(ns).Get(ctx, "replicas", metav1.GetOptions{})
 		if err != nil {
