@@ -212,6 +212,17 @@ var Configurations = []*Configuration{
 		},
 	},
 	{
+		Name:                  "Ck",
+		Title:                 "C keeping room for the head of each queue, without estimates: the gang at the head of each queue reserves nodes while it cannot fit (TephraGang's queueHeadReservations), and no Job states a runtime estimate, so nothing backfills them",
+		Gangs:                 TephraJobs,
+		Queues:                true,
+		QueueHeadReservations: true,
+		options: func(o *localcluster.Options, _, _ string) error {
+			o.SchedulerPluginArgs = map[string]map[string]any{"TephraGang": {"queueHeadReservations": true}}
+			return nil
+		},
+	},
+	{
 		Name:         "Cio",
 		Title:        "C with data locality: the pods of a job that reads a dataset declare it (data.tephra.dev/datasets), and TephraIO places them where the nodes cache it",
 		Gangs:        TephraJobs,

@@ -22,7 +22,7 @@
 //     the WorkloadWithJob gate, so that the Job controller creates the gang's Workload and
 //     PodGroup and replaces deleted pods.
 //
-// C's other variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq) change one setting of C each:
+// C's other variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Ck) change one setting of C each:
 // configurations.go says which.
 //
 // The replay plays a job's work the same way in every configuration (driver.go): a job runs its

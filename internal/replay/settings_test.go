@@ -78,7 +78,7 @@ func TestConfigurationsByName(t *testing.T) {
 	assert.Equal(t, "B0", configs[0].Name)
 	assert.Equal(t, "C", configs[1].Name)
 	_, err = ConfigurationsByName("C,B2")
-	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Cio, Ciw, Cp, B0, B1, B1p, B1j`)
+	assert.EqualError(t, err, `configuration "B2": not one of C, Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Ck, Cio, Ciw, Cp, B0, B1, B1p, B1j`)
 }
 
 // With backfill, every Job states its duration played at the speedup (rounded up, a second more)
