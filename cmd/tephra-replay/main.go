@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&f.shape.Racks, "racks", 0, "racks the nodes are spread over (topology.kubernetes.io/rack); 0 for none")
 	flag.StringVar(&f.queuesFile, "queues", "", "a queues file: weights and GPU guarantees of the trace's queues (default: weight 1 each)")
 	flag.Float64Var(&f.speedup, "speedup", replay.DefaultSpeedup, "trace seconds played per second: 144 plays a day in 10 minutes")
-	flag.StringVar(&f.configs, "configs", "C,B1,B1p,B0", "the configurations to compare, in the report's order: C (Tephra as installed), its variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Cio, Ciw: docs/replay.md), Cp (C as a static partition), B1 (upstream's gangs), B1p (B1 packing GPUs), B1j (B1 through batch/v1 Jobs and the Job controller's gangs), B0 (the stock scheduler)")
+	flag.StringVar(&f.configs, "configs", "C,B1,B1p,B0", "the configurations to compare, in the report's order: C (Tephra as installed), its variants (Ch, Cb, Cm, Cr, Cn, Cw, Ct, Cf, Cs, Cl, Cq, Ck, Cio, Ciw: docs/replay.md), Cp (C as a static partition), B1 (upstream's gangs), B1p (B1 packing GPUs), B1j (B1 through batch/v1 Jobs and the Job controller's gangs), B0 (the stock scheduler)")
 	flag.StringVar(&f.out, "out", "replay-out", "where the report, plots, per-job CSV, runs.json and the control planes' logs go")
 	flag.BoolVar(&f.publish, "publish", false, "also write the report into docs/replay.md and its plots into docs/replay/")
 	flag.StringVar(&f.publishAs, "publish-as", "", "--publish: the name of the report's section of docs/replay.md (its markers <!-- replay-report:NAME:begin --> and end), its plots and CSV then in docs/replay/NAME/; \"\" for the day's report")
