@@ -21,8 +21,9 @@ import (
 // run chooses victims for one pod that fits no node, in one PostFilter: pods of queues
 // above their deserved share (reclaim) and lower-priority pods of the pod's own queue (in-queue
 // preemption). It is the preemption.Interface of that PostFilter's evaluator, which dry-runs
-// candidate nodes in parallel, picks the one with the fewest victims, and has the Reclaimer's
-// executor evict them and nominate the node. Nothing of it outlives the PostFilter.
+// candidate nodes in parallel, picks the one whose victims throw away the least work
+// (OrderedScoreFuncs), and has the Reclaimer's executor evict them and nominate the node.
+// Nothing of it outlives the PostFilter.
 type run struct {
 	*Reclaimer
 	// The preemptor being decided for.
@@ -142,11 +143,14 @@ func (r *run) lastPreemptionPending(pod *corev1.Pod) string {
 }
 
 // OrderedScoreFuncs prefers the node whose victims break the fewest PodDisruptionBudgets, then
-// with the fewest victims, then with the least important, then the node whose victims lose least:
-// the fewest that are not elastic pods (pods above their gang's minimum, whose job runs on), then
-// the least run time thrown away (the victims started last). SelectVictimsOnNode orders a node's
-// pods the same way; without the last two the scheduler would choose among equal nodes at random,
-// and an old job or a gang's minimum would go where an elastic pod or a young job could.
+// whose most important victim is the least important, then whose victims throw away the least
+// work (their sizes times how long they have run; an elastic pod, above its gang's minimum,
+// throws away nothing, as its job runs on), then with the fewest victims, then the fewest that
+// are not elastic, then the least run time. Work comes before the count because a reclaim's cost
+// is the work it throws away: one 8-GPU member of a gang of two that has run for hours goes with
+// its sibling on another node, and costs more than eight 1-GPU jobs that started in the last
+// hour. SelectVictimsOnNode orders a node's pods the same way; without the last ones
+// the scheduler would choose among equal nodes at random.
 func (r *run) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
 	now := time.Now()
 	lost := make(map[string]lostWork, len(victims))
@@ -155,7 +159,6 @@ func (r *run) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv
 	}
 	return []func(string) int64{
 		func(node string) int64 { return -victims[node].NumPDBViolations },
-		func(node string) int64 { return -int64(len(victims[node].Pods)) },
 		func(node string) int64 {
 			highest := int64(-1 << 31)
 			for _, p := range victims[node].Pods {
@@ -163,25 +166,32 @@ func (r *run) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv
 			}
 			return -highest
 		},
+		func(node string) int64 { return -lost[node].work },
+		func(node string) int64 { return -int64(len(victims[node].Pods)) },
 		func(node string) int64 { return -lost[node].notElastic },
 		func(node string) int64 { return -lost[node].ran.Milliseconds() },
 	}
 }
 
-// lostWork is what evicting a node's victims throws away: how many of them are not elastic, and
-// how long those had run.
+// lostWork is what evicting a node's victims throws away: the work of those that are not
+// elastic (their dominant shares of the cluster, in the resources the preemptor asks for, times
+// the seconds they have run, in millionths), how many they are, and how long they had run.
 type lostWork struct {
+	work       int64
 	notElastic int64
 	ran        time.Duration
 }
 
 // lostOnEviction counts the victims that are not elastic (a group's pods above its minimum, as
-// many as it has spare) and sums how long they have run.
+// many as it has spare), sums how long they have run, and weighs each run by the pod's size.
 func (r *run) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 	var out lostWork
 	spare := map[string]int{}
+	names := r.neededResources()
+	work := 0.0
 	for _, pod := range pods {
-		if e, ok := r.ledger.Entry(pod.UID); ok && e.Group != "" {
+		e, ok := r.ledger.Entry(pod.UID)
+		if ok && e.Group != "" {
 			if _, counted := spare[e.Group]; !counted {
 				elastic, n, _, _ := r.gangUnit(e.Group)
 				spare[e.Group] = 0
@@ -196,9 +206,14 @@ func (r *run) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
 		}
 		out.notElastic++
 		if pod.Status.StartTime != nil {
-			out.ran += now.Sub(pod.Status.StartTime.Time)
+			ran := now.Sub(pod.Status.StartTime.Time)
+			out.ran += ran
+			if ok {
+				work += sizeOf(e.Requests, r.state.View.Total, names) * ran.Seconds()
+			}
 		}
 	}
+	out.work = int64(work * 1e6)
 	return out
 }
 
