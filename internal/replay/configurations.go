@@ -40,7 +40,8 @@ type Configuration struct {
 	// weight's share of them (or its guarantee, if larger) and not reclaimable (queues.go).
 	Partition bool
 	// UsageHalfLife, in trace time, runs Tephra with usage history of that half-life (played at
-	// the speedup, docs/queues.md "Fair share over time"); 0 keeps the shipped one.
+	// the speedup, docs/queues.md "Fair share over time"); 0 plays the shipped one, a week of
+	// trace time (playedUsageHalfLife).
 	UsageHalfLife time.Duration
 	// Backfill gives every Tephra Job a runtime estimate (its trace duration) and the big gangs an
 	// SLA waiting time, so that they reserve nodes and short jobs backfill them (docs/elastic.md).
@@ -100,7 +101,7 @@ var Configurations = []*Configuration{
 	},
 	{
 		Name:          "Ch",
-		Title:         fmt.Sprintf("C with usage history: a half-life of %v of trace time (the shipped week is years of trace at the speedup)", historyHalfLife),
+		Title:         fmt.Sprintf("C with a shorter usage history: a half-life of %v of trace time, where C plays the shipped week", historyHalfLife),
 		Gangs:         TephraJobs,
 		Queues:        true,
 		UsageHalfLife: historyHalfLife,

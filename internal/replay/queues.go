@@ -19,6 +19,7 @@ import (
 
 	schedulingv1alpha1 "github.com/tephra-dev/tephra/apis/scheduling/v1alpha1"
 	"github.com/tephra-dev/tephra/internal/localcluster"
+	"github.com/tephra-dev/tephra/internal/quota"
 	"github.com/tephra-dev/tephra/internal/replay/report"
 	"github.com/tephra-dev/tephra/internal/replay/trace"
 	"github.com/tephra-dev/tephra/plugins/ioaware"
@@ -201,6 +202,22 @@ func (c *Configuration) orderOf(speedup float64) queueOrder {
 		return queueOrder{order: schedulingv1alpha1.QueueOrderLeastAttainedService, boundSeconds: played(c.LeastAttainedBound)}
 	}
 	return queueOrder{}
+}
+
+// playedUsageHalfLife is tephra-controllers' --usage-half-life for the configuration, the
+// half-life of usage history played at the speedup: its own, else, for Tephra's queues, the
+// shipped one (quota.DefaultUsageHalfLife), so that fair share over time weighs a day of the
+// trace as a day of the cluster would; "" for none. Played in wall-clock time, the shipped week
+// would be years of trace, and no history at all.
+func (c *Configuration) playedUsageHalfLife(speedup float64) string {
+	halfLife := c.UsageHalfLife
+	if halfLife <= 0 && c.Queues {
+		halfLife = quota.DefaultUsageHalfLife
+	}
+	if halfLife <= 0 {
+		return ""
+	}
+	return (time.Duration(float64(halfLife) / speedup)).Round(time.Second).String()
 }
 
 // playedPluginArgs adds to the scheduler's plugin args those of the configuration's settings that

@@ -196,9 +196,7 @@ func startControlPlane(ctx context.Context, opts Options, config *Configuration)
 		return nil, err
 	}
 	local := localcluster.Options{Dir: dir, Root: opts.Root, Binaries: opts.Binaries, Log: opts.Log}
-	if config.UsageHalfLife > 0 {
-		local.UsageHalfLife = (time.Duration(float64(config.UsageHalfLife) / opts.Speedup)).Round(time.Second).String()
-	}
+	local.UsageHalfLife = config.playedUsageHalfLife(opts.Speedup)
 	if err := config.options(&local, opts.Root, dir); err != nil {
 		return nil, err
 	}

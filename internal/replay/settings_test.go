@@ -217,6 +217,17 @@ func TestTephraConfigurationsPlayThePatienceLimitAtTheSpeedup(t *testing.T) {
 	assert.Equal(t, map[string]map[string]any{"TephraQueue": {"reclaimPatienceLimit": "2.1s"}}, played(configs[3]), "5 minutes at 144x")
 }
 
+// Tephra's configurations play usage history's shipped week at the speedup, or their own
+// half-life; the others run no tephra-controllers to set it for.
+func TestTephraConfigurationsPlayTheUsageHalfLifeAtTheSpeedup(t *testing.T) {
+	configs, err := ConfigurationsByName("C,Ch,Cp,B1")
+	require.NoError(t, err)
+	assert.Equal(t, "1h10m0s", configs[0].playedUsageHalfLife(144), "a week at 144x")
+	assert.Equal(t, "2m30s", configs[1].playedUsageHalfLife(144), "6 hours at 144x")
+	assert.Equal(t, "1h10m0s", configs[2].playedUsageHalfLife(144))
+	assert.Empty(t, configs[3].playedUsageHalfLife(144))
+}
+
 // Cp caps each Queue at its weight's share of the cluster's GPUs, rounded down, or at its
 // guarantee where that is larger, and takes every queue out of reclaim; C caps nothing.
 func TestStaticPartitionCapsEachQueueAtItsWeightsShareOfTheGPUs(t *testing.T) {
