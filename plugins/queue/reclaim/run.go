@@ -154,8 +154,9 @@ func (r *run) lastPreemptionPending(pod *corev1.Pod) string {
 func (r *run) OrderedScoreFuncs(_ context.Context, victims map[string]*extenderv1.Victims) []func(string) int64 {
 	now := time.Now()
 	lost := make(map[string]lostWork, len(victims))
+	names := r.neededResources()
 	for node, v := range victims {
-		lost[node] = r.lostOnEviction(v.Pods, now)
+		lost[node] = r.lostOnEviction(v.Pods, names, now)
 	}
 	return []func(string) int64{
 		func(node string) int64 { return -victims[node].NumPDBViolations },
@@ -183,11 +184,11 @@ type lostWork struct {
 }
 
 // lostOnEviction counts the victims that are not elastic (a group's pods above its minimum, as
-// many as it has spare), sums how long they have run, and weighs each run by the pod's size.
-func (r *run) lostOnEviction(pods []*corev1.Pod, now time.Time) lostWork {
+// many as it has spare), sums how long they have run, and weighs each run by the pod's size in
+// the resources named.
+func (r *run) lostOnEviction(pods []*corev1.Pod, names []corev1.ResourceName, now time.Time) lostWork {
 	var out lostWork
 	spare := map[string]int{}
-	names := r.neededResources()
 	work := 0.0
 	for _, pod := range pods {
 		e, ok := r.ledger.Entry(pod.UID)
